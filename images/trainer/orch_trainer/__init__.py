@@ -1,0 +1,1 @@
+"""orch's trainer: runs inside the images, one process per worker container."""

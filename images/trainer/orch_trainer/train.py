@@ -1,0 +1,195 @@
+"""Entry point of a worker container: train, emit events, write results."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from . import contract
+
+
+class Reporter:
+    """Writes structured events to the run directory and a readable line to stdout."""
+
+    def __init__(self, out_dir: str, worker: int) -> None:
+        self.worker = worker
+        self.dir = os.path.join(out_dir, contract.worker_dir(worker))
+        os.makedirs(self.dir, exist_ok=True)
+        self._events = open(os.path.join(self.dir, contract.EVENTS_FILE), "a", buffering=1)
+
+    def event(self, kind: str, **fields) -> None:
+        record = {"v": contract.CONTRACT_VERSION, "event": kind, "worker": self.worker, "time": time.time(), **fields}
+        self._events.write(json.dumps(record) + "\n")
+
+    def say(self, text: str) -> None:
+        print(f"[orch] {text}", flush=True)
+
+    def write_json(self, name: str, payload: dict) -> None:
+        tmp = os.path.join(self.dir, name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(payload, f, indent=2)
+        os.replace(tmp, os.path.join(self.dir, name))
+
+
+def _job() -> tuple[dict, int, int, str, str]:
+    job = json.loads(os.environ[contract.ENV_JOB])
+    missing = [k for k in contract.TRAINING_FIELDS if k not in job]
+    if missing:
+        raise SystemExit(f"{contract.ENV_JOB} lacks {', '.join(missing)}")
+    return (
+        job,
+        int(os.environ.get(contract.ENV_WORKER_INDEX, "0")),
+        int(os.environ.get(contract.ENV_NUM_WORKERS, "1")),
+        os.environ.get(contract.ENV_DATA_DIR, contract.DATA_MOUNT),
+        os.environ.get(contract.ENV_OUT_DIR, contract.OUT_MOUNT),
+    )
+
+
+def _strategy(tf, job: dict, num_workers: int):
+    if num_workers == 1:
+        return tf.distribute.get_strategy()
+    implementation = {
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+    }[job["collective"]]
+    options = tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=job["bytes_per_pack"],
+        timeout_seconds=job["collective_timeout"] or None,
+        implementation=implementation,
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> dict:
+    """Train one worker's part of the job and return its result record."""
+    reporter.event(contract.EVENT_START, stage="importing")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from . import data, model as models
+
+    reporter.event(contract.EVENT_START, stage="connecting")
+    # The strategy must exist before any other TensorFlow op runs.
+    strategy = _strategy(tf, job, num_workers)
+    tf.keras.utils.set_random_seed(job["seed"])
+
+    (x_tr, y_tr), (x_val, y_val), (x_te, y_te) = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
+    global_batch = job["global_batch"]
+    per_worker = global_batch // num_workers
+    # Every worker must run the same number of steps; the smallest shard decides.
+    steps_per_epoch = (len(x_tr) // num_workers) // per_worker
+    val_steps = (len(x_val) // num_workers) // per_worker
+
+    def pipeline(x, y, shuffle: bool):
+        def make(ctx: tf.distribute.InputContext):
+            # The only sharding there is: one shard per worker, taken once, then batched per worker.
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            ds = ds.cache()
+            if shuffle:
+                ds = ds.shuffle(len(x) // ctx.num_input_pipelines + 1, seed=job["seed"] + ctx.input_pipeline_id,
+                                reshuffle_each_iteration=True)
+            ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).repeat()
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+            return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+        return keras.utils.experimental.DatasetCreator(make)
+
+    with strategy.scope():
+        net = models.build_mlp(keras, tf)
+        net.compile(
+            optimizer=keras.optimizers.Adam(learning_rate=job["learning_rate"]),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            steps_per_execution=job["steps_per_execution"],
+        )
+
+    epochs_log: list[dict] = []
+
+    class Events(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            local = strategy.experimental_local_results(net.samples_seen)
+            samples = int(sum(int(v.numpy()) for v in local))
+            for v in local:
+                v.assign(0)
+            record = {k: float(v) for k, v in (logs or {}).items()}
+            record.update(epoch=epoch + 1, seconds=time.perf_counter() - self.started, samples=samples)
+            epochs_log.append(record)
+            reporter.event(contract.EVENT_EPOCH, epochs=job["epochs"], **record)
+            reporter.say(
+                f"worker {worker} epoch {epoch + 1}/{job['epochs']} loss {record.get('loss', 0):.4f} "
+                f"acc {record.get('accuracy', 0):.4f} val_acc {record.get('val_accuracy', 0):.4f} "
+                f"samples {samples} ({record['seconds']:.2f} s)"
+            )
+
+    reporter.event(contract.EVENT_START, stage="training", steps_per_epoch=steps_per_epoch)
+    reporter.say(
+        f"worker {worker}/{num_workers}: {len(x_tr)} train samples, shard of {len(x_tr) // num_workers}, "
+        f"global batch {global_batch} ({per_worker} per worker), {steps_per_epoch} steps per epoch"
+    )
+    started = time.perf_counter()
+    net.fit(
+        pipeline(x_tr, y_tr, shuffle=True),
+        epochs=job["epochs"],
+        steps_per_epoch=steps_per_epoch,
+        validation_data=pipeline(x_val, y_val, shuffle=False),
+        validation_steps=val_steps,
+        callbacks=[Events()],
+        verbose=0,
+    )
+    train_seconds = time.perf_counter() - started
+
+    # Test accuracy is computed from this worker's own weights, on the whole test set, with no
+    # collective involved: every worker's figure is its own, and in sync training they agree.
+    weights = [w for layer in net.layers for w in layer.get_weights()]
+    predictions = models.mlp_logits(weights, x_te).argmax(axis=1)
+    test_accuracy = float((predictions == y_te).mean())
+    grid = slice(0, min(25, len(x_te)))
+    np.savez_compressed(
+        os.path.join(reporter.dir, contract.PREDICTIONS_FILE),
+        x=(x_te[grid] * 255).round().astype(np.uint8), y_true=y_te[grid], y_pred=predictions[grid],
+    )
+    result = {
+        "v": contract.CONTRACT_VERSION,
+        "worker": worker,
+        "num_workers": num_workers,
+        "replicas": int(strategy.num_replicas_in_sync),
+        "global_batch": global_batch,
+        "per_worker_batch": per_worker,
+        "steps_per_epoch": steps_per_epoch,
+        "train_samples": len(x_tr),
+        "validation_samples": len(x_val),
+        "test_samples": len(x_te),
+        "epochs": epochs_log,
+        "samples_per_epoch": [e["samples"] for e in epochs_log],
+        "train_seconds": train_seconds,
+        "test_accuracy": test_accuracy,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "job": job,
+    }
+    reporter.write_json(contract.RESULT_FILE, result)
+    reporter.event(contract.EVENT_DONE, train_seconds=train_seconds, test_accuracy=test_accuracy)
+    reporter.say(f"worker {worker} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
+    return result
+
+
+def main() -> int:
+    job, worker, num_workers, data_dir, out_dir = _job()
+    reporter = Reporter(out_dir, worker)
+    try:
+        run(reporter, job, worker, num_workers, data_dir)
+    except Exception as exc:  # report, then fail the container: the orchestrator reads the exit code
+        reporter.event(contract.EVENT_ERROR, message=f"{type(exc).__name__}: {exc}")
+        traceback.print_exc()
+        return 1
+    sys.stdout.flush()
+    return 0

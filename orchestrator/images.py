@@ -1,0 +1,200 @@
+"""`orch build`: the trainer images, built offline from a wheelhouse the host downloads."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import __version__
+from .engine import LABEL_INPUTS, Engine
+from .errors import BuildError, ImageMissing, OrchError
+from .paths import Paths, asset_dir, default_paths
+from .plan import IMAGE_KINDS, image_ref
+
+DEFAULT_BASE = "orch-base:bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# The image's interpreter: Debian bookworm's python3 is CPython 3.11 on glibc 2.36.
+IMAGE_PYTHON = "3.11"
+IMAGE_GLIBC_MINOR = 36
+BASE_PACKAGES = ("python3", "python3-venv")
+# Parts of a minbase tree no container needs; dropping them keeps the base small.
+BASE_PRUNE = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt/archives",
+              "var/lib/apt/lists")
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """One image `orch build` made or found up to date."""
+
+    tag: str
+    built: bool
+    seconds: float
+    size: int
+
+
+def _requirements(images: Path) -> list[Path]:
+    return [images / "requirements.txt", images / "requirements-nodeps.txt"]
+
+
+def _platform_args() -> list[str]:
+    tags = [f"manylinux_2_{minor}_x86_64" for minor in range(17, IMAGE_GLIBC_MINOR + 1)]
+    tags += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
+    args = []
+    for tag in tags:
+        args += ["--platform", tag]
+    return args
+
+
+def wheelhouse(paths: Paths, say: Say) -> Path:
+    """Download the images' Python packages with the host's pip, for the image's Python; cached."""
+    images = asset_dir("images")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _requirements(images))).hexdigest()[:16]
+    target = paths.wheelhouse / digest
+    if (target / ".complete").is_file():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    common = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--python-version", IMAGE_PYTHON,
+              "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none", *_platform_args(),
+              "--platform", "any", "--progress-bar", "off", "-d", str(target)]
+    for req, extra in zip(_requirements(images), ([], ["--no-deps"])):
+        say(f"downloading wheels for {req.name} (host pip, for CPython {IMAGE_PYTHON} manylinux)")
+        proc = subprocess.run([*common, *extra, "-r", str(req)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            raise BuildError(f"pip could not download the wheels in {req.name}; check the host's pip can reach "
+                             f"the package index", details=tail)
+    (target / ".complete").write_text("ok\n")
+    return target
+
+
+def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
+    """Create a Debian bookworm base image with python3 by debootstrap and `docker import`."""
+    if shutil.which("debootstrap") is None:
+        raise OrchError("debootstrap is not installed; install it (`apt-get install debootstrap`) or use --base IMAGE")
+    if os.geteuid() != 0:
+        raise OrchError("--bootstrap-base runs debootstrap, which needs root; run it with sudo, or use --base IMAGE")
+    repo, _, version = tag.partition(":")
+    with tempfile.TemporaryDirectory(prefix="orch-rootfs-") as root:
+        say(f"debootstrap bookworm ({', '.join(BASE_PACKAGES)}) from {mirror}")
+        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", "bookworm", root, mirror]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+            raise BuildError(f"debootstrap failed (exit {proc.returncode}); check that {mirror} is reachable",
+                             details=tail)
+        for rel in BASE_PRUNE:
+            shutil.rmtree(Path(root, rel), ignore_errors=True)
+        say(f"importing the root filesystem as {tag}")
+        tar = subprocess.Popen(["tar", "-C", root, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        try:
+            engine.import_image(tar.stdout, repo, version or "latest")
+        finally:
+            tar.stdout.close()
+            if tar.wait() != 0:
+                raise BuildError("tar of the bootstrapped root filesystem failed")
+
+
+def _trainer_files(images: Path) -> list[tuple[str, Path]]:
+    """(name in the build context, file) pairs of the trainer code, the contract included."""
+    files = [(f"trainer/{p.relative_to(images / 'trainer').as_posix()}", p)
+             for p in sorted((images / "trainer").rglob("*.py"))]
+    files.append(("trainer/orch_trainer/contract.py", Path(__file__).with_name("contract.py")))
+    return files
+
+
+def _inputs_digest(images: Path, base_id: str) -> str:
+    h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
+    for name, path in [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)],
+                       *_trainer_files(images)]:
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _write_context(fileobj, images: Path, wheels: Path) -> None:
+    def add(tar: tarfile.TarFile, name: str, path: Path) -> None:
+        info = tar.gettarinfo(str(path), arcname=name)
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        info.mtime = 0  # the layer cache keys on content, and so should the context
+        with open(path, "rb") as f:
+            tar.addfile(info, f)
+
+    with tarfile.open(fileobj=fileobj, mode="w") as tar:
+        add(tar, "Dockerfile", images / "Dockerfile")
+        for req in _requirements(images):
+            add(tar, req.name, req)
+        for wheel in sorted(wheels.glob("*.whl")):
+            add(tar, f"wheelhouse/{wheel.name}", wheel)
+        for name, path in _trainer_files(images):
+            add(tar, name, path)
+    fileobj.seek(0)
+
+
+def build(
+    base: Optional[str] = None,
+    bootstrap: bool = False,
+    force: bool = False,
+    mirror: str = DEFAULT_MIRROR,
+    engine: Optional[Engine] = None,
+    paths: Optional[Paths] = None,
+    say: Optional[Say] = None,
+) -> list[BuiltImage]:
+    """Build the single- and multi-worker trainer images unless they are up to date."""
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    images = asset_dir("images")
+    engine.ping()
+    base_ref = base or DEFAULT_BASE
+    if engine.image_labels(base_ref) is None:
+        if base is None and bootstrap:
+            bootstrap_base(engine, base_ref, mirror, say)
+        elif base is None:
+            raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` "
+                               "(debootstrap, needs root) or `orch build --base IMAGE` with an image you have")
+        else:
+            raise ImageMissing(f"base image {base_ref} is not present; `docker pull` or `docker load` it first")
+    digest = _inputs_digest(images, engine.image_id(base_ref))
+    pending = [kind for kind in IMAGE_KINDS
+               if force or (engine.image_labels(image_ref(kind)) or {}).get(LABEL_INPUTS) != digest]
+    results = [BuiltImage(image_ref(k), False, 0.0, engine.image_size(image_ref(k)))
+               for k in IMAGE_KINDS if k not in pending]
+    for kind in IMAGE_KINDS:
+        if kind not in pending:
+            say(f"{image_ref(kind)} is up to date")
+    if not pending:
+        return results
+    wheels = wheelhouse(paths, say)
+    with tempfile.TemporaryFile() as context:
+        _write_context(context, images, wheels)
+        for kind in pending:
+            tag = image_ref(kind)
+            say(f"building {tag} from {base_ref}")
+            started = time.monotonic()
+            context.seek(0)
+            _stream_build(engine.build(context, tag, kind, {"BASE": base_ref}, {LABEL_INPUTS: digest}), say)
+            results.append(BuiltImage(tag, True, time.monotonic() - started, engine.image_size(tag)))
+    return sorted(results, key=lambda r: r.tag)
+
+
+def _stream_build(records, say: Say) -> None:
+    tail: list[str] = []
+    for record in records:
+        if "error" in record:
+            raise BuildError(f"image build failed: {record['error'].strip()}", details="\n".join(tail[-10:]))
+        text = (record.get("stream") or "").rstrip()
+        if not text:
+            continue
+        tail.append(text)
+        if text.startswith("Step "):
+            say(text)

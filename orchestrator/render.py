@@ -1,0 +1,38 @@
+"""Pure renderers: plan data in, Compose text out."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from .paths import asset_dir
+
+TEMPLATE = "job.yml.j2"
+
+
+def yaml_quote(value: Any) -> str:
+    """A YAML double-quoted scalar for ``value`` that Compose reads back verbatim.
+
+    JSON strings are valid YAML and escape quotes, backslashes and newlines; ``$`` is doubled because
+    Compose would otherwise interpolate ``${VAR}`` from the host's environment.
+    """
+    return json.dumps(str(value), ensure_ascii=True).replace("$", "$$")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(asset_dir("compose-templates"))),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = yaml_quote
+    return env
+
+
+def render_compose(context: dict[str, Any]) -> str:
+    """Render the Compose file of a job from its template context."""
+    return _environment().get_template(TEMPLATE).render(**context)

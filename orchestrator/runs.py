@@ -1,0 +1,348 @@
+"""Apply a plan: launch a run with Compose, watch it, collect what it wrote, and clean up."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from . import contract
+from . import data as datasets
+from .engine import ContainerState, Engine
+from .errors import InvalidSpec, OrchError, RunNotFound, WorkerFailed
+from .paths import Paths, default_paths
+from .plan import Plan, plan
+from .spec import JobSpec, make_spec
+
+RUN_FILE = "run.json"
+LOG_FILE = "container.log"
+CONTAINER_UID = 1000  # workers never run as root; a root host hands them their folders
+NOISE_PREFIXES = ("I0000 ", "W0000 ", "WARNING: All log messages before absl")
+
+Say = Callable[[str], None]
+OnEvent = Callable[[dict], None]
+
+
+@dataclass
+class RunInfo:
+    """A run as `orch ps` and `up` report it."""
+
+    run_id: str
+    state: str  # starting, running, succeeded, failed, interrupted, stopped
+    spec: dict[str, Any]
+    started: Optional[float] = None
+    wall_seconds: Optional[float] = None
+    error: Optional[str] = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    run_dir: Optional[str] = None
+
+    @property
+    def train_seconds(self) -> Optional[float]:
+        """The slowest worker's train time: the job is done when the last worker is."""
+        times = [w["train_seconds"] for w in self.workers if w.get("train_seconds") is not None]
+        return max(times) if times else None
+
+    @property
+    def test_accuracy(self) -> Optional[float]:
+        """Worker 0's test accuracy; in sync training every worker's agrees."""
+        accs = [w["test_accuracy"] for w in self.workers if w.get("test_accuracy") is not None]
+        return accs[0] if accs else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "state": self.state,
+            "spec": self.spec,
+            "started": self.started,
+            "wall_seconds": self.wall_seconds,
+            "train_seconds": self.train_seconds,
+            "test_accuracy": self.test_accuracy,
+            "error": self.error,
+            "workers": self.workers,
+            "run_dir": self.run_dir,
+        }
+
+
+def container_user() -> str:
+    """The uid:gid workers run as: the invoking user, or an unprivileged one when that is root."""
+    uid, gid = os.getuid(), os.getgid()
+    return f"{CONTAINER_UID}:{CONTAINER_UID}" if uid == 0 else f"{uid}:{gid}"
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Optional[Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class EventTailer:
+    """Reads the workers' event files incrementally."""
+
+    def __init__(self, run_dir: Path, workers: int) -> None:
+        self.files = [run_dir / contract.worker_dir(i) / contract.EVENTS_FILE for i in range(workers)]
+        self.offsets = [0] * workers
+
+    def read(self) -> list[dict]:
+        out = []
+        for i, path in enumerate(self.files):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self.offsets[i])
+                    chunk = f.read()
+            except FileNotFoundError:
+                continue
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
+            self.offsets[i] += len(complete)
+            for line in complete.splitlines():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return sorted(out, key=lambda e: e.get("time", 0))
+
+
+def worker_results(run_dir: Path, workers: int) -> list[dict[str, Any]]:
+    """Per-worker result records (``{"worker": i}`` alone where a worker wrote none)."""
+    out = []
+    for i in range(workers):
+        result = _read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
+        out.append({
+            "worker": i,
+            "train_seconds": result.get("train_seconds"),
+            "test_accuracy": result.get("test_accuracy"),
+            "samples_per_epoch": result.get("samples_per_epoch"),
+            "steps_per_epoch": result.get("steps_per_epoch"),
+            "replicas": result.get("replicas"),
+            "global_batch": result.get("global_batch"),
+            "exit_code": None,
+        })
+    return out
+
+
+def meaningful_lines(text: str, count: int) -> list[str]:
+    """The last ``count`` lines of a log, without TensorFlow's start-up noise."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(NOISE_PREFIXES)]
+    return lines[-count:]
+
+
+def _prepare_run_dir(p: Plan) -> None:
+    if p.run_dir.exists():
+        raise InvalidSpec(f"run_id: {p.spec.run_id} is already used ({p.run_dir}); pick another or omit --run-id")
+    p.run_dir.mkdir(parents=True)
+    for w in p.workers:
+        wdir = p.run_dir / contract.worker_dir(w.index)
+        wdir.mkdir()
+        if os.getuid() == 0:
+            os.chown(wdir, CONTAINER_UID, CONTAINER_UID)
+    p.compose_file.write_text(p.compose_text)
+    _write_json(p.run_dir / "plan.json", {k: v for k, v in p.to_dict().items() if k != "compose"})
+
+
+def _save_logs(engine: Engine, run_dir: Path, states: list[ContainerState]) -> None:
+    for c in states:
+        if c.index >= 0:
+            (run_dir / contract.worker_dir(c.index) / LOG_FILE).write_text(engine.logs(c.id))
+
+
+def _first_failure(states: list[ContainerState]) -> Optional[ContainerState]:
+    failed = [c for c in states if c.status in ("exited", "dead") and c.exit_code != 0]
+    # The worker that died first is the cause; the others usually fail because it went away.
+    return min(failed, key=lambda c: (c.finished_at or "~", c.index)) if failed else None
+
+
+def _describe_exit(c: ContainerState) -> str:
+    code = c.exit_code
+    if c.oom_killed:
+        return f"was killed for exceeding its memory limit (exit {code}); raise --memory"
+    if code is not None and code > 128:
+        return f"was killed by signal {code - 128} (exit {code})"
+    return f"exited with code {code}"
+
+
+def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float) -> None:
+    tailer = EventTailer(p.run_dir, p.spec.workers)
+    expected = set(range(p.spec.workers))
+    while True:
+        for event in tailer.read():
+            on_event(event)
+        states = engine.containers(p.spec.run_id)
+        present = {c.index for c in states}
+        failed = _first_failure(states)
+        if failed is not None:
+            lines = meaningful_lines(engine.logs(failed.id, tail=200), 15)
+            raise WorkerFailed(failed.index, failed.exit_code,
+                               f"worker-{failed.index} {_describe_exit(failed)}; the other workers were stopped",
+                               details="\n".join(lines))
+        if present != expected:
+            gone = sorted(expected - present)
+            raise WorkerFailed(gone[0], None, f"worker-{gone[0]} vanished (its container was removed from outside "
+                                              "orch); the other workers were stopped")
+        if all(c.status == "exited" and c.exit_code == 0 for c in states):
+            for event in tailer.read():
+                on_event(event)
+            return
+        time.sleep(poll)
+
+
+def up(
+    spec: JobSpec,
+    detach: bool = False,
+    engine: Optional[Engine] = None,
+    paths: Optional[Paths] = None,
+    say: Optional[Say] = None,
+    on_event: Optional[OnEvent] = None,
+    poll: float = 0.5,
+) -> RunInfo:
+    """Launch ``spec``; unless ``detach``, wait for it, clean up, and return how it went.
+
+    Raises WorkerFailed if a worker fails (the others are stopped and every container removed) and
+    re-raises KeyboardInterrupt after the same clean-up.
+    """
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    on_event = on_event or (lambda _event: None)
+    p = plan(spec, paths, user=container_user())
+    engine.ping()
+    engine.compose_version()
+    engine.require_image(p.image, "run `orch build` first" if spec.image is None else "pull or build it first")
+    datasets.prepare(paths.data, spec.dataset, say)
+    _prepare_run_dir(p)
+    info = RunInfo(run_id=spec.run_id, state="starting", spec=spec.model_dump(), started=time.time(),
+                   run_dir=str(p.run_dir))
+    _write_json(p.run_dir / RUN_FILE, info.to_dict())
+    started = time.monotonic()
+    say(f"starting run {spec.run_id}: {spec.workers} worker(s), image {p.image}")
+    launched = False
+    try:
+        engine.compose_up(p.compose_file, p.project)
+        launched = True
+        info.state = "running"
+        _write_json(p.run_dir / RUN_FILE, info.to_dict())
+        if detach:
+            return info
+        _watch(engine, p, on_event, poll)
+        info.state = "succeeded"
+    except WorkerFailed as exc:
+        info.state, info.error = "failed", exc.message
+        raise
+    except KeyboardInterrupt:
+        info.state, info.error = "interrupted", "interrupted by the user"
+        raise
+    except OrchError as exc:
+        info.state, info.error = "failed", exc.message
+        raise
+    finally:
+        if not (detach and launched):
+            _finish(engine, p, info, started)
+            if info.state == "interrupted":
+                say(f"interrupted: containers removed; what was written is in {p.run_dir}")
+    return info
+
+
+def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
+    """Save logs and results, then remove the run's containers and network, whatever happened."""
+    try:
+        states = engine.containers(p.spec.run_id)
+        _save_logs(engine, p.run_dir, states)
+        exit_codes = {c.index: c.exit_code for c in states}
+    finally:
+        engine.compose_down(p.compose_file, p.project, timeout=5)
+        for leftover in engine.containers(p.spec.run_id):
+            engine.remove_container(leftover.id)
+    info.wall_seconds = time.monotonic() - started
+    info.workers = worker_results(p.run_dir, p.spec.workers)
+    for w in info.workers:
+        w["exit_code"] = exit_codes.get(w["worker"])
+    _write_json(p.run_dir / RUN_FILE, info.to_dict())
+
+
+def _load_run(run_dir: Path) -> Optional[RunInfo]:
+    record = _read_json(run_dir / RUN_FILE)
+    if not isinstance(record, dict) or "run_id" not in record:
+        return None
+    info = RunInfo(run_id=record["run_id"], state=record.get("state", "unknown"), spec=record.get("spec") or {},
+                   started=record.get("started"), wall_seconds=record.get("wall_seconds"),
+                   error=record.get("error"), workers=record.get("workers") or [], run_dir=str(run_dir))
+    return info
+
+
+def _live_state(states: list[ContainerState]) -> str:
+    if any(c.status in ("running", "created", "restarting", "paused") for c in states):
+        return "running"
+    return "failed" if _first_failure(states) else "succeeded"
+
+
+def ps(run_ids: Optional[list[str]] = None, engine: Optional[Engine] = None,
+       paths: Optional[Paths] = None) -> list[RunInfo]:
+    """Runs with their state, newest last; live containers decide the state of a run still up."""
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    live: dict[str, list[ContainerState]] = {}
+    for c in engine.containers():
+        live.setdefault(c.run, []).append(c)
+    runs: dict[str, RunInfo] = {}
+    if paths.runs.is_dir():
+        for run_dir in sorted(paths.runs.iterdir()):
+            info = _load_run(run_dir)
+            if info is not None:
+                runs[info.run_id] = info
+    for run_id, states in live.items():
+        info = runs.setdefault(run_id, RunInfo(run_id=run_id, state="unknown", spec={}))
+        info.state = _live_state(states)
+        if info.run_dir and info.spec.get("workers"):
+            info.workers = worker_results(Path(info.run_dir), int(info.spec["workers"]))
+    if run_ids:
+        missing = [r for r in run_ids if r not in runs]
+        if missing:
+            raise RunNotFound(f"no run {missing[0]!r}; `orch ps` lists the runs")
+        return [runs[r] for r in run_ids]
+    return sorted(runs.values(), key=lambda r: (r.started or 0, r.run_id))
+
+
+def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: Optional[Engine] = None,
+         paths: Optional[Paths] = None) -> list[str]:
+    """Remove the containers and networks of runs (their results stay); return the runs taken down."""
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    live: dict[str, list[ContainerState]] = {}
+    for c in engine.containers():
+        live.setdefault(c.run, []).append(c)
+    targets = sorted(live) if all_runs else list(run_ids or [])
+    if not targets and not all_runs:
+        raise InvalidSpec("name a run (`orch ps` lists them) or pass --all")
+    done = []
+    for run_id in targets:
+        run_dir = paths.runs / run_id
+        if run_id not in live and not (run_dir / RUN_FILE).is_file():
+            raise RunNotFound(f"no run {run_id!r}; `orch ps` lists the runs")
+        final_state = "stopped"
+        if run_id in live:
+            if _live_state(live[run_id]) != "running":
+                final_state = _live_state(live[run_id])
+            if run_dir.is_dir():
+                _save_logs(engine, run_dir, live[run_id])
+            compose_file = run_dir / "compose.yml"
+            if compose_file.is_file():
+                engine.compose_down(compose_file, f"orch-{run_id}", timeout=5)
+            for leftover in engine.containers(run_id):
+                engine.remove_container(leftover.id)
+        info = _load_run(run_dir)
+        if info is not None and info.state in ("starting", "running"):
+            info.state = final_state
+            info.workers = worker_results(run_dir, int(info.spec.get("workers", 0)))
+            _write_json(run_dir / RUN_FILE, info.to_dict())
+        done.append(run_id)
+    return done
+
+
+__all__ = ["RunInfo", "up", "down", "ps", "make_spec", "EventTailer", "worker_results"]

@@ -1,0 +1,62 @@
+"""Shared fixtures. Live tests (marked `docker`) use the real engine and remove what they create."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def images():
+    """Build (or find up to date) the trainer images once per test session."""
+    from orchestrator.images import build
+
+    return build(bootstrap=True, say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
+
+
+@pytest.fixture
+def orch_env(tmp_path):
+    """Environment for an `orch` subprocess whose runs go to a fresh folder."""
+    env = dict(os.environ)
+    env["ORCH_RUNS_DIR"] = str(tmp_path / "runs")
+    env["COLUMNS"] = "200"
+    return env
+
+
+def run_orch(args, env, timeout=600, **kwargs):
+    """Run the `orch` command as a user would; return the CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, **kwargs)
+
+
+def orch_containers(run_id: str) -> list[str]:
+    """Ids of every container, in any state, labelled with ``run_id``."""
+    proc = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=orch.run={run_id}"], capture_output=True,
+                          text=True, check=True)
+    return proc.stdout.split()
+
+
+def orch_networks(run_id: str) -> list[str]:
+    """Networks labelled with ``run_id``."""
+    proc = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=orch.run={run_id}"],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout.split()
+
+
+@pytest.fixture
+def cleanup():
+    """Collects run ids; removes their containers and networks even when the test fails."""
+    run_ids: list[str] = []
+    yield run_ids
+    for run_id in run_ids:
+        ids = orch_containers(run_id)
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+        nets = orch_networks(run_id)
+        if nets:
+            subprocess.run(["docker", "network", "rm", *nets], capture_output=True)

@@ -1,0 +1,69 @@
+"""Plan and render: pure, pinned by a golden file."""
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from orchestrator import __version__
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+from orchestrator.render import yaml_quote
+from orchestrator.spec import make_spec
+
+GOLDEN = Path(__file__).parent / "golden"
+PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
+
+
+def _golden(name: str, text: str) -> str:
+    path = GOLDEN / name
+    if os.environ.get("ORCH_UPDATE_GOLDEN"):
+        path.write_text(text)
+    return path.read_text()
+
+
+def test_three_worker_compose_matches_golden():
+    p = plan(make_spec(run_id="golden", workers=3), PATHS, user="1000:1000")
+    # Regenerate after an intended change with ORCH_UPDATE_GOLDEN=1, and review the diff.
+    assert p.compose_text == _golden("compose-3-workers.yml", p.compose_text)
+
+
+def test_rendered_compose_is_what_the_plan_says():
+    p = plan(make_spec(run_id="r3", workers=3, cpus=0.5), PATHS, user="1000:1000")
+    doc = yaml.safe_load(p.compose_text)
+    assert doc["name"] == "orch-r3"
+    assert sorted(doc["services"]) == ["worker-0", "worker-1", "worker-2"]
+    for i in range(3):
+        svc = doc["services"][f"worker-{i}"]
+        assert json.loads(svc["environment"]["TF_CONFIG"])["task"] == {"type": "worker", "index": i}
+        assert svc["labels"] == {"orch.run": "r3", "orch.role": "worker", "orch.index": str(i),
+                                 "orch.version": __version__}
+        assert svc["image"] == f"orch-trainer:{__version__}-multi"
+        assert svc["cpus"] == 0.5
+        assert "ports" not in svc
+        assert svc["volumes"][0]["read_only"] is True
+        assert svc["volumes"][1]["source"] == "/srv/orch/runs/r3"
+    assert doc["networks"]["cluster"]["internal"] is True
+
+
+def test_single_worker_uses_single_image_and_no_tf_config():
+    p = plan(make_spec(run_id="r1", workers=1), PATHS)
+    svc = yaml.safe_load(p.compose_text)["services"]["worker-0"]
+    assert svc["image"].endswith("-single") and "TF_CONFIG" not in svc["environment"]
+
+
+def test_shared_network_joins_worker_0_namespace():
+    doc = yaml.safe_load(plan(make_spec(run_id="r", workers=2, network="shared"), PATHS).compose_text)
+    assert doc["services"]["worker-1"]["network_mode"] == "service:worker-0"
+    assert "networks" not in doc["services"]["worker-1"]
+
+
+def test_plan_is_pure_and_repeatable():
+    spec = make_spec(run_id="same", workers=2)
+    assert plan(spec, PATHS).compose_text == plan(spec, PATHS).compose_text
+
+
+def test_quoting_cannot_add_keys_or_interpolate():
+    hostile = 'x"\nprivileged: true\n${HOME}'
+    doc = yaml.safe_load(f"key: {yaml_quote(hostile)}\n")
+    assert doc == {"key": hostile.replace("$", "$$")}  # Compose turns $$ back into $

@@ -1,0 +1,51 @@
+import pytest
+
+from orchestrator.errors import InvalidSpec
+from orchestrator.spec import JobSpec, make_spec
+
+
+def test_defaults_are_seed_000_workload():
+    spec = make_spec(run_id="r1")
+    assert (spec.workers, spec.dataset, spec.samples, spec.epochs, spec.global_batch) == (1, "mnist", 60000, 5, 96)
+    assert spec.model == "mlp" and spec.learning_rate == 1e-3
+
+
+def test_spec_is_frozen_and_replace_revalidates():
+    spec = make_spec(run_id="r1", workers=3)
+    with pytest.raises(Exception):
+        spec.workers = 2
+    assert spec.replace(workers=2).workers == 2 and spec.workers == 3
+    with pytest.raises(InvalidSpec, match="workers"):
+        spec.replace(workers=0)
+
+
+def test_fresh_run_ids_are_valid_and_distinct():
+    a, b = make_spec(workers=3), make_spec(workers=3)
+    assert a.run_id != b.run_id and "-w3-" in a.run_id
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"workers": 0}, "workers: input should be greater than or equal to 1"),
+        ({"workers": "three"}, "workers: input should be a valid integer"),
+        ({"dataset": "cifar"}, "dataset: Input should be 'mnist' or 'synthetic'"),
+        ({"samples": 70000}, "samples: mnist has 60000 training images, got 70000"),
+        ({"workers": 3, "global_batch": 64}, "not divisible by 3 workers; use 63 or 66"),
+        ({"samples": 100}, "fewer than one global batch"),
+        ({"epochs": -1}, "epochs"),
+        ({"run_id": "has space"}, "run_id"),
+        ({"run_id": "a\nb: c"}, "run_id"),
+        ({"image": "evil\nkey: value"}, "image"),
+        ({"wrokers": 3}, "wrokers: unknown field; allowed fields are"),
+    ],
+)
+def test_invalid_fields_are_named(fields, message):
+    with pytest.raises(InvalidSpec) as info:
+        make_spec(**{"run_id": "r1", **fields})
+    assert message in info.value.message
+    assert "\n" not in info.value.message
+
+
+def test_every_field_has_a_description():
+    assert all(field.description for field in JobSpec.model_fields.values())
