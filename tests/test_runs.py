@@ -1,0 +1,130 @@
+"""Live runs with real containers on small data. Each test removes what it started, even on failure."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, orch_containers, orch_networks, run_orch
+
+pytestmark = pytest.mark.docker
+
+SMALL = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
+
+
+def _run_json(tmp_path: Path, run_id: str) -> dict:
+    return json.loads((tmp_path / "runs" / run_id / "run.json").read_text())
+
+
+def test_one_worker_baseline_finishes(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-w1")
+    proc = run_orch(["up", "--workers", "1", *SMALL, "--run-id", "live-w1", "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["state"] == "succeeded"
+    (worker,) = info["workers"]
+    assert worker["exit_code"] == 0 and worker["replicas"] == 1
+    assert worker["samples_per_epoch"] == [3840, 3840]  # 64% of 6,000, all on the one worker
+    assert 0.3 < worker["test_accuracy"] <= 1.0
+    assert orch_containers("live-w1") == [] and orch_networks("live-w1") == []
+    assert "TF_CONFIG" not in (tmp_path / "runs" / "live-w1" / "compose.yml").read_text()
+
+
+def test_three_workers_shard_once_and_agree(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-w3")
+    proc = run_orch(["up", "--workers", "3", *SMALL, "--run-id", "live-w3", "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    workers = info["workers"]
+    assert [w["exit_code"] for w in workers] == [0, 0, 0]
+    assert {w["replicas"] for w in workers} == {3}
+    # The same model on every worker: the same test accuracy, computed locally by each.
+    assert len({w["test_accuracy"] for w in workers}) == 1
+    train, per_worker_batch = 3840, 96 // 3
+    for w in workers:
+        for seen in w["samples_per_epoch"]:
+            assert abs(seen - train / 3) < per_worker_batch
+    results = [json.loads((tmp_path / "runs" / "live-w3" / f"worker-{i}" / "result.json").read_text())
+               for i in range(3)]
+    assert [r["worker"] for r in results] == [0, 1, 2]
+    assert all(len(r["epochs"]) == 2 and "val_accuracy" in r["epochs"][0] for r in results)
+    assert (tmp_path / "runs" / "live-w3" / "worker-1" / "container.log").read_text()
+    assert orch_containers("live-w3") == [] and orch_networks("live-w3") == []
+
+
+def test_mnist_small_sample_learns(images, orch_env, cleanup):
+    cleanup.append("live-mnist")
+    proc = run_orch(["up", "--dataset", "mnist", "--samples", "3000", "--epochs", "5", "--run-id", "live-mnist",
+                     "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["test_accuracy"] > 0.5  # chance is 0.1
+
+
+def _start_up(args, env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "up", *args], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_epoch(run_dir: Path, worker: int, timeout: float = 180) -> None:
+    events = run_dir / f"worker-{worker}" / "events.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists() and '"event": "epoch"' in events.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"worker {worker} finished no epoch in {timeout} s")
+
+
+LONG = ["--workers", "3", "--dataset", "synthetic", "--samples", "20000", "--epochs", "200",
+        "--steps-per-execution", "1"]
+
+
+def test_killed_worker_fails_the_run_and_leaves_nothing(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-kill")
+    proc = _start_up([*LONG, "--run-id", "live-kill"], orch_env)
+    try:
+        _wait_for_epoch(tmp_path / "runs" / "live-kill", 1)
+        victim = subprocess.run(["docker", "ps", "-q", "--filter", "label=orch.run=live-kill",
+                                 "--filter", "label=orch.index=1"], capture_output=True, text=True).stdout.split()
+        subprocess.run(["docker", "kill", *victim], check=True, capture_output=True)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "orch: error: worker-1 was killed by signal 9 (exit 137)" in stderr
+    assert orch_containers("live-kill") == [] and orch_networks("live-kill") == []
+    record = _run_json(tmp_path, "live-kill")
+    assert record["state"] == "failed" and "worker-1" in record["error"]
+    assert (tmp_path / "runs" / "live-kill" / "worker-0" / "events.jsonl").stat().st_size > 0
+
+
+def test_ctrl_c_stops_and_removes_the_run(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-sigint")
+    proc = _start_up([*LONG, "--run-id", "live-sigint"], orch_env)
+    try:
+        _wait_for_epoch(tmp_path / "runs" / "live-sigint", 0)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert orch_containers("live-sigint") == [] and orch_networks("live-sigint") == []
+    assert _run_json(tmp_path, "live-sigint")["state"] == "interrupted"
+    assert (tmp_path / "runs" / "live-sigint" / "worker-0" / "events.jsonl").stat().st_size > 0
+
+
+def test_detach_ps_and_down(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-detach")
+    proc = run_orch(["up", *LONG, "--run-id", "live-detach", "--detach"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "live-detach"
+    listed = json.loads(run_orch(["ps", "live-detach", "--format", "json"], orch_env).stdout)
+    assert listed[0]["state"] == "running"
+    assert len(orch_containers("live-detach")) == 3
+    assert run_orch(["down", "live-detach"], orch_env).returncode == 0
+    assert orch_containers("live-detach") == [] and orch_networks("live-detach") == []
+    assert _run_json(tmp_path, "live-detach")["state"] == "stopped"
+    assert (tmp_path / "runs" / "live-detach" / "compose.yml").is_file()
