@@ -18,6 +18,7 @@ LABEL_RUN = "orch.run"
 LABEL_ROLE = "orch.role"
 LABEL_INDEX = "orch.index"
 LABEL_INPUTS = "orch.inputs"
+LABEL_KIND = "orch.kind"
 
 ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
 
@@ -141,6 +142,15 @@ class Engine:
     def image_id(self, ref: str) -> str:
         """Id of image ``ref``; ImageMissing if absent."""
         return self._call("inspect image", lambda: self.client.images.get(ref)).id
+
+    def remove_image_if_unused(self, image_id: str) -> None:
+        """Remove an untagged image; leave it if a container or another tag still uses it."""
+        import docker
+
+        try:
+            self.client.images.remove(image_id, noprune=False)
+        except docker.errors.DockerException:
+            pass
 
     def require_image(self, ref: str, hint: str) -> None:
         """Raise ImageMissing with ``hint`` unless image ``ref`` is present."""

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import __version__
-from .engine import LABEL_INPUTS, Engine
+from .engine import LABEL_INPUTS, LABEL_KIND, Engine
 from .errors import BuildError, ImageMissing, OrchError
 from .paths import Paths, asset_dir, default_paths
 from .plan import IMAGE_KINDS, image_ref
 
 DEFAULT_BASE = "orch-base:bookworm"
+DEPS_TAG = f"orch-trainer-deps:{__version__}"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image's interpreter: Debian bookworm's python3 is CPython 3.11 on glibc 2.36.
 IMAGE_PYTHON = "3.11"
@@ -177,13 +178,21 @@ def build(
     wheels = wheelhouse(paths, say)
     with tempfile.TemporaryFile() as context:
         _write_context(context, images, wheels)
+        # The installed-packages stage gets a tag of its own, so `docker image prune` cannot take
+        # the layer cache that makes trainer-only rebuilds fast.
+        say(f"building {DEPS_TAG} (Python packages, cached unless requirements or base change)")
+        _stream_build(engine.build(context, DEPS_TAG, "deps", {"BASE": base_ref}, {LABEL_KIND: "deps"}), say)
         for kind in pending:
             tag = image_ref(kind)
             say(f"building {tag} from {base_ref}")
             started = time.monotonic()
+            previous = (engine.image_labels(tag) is not None) and engine.image_id(tag)
             context.seek(0)
-            _stream_build(engine.build(context, tag, kind, {"BASE": base_ref}, {LABEL_INPUTS: digest}), say)
+            labels = {LABEL_INPUTS: digest, LABEL_KIND: kind}
+            _stream_build(engine.build(context, tag, kind, {"BASE": base_ref}, labels), say)
             results.append(BuiltImage(tag, True, time.monotonic() - started, engine.image_size(tag)))
+            if previous and previous != engine.image_id(tag):
+                engine.remove_image_if_unused(previous)  # the image this tag replaced would linger untagged
     return sorted(results, key=lambda r: r.tag)
 
 

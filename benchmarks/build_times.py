@@ -1,0 +1,64 @@
+"""Measure orch's image build: cold (nothing cached), up to date, and after a trainer code change.
+
+Usage: python benchmarks/build_times.py [--keep-base]
+
+Cold removes orch's images, the base image (unless --keep-base) and the wheelhouse cache, and
+purges pip's own cache, so the figure includes debootstrap and every download. Needs root (debootstrap).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.images import DEFAULT_BASE, build  # noqa: E402
+from orchestrator.paths import default_paths  # noqa: E402
+from orchestrator.plan import IMAGE_KINDS, image_ref  # noqa: E402
+
+
+def timed(label: str, **kwargs) -> dict:
+    started = time.monotonic()
+    results = build(say=lambda msg: print(f"  {msg}", file=sys.stderr), **kwargs)
+    seconds = time.monotonic() - started
+    print(f"{label}: {seconds:.1f} s", file=sys.stderr)
+    return {"case": label, "seconds": round(seconds, 1), "built": [r.tag for r in results if r.built],
+            "size_bytes": max(r.size for r in results)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep-base", action="store_true", help="keep the base image (cold minus debootstrap)")
+    args = parser.parse_args()
+    tags = [image_ref(k) for k in IMAGE_KINDS] + ([] if args.keep_base else [DEFAULT_BASE])
+    subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True)
+    subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True)
+    subprocess.run(["docker", "image", "prune", "-f"], capture_output=True)
+    shutil.rmtree(default_paths().wheelhouse, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "cache", "purge"], capture_output=True)
+    rows = [timed("cold" if not args.keep_base else "cold (base kept)", bootstrap=True)]
+    rows.append(timed("up to date"))
+    marker = ROOT / "images/trainer/orch_trainer/__init__.py"
+    original = marker.read_text()
+    try:
+        marker.write_text(original + f"# benchmark edit {time.time()}\n")
+        rows.append(timed("trainer code changed"))
+    finally:
+        marker.write_text(original)
+    rows.append(timed("trainer code restored"))
+    report = {"machine": {"cores": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") *
+                                                                        os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+                          "platform": platform.platform()}, "results": rows}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
