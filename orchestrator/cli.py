@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OrchError
@@ -188,8 +189,10 @@ def _runs_table(runs: list) -> Table:
 @cli.command()
 @spec_options
 @click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
+@click.option("--stats-interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True,
+              help="Seconds between resource samples of each container (written to runs/<id>/stats.csv).")
 @format_option
-def up(detach: bool, fmt: str, **flags: Any) -> None:
+def up(detach: bool, stats_interval: float, fmt: str, **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
     Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs, and exits
@@ -200,7 +203,7 @@ def up(detach: bool, fmt: str, **flags: Any) -> None:
 
     spec = _spec_from(flags)
     with _Watcher(spec.workers, spec.epochs) as watcher:
-        info = run_up(spec, detach=detach, say=_say, on_event=watcher)
+        info = run_up(spec, detach=detach, say=_say, on_event=watcher, stats_interval=stats_interval)
     if detach:
         _say(f"run {info.run_id} started; `orch ps` shows it, `orch down {info.run_id}` removes it")
         out.print(info.run_id)
@@ -244,6 +247,198 @@ def down(runs: tuple[str, ...], all_runs: bool) -> None:
 
     for run_id in take_down(list(runs), all_runs=all_runs):
         out.print(f"{run_id} down")
+
+
+def _stats_table(run_id: str, snapshot: dict) -> Table:
+    table = Table("container", "CPU %", "memory", "limit", "net rx", "net tx", "disk read", "disk write", "pids",
+                  title=f"run {run_id}")
+    for index in sorted(snapshot):
+        s = snapshot[index]
+        table.add_row(s.container, f"{s.cpu_percent:.1f}", f"{s.mem_used_bytes / 2**20:.0f} MiB",
+                      f"{s.mem_limit_bytes / 2**20:.0f} MiB", f"{s.net_rx_bytes / 1e6:.2f} MB",
+                      f"{s.net_tx_bytes / 1e6:.2f} MB", f"{s.blk_read_bytes / 1e6:.2f} MB",
+                      f"{s.blk_write_bytes / 1e6:.2f} MB", str(s.pids))
+    return table
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("--interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True, help="Seconds between updates.")
+@format_option
+def stats(run: Optional[str], interval: float, fmt: str) -> None:
+    """Live CPU (100 = one core), memory, network and disk figures per container of a running RUN.
+
+    RUN defaults to the newest run. On a terminal the table updates until the run ends or you press
+    Ctrl-C; otherwise (or with --format json) one snapshot is printed.
+    """
+    from dataclasses import asdict
+
+    from rich.live import Live
+
+    from .runs import stats_snapshots
+
+    run_id, snapshots = stats_snapshots(run, interval)
+    if fmt == "json" or not out.is_terminal:
+        snapshot = next(snapshots, {})
+        snapshots.close()
+        if fmt == "json":
+            out.print_json(json.dumps([asdict(s) for s in snapshot.values()]))
+        else:
+            out.print(_stats_table(run_id, snapshot))
+        return
+    with Live(_stats_table(run_id, {}), console=out, refresh_per_second=2) as live:
+        for snapshot in snapshots:
+            live.update(_stats_table(run_id, snapshot))
+
+
+def _fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+@cli.command()
+@click.argument("runs", nargs=-1)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Folder that receives results/<run>/.")
+@format_option
+def collect(runs: tuple[str, ...], out_dir: str, fmt: str) -> None:
+    """Gather RUNS (default: the newest) into results/<run>/: summary.json, CSVs and PNG plots.
+
+    \b
+    Per run: summary.json (spec, times, accuracy, per-container CPU/memory/network), stats.csv,
+    host.csv, epochs.csv, cpu.png, network.png, training.png, predictions-worker-<i>.png.
+    Given several runs it also prints one comparison: time ratio T(N)/T(1), speedup T(1)/T(N) and
+    efficiency speedup/N against the 1-worker run with the same data, epochs and batch.
+    Failed runs are collected too, with what they recorded.
+    """
+    from pathlib import Path
+
+    from .collect import collect as gather, compare
+
+    summaries = gather(list(runs) or None, out_root=Path(out_dir))
+    rows = compare(summaries)
+    if fmt == "json":
+        payload: Any = summaries[0] if len(summaries) == 1 else {"runs": summaries, "comparison": rows}
+        out.print_json(json.dumps(payload, default=str))
+        return
+    table = Table("run", "state", "workers", "samples", "test acc", "train s", "T(N)/T(1)", "speedup", "efficiency",
+                  "mean CPU %", "network MB")
+    for r in rows:
+        table.add_row(r["run_id"], r["state"], str(r["workers"]), str(r["samples"]), _fmt(r["test_accuracy"], ".4f"),
+                      _fmt(r["train_seconds"]), _fmt(r["time_ratio"], ".2f", "x"), _fmt(r["speedup"]),
+                      _fmt(r["efficiency"]), _fmt(r["cpu_mean_percent"], ".1f"), _fmt(r["net_mb"], ".1f"))
+    out.print(table)
+    if len(summaries) == 1:
+        s = summaries[0]
+        per_worker = Table("container", "train s", "test acc", "CPU mean %", "CPU max %", "mem max", "net rx MB",
+                           "net tx MB", "samples", title=f"per container, run {s['run_id']}")
+        for w in s["workers"]:
+            per_worker.add_row(f"worker-{w['worker']}", _fmt(w["train_seconds"]), _fmt(w["test_accuracy"], ".4f"),
+                               _fmt(w["cpu_mean_percent"], ".1f"), _fmt(w["cpu_max_percent"], ".1f"),
+                               _fmt(w["mem_max_bytes"] and w["mem_max_bytes"] / 2**20, ".0f", " MiB"),
+                               _fmt(w["net_rx_bytes"] and w["net_rx_bytes"] / 1e6, ".2f"),
+                               _fmt(w["net_tx_bytes"] and w["net_tx_bytes"] / 1e6, ".2f"), str(w["stats_samples"]))
+        out.print(per_worker)
+    for s in summaries:
+        _say(f"{s['run_id']}: wrote {', '.join(s['files'])} to {s['results_dir']}")
+
+
+@cli.group()
+def experiment() -> None:
+    """Sweeps of training jobs described in a YAML file (see experiments/)."""
+
+
+@experiment.command("run")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--quick", is_flag=True, help="Scaled down (the file's `quick:` section) for a demo or CI.")
+@click.option("--force", is_flag=True, help="Run every cell again, even those already done.")
+@click.option("--dry-run", is_flag=True, help="List the cells and their specs; run nothing.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Folder that receives results/<experiment>/.")
+def experiment_run(file: str, quick: bool, force: bool, dry_run: bool, out_dir: str) -> None:
+    """Run every cell of the experiment in FILE and write results/<name>/report.md.
+
+    Each cell is one `orch up` plus `orch collect`. Re-running skips the cells that already succeeded
+    with the same spec (unless --force), so an interrupted sweep resumes. A failed cell is recorded
+    and the sweep goes on; the report shows it.
+    """
+    from pathlib import Path
+
+    from . import experiments
+
+    exp = experiments.load(Path(file))
+    if dry_run:
+        cells = experiments.expand(exp, quick)
+        recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, Path(out_dir)))
+        table = Table("cell", "status", *sorted({k for c in cells for k in c.fields}), title=f"{exp.name}: {len(cells)} cells")
+        for c in cells:
+            status = "done, skipped" if experiments.is_done(recorded.get(c.key), c) else "to run"
+            table.add_row(c.key, status, *(str(c.fields.get(k, "")) for k in sorted({k for x in cells for k in x.fields})))
+        out.print(table)
+        return
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cells"),
+                        TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), console=err,
+                        disable=not err.is_terminal)
+    task = None
+
+    def show(p) -> None:
+        nonlocal task
+        eta = f"about {p.eta_seconds / 60:.0f} min to go" if p.eta_seconds is not None else ""
+        if task is None:
+            task = progress.add_task(exp.name, total=p.total, eta=eta)
+        progress.update(task, completed=p.done, description=f"{exp.name}: {p.current}", eta=eta)
+        if not err.is_terminal:
+            _say(f"{exp.name}: {p.done}/{p.total} cells done ({p.failed} failed, {p.skipped} skipped), "
+                 f"now {p.current}" + (f", {eta}" if eta else ""))
+
+    with progress:
+        out_path, cells = experiments.run(exp, quick=quick, force=force, root=Path(out_dir), on_progress=show,
+                                          say=_say if not err.is_terminal else None)
+    failed = sum(1 for c in cells.values() if c.get("state") != "succeeded")
+    _say(f"report: {out_path / 'report.md'}" + (f" ({failed} failed cells)" if failed else ""))
+    out.print(str(out_path / "report.md"))
+
+
+WORKER_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the run ends.")
+@click.option("-w", "--worker", "workers", type=int, multiple=True, help="Only this worker (repeatable).")
+@click.option("--tail", type=int, help="Only the last N lines of each worker.")
+@click.option("--since", help="Only lines since a duration ago (30s, 5m, 2h) or an ISO time.")
+@click.option("--grep", "pattern", help="Only lines matching this regular expression.")
+@click.option("--no-color", is_flag=True, help="No colours (also off when stdout is not a terminal).")
+@click.option("--all", "show_all", is_flag=True, help="Include TensorFlow's C++ start-up noise.")
+def logs(run: Optional[str], follow: bool, workers: tuple[int, ...], tail: Optional[int], since: Optional[str],
+         pattern: Optional[str], no_color: bool, show_all: bool) -> None:
+    """Show every worker's output of RUN (default: the newest run), merged in time order.
+
+    Works for running runs (from the engine) and finished ones (from the logs saved in the run
+    directory, so also after `orch down`).
+    """
+    import re
+
+    from .logs import LogFilter, parse_since
+    from .runs import read_logs
+
+    try:
+        grep = re.compile(pattern) if pattern else None
+    except re.error as exc:
+        raise click.BadParameter(f"not a regular expression: {exc}", param_hint="'--grep'")
+    try:
+        since_time = parse_since(since) if since else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--since: "), param_hint="'--since'")
+    if tail is not None and tail < 0:
+        raise click.BadParameter("must be 0 or more", param_hint="'--tail'")
+    selection = LogFilter(workers=frozenset(workers), grep=grep, since=since_time, show_noise=show_all)
+    _, records = read_logs(run, selection, tail=tail, follow=follow)
+    colour = not no_color and out.is_terminal
+    for record in records:
+        prefix = Text(f"worker-{record.worker} | ", style=WORKER_COLOURS[record.worker % len(WORKER_COLOURS)]
+                      if colour else "")
+        out.print(prefix + Text(record.line), soft_wrap=True)
 
 
 @cli.command()

@@ -58,7 +58,7 @@ def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[P
         except ComposeMissing:
             pass
     try:
-        checks.append(Check("compose", True, f"Docker Compose {engine.compose_version()}"))
+        checks.append(Check("compose", True, engine.compose_version()))
     except ComposeMissing as exc:
         checks.append(Check("compose", False, exc.message, "run `orch doctor --fix`"))
 

@@ -202,6 +202,36 @@ class Engine:
             return ""
         return raw.decode("utf-8", "replace")
 
+    def log_lines(self, container_id: str, stream: str, follow: bool = False,
+                  since: Optional[float] = None) -> Iterator[str]:
+        """Lines of one output stream of a container, each prefixed with the engine's timestamp."""
+        import docker
+
+        kwargs: dict[str, Any] = {"stdout": stream == "stdout", "stderr": stream == "stderr", "timestamps": True,
+                                  "stream": True, "follow": follow}
+        if since:  # the SDK rejects 0 rather than treating it as "from the start"
+            kwargs["since"] = since
+        buffered = b""
+        try:
+            for chunk in self.client.api.logs(container_id, **kwargs):
+                buffered += chunk
+                *lines, buffered = buffered.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+        except docker.errors.DockerException:
+            return  # the container went away: its stream simply ends
+        if buffered:
+            yield buffered.decode("utf-8", "replace")
+
+    def stats_stream(self, container_id: str) -> Iterator[dict[str, Any]]:
+        """The Engine's stats records for a container, one a second, until it stops or goes away."""
+        import docker
+
+        try:
+            yield from self.client.api.stats(container_id, decode=True, stream=True)
+        except (docker.errors.DockerException, ValueError, OSError):
+            return
+
     def remove_container(self, container_id: str) -> None:
         """Force-remove a container, ignoring one that is already gone."""
         import docker

@@ -6,20 +6,19 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from . import contract
+from . import contract, logs
 from . import data as datasets
 from .engine import ContainerState, Engine
 from .errors import InvalidSpec, OrchError, RunNotFound, WorkerFailed
 from .paths import Paths, default_paths
 from .plan import Plan, plan
 from .spec import JobSpec, make_spec
+from .stats import Sampler
 
 RUN_FILE = "run.json"
-LOG_FILE = "container.log"
 CONTAINER_UID = 1000  # workers never run as root; a root host hands them their folders
-NOISE_PREFIXES = ("I0000 ", "W0000 ", "WARNING: All log messages before absl")
 
 Say = Callable[[str], None]
 OnEvent = Callable[[dict], None]
@@ -130,7 +129,7 @@ def worker_results(run_dir: Path, workers: int) -> list[dict[str, Any]]:
 
 def meaningful_lines(text: str, count: int) -> list[str]:
     """The last ``count`` lines of a log, without TensorFlow's start-up noise."""
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(NOISE_PREFIXES)]
+    lines = [ln for ln in text.splitlines() if ln.strip() and not logs.is_noise(ln)]
     return lines[-count:]
 
 
@@ -145,12 +144,6 @@ def _prepare_run_dir(p: Plan) -> None:
             os.chown(wdir, CONTAINER_UID, CONTAINER_UID)
     p.compose_file.write_text(p.compose_text)
     _write_json(p.run_dir / "plan.json", {k: v for k, v in p.to_dict().items() if k != "compose"})
-
-
-def _save_logs(engine: Engine, run_dir: Path, states: list[ContainerState]) -> None:
-    for c in states:
-        if c.index >= 0:
-            (run_dir / contract.worker_dir(c.index) / LOG_FILE).write_text(engine.logs(c.id))
 
 
 def _first_failure(states: list[ContainerState]) -> Optional[ContainerState]:
@@ -179,8 +172,8 @@ def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float) -> None:
         failed = _first_failure(states)
         if failed is not None:
             lines = meaningful_lines(engine.logs(failed.id, tail=200), 15)
-            raise WorkerFailed(failed.index, failed.exit_code,
-                               f"worker-{failed.index} {_describe_exit(failed)}; the other workers were stopped",
+            others = "; the other workers were stopped" if p.spec.workers > 1 else ""
+            raise WorkerFailed(failed.index, failed.exit_code, f"worker-{failed.index} {_describe_exit(failed)}{others}",
                                details="\n".join(lines))
         if present != expected:
             gone = sorted(expected - present)
@@ -201,11 +194,13 @@ def up(
     say: Optional[Say] = None,
     on_event: Optional[OnEvent] = None,
     poll: float = 0.5,
+    stats_interval: Optional[float] = 1.0,
 ) -> RunInfo:
     """Launch ``spec``; unless ``detach``, wait for it, clean up, and return how it went.
 
     Raises WorkerFailed if a worker fails (the others are stopped and every container removed) and
-    re-raises KeyboardInterrupt after the same clean-up.
+    re-raises KeyboardInterrupt after the same clean-up. While it waits, every container's resource
+    use is sampled every ``stats_interval`` seconds into the run's stats.csv (None: no sampling).
     """
     engine = engine or Engine()
     paths = paths or default_paths()
@@ -223,6 +218,7 @@ def up(
     started = time.monotonic()
     say(f"starting run {spec.run_id}: {spec.workers} worker(s), image {p.image}")
     launched = False
+    sampler: Optional[Sampler] = None
     try:
         engine.compose_up(p.compose_file, p.project)
         launched = True
@@ -230,6 +226,8 @@ def up(
         _write_json(p.run_dir / RUN_FILE, info.to_dict())
         if detach:
             return info
+        if stats_interval:
+            sampler = Sampler(engine, p.run_dir, stats_interval).start(engine.containers(spec.run_id))
         _watch(engine, p, on_event, poll)
         info.state = "succeeded"
     except WorkerFailed as exc:
@@ -242,6 +240,8 @@ def up(
         info.state, info.error = "failed", exc.message
         raise
     finally:
+        if sampler is not None:
+            sampler.stop()
         if not (detach and launched):
             _finish(engine, p, info, started)
             if info.state == "interrupted":
@@ -253,7 +253,7 @@ def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
     """Save logs and results, then remove the run's containers and network, whatever happened."""
     try:
         states = engine.containers(p.spec.run_id)
-        _save_logs(engine, p.run_dir, states)
+        logs.save(engine, p.run_dir, states)
         exit_codes = {c.index: c.exit_code for c in states}
     finally:
         engine.compose_down(p.compose_file, p.project, timeout=5)
@@ -330,7 +330,7 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: Op
             if _live_state(live[run_id]) != "running":
                 final_state = _live_state(live[run_id])
             if run_dir.is_dir():
-                _save_logs(engine, run_dir, live[run_id])
+                logs.save(engine, run_dir, live[run_id])
             compose_file = run_dir / "compose.yml"
             if compose_file.is_file():
                 engine.compose_down(compose_file, f"orch-{run_id}", timeout=5)
@@ -346,3 +346,74 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: Op
 
 
 __all__ = ["RunInfo", "up", "down", "ps", "make_spec", "EventTailer", "worker_results"]
+
+
+def resolve_run(run_id: Optional[str], paths: Paths) -> str:
+    """``run_id``, or the newest run in the runs folder when it is None."""
+    if run_id is not None:
+        if not (paths.runs / run_id / RUN_FILE).is_file():
+            raise RunNotFound(f"no run {run_id!r} in {paths.runs}; `orch ps` lists the runs")
+        return run_id
+    runs = [info for d in (sorted(paths.runs.iterdir()) if paths.runs.is_dir() else [])
+            if (info := _load_run(d)) is not None]
+    if not runs:
+        raise RunNotFound(f"no runs in {paths.runs} yet; start one with `orch up`")
+    return max(runs, key=lambda r: (r.started or 0, r.run_id)).run_id
+
+
+def read_logs(run_id: Optional[str] = None, selection: logs.LogFilter = logs.LogFilter(),
+              tail: Optional[int] = None, follow: bool = False, engine: Optional[Engine] = None,
+              paths: Optional[Paths] = None) -> tuple[str, Iterator[logs.LogRecord]]:
+    """The run's id and its log records: merged in time order, then (with ``follow``) new ones as they come.
+
+    A run with containers is read from the engine; one whose containers are gone, from the logs
+    saved in its run directory.
+    """
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    run_id = resolve_run(run_id, paths)
+    run_dir = paths.runs / run_id
+    workers = int((_load_run(run_dir).spec or {}).get("workers", 0))
+
+    def records() -> Iterator[logs.LogRecord]:
+        containers = engine.containers(run_id)
+        if not containers:
+            yield from logs.select(logs.saved_records(run_dir, workers), selection, tail)
+            return
+        backlog = sorted((r for c in containers for r in logs.container_records(engine, c)), key=lambda r: r.time)
+        yield from logs.select(backlog, selection, tail)
+        running = [c for c in containers if c.status in ("running", "created", "restarting", "paused")]
+        if follow and running:
+            since = max((r.time for r in backlog), default=0.0)
+            for record in logs.follow(engine, running, since):
+                if record.time > since and selection.keep(record):
+                    yield record
+
+    return run_id, records()
+
+
+def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine: Optional[Engine] = None,
+                    paths: Optional[Paths] = None) -> tuple[str, Iterator[dict[int, Any]]]:
+    """The run's id and, every ``interval`` seconds while it runs, the latest sample of each container."""
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    run_id = resolve_run(run_id, paths)
+    running = [c for c in engine.containers(run_id) if c.status == "running"]
+    if not running:
+        raise OrchError(f"run {run_id} has no running containers; `orch collect {run_id}` shows what it recorded")
+
+    def snapshots() -> Iterator[dict[int, Any]]:
+        sampler = Sampler(engine, None, interval).start(running)
+        try:
+            waited = 0
+            while any(c.status == "running" for c in engine.containers(run_id)):
+                time.sleep(interval)
+                waited += 1
+                snapshot = sampler.snapshot()
+                # A stream's first record has no CPU delta yet: wait (a little) for every container.
+                if len(snapshot) == len(running) or waited > 3:
+                    yield snapshot
+        finally:
+            sampler.stop()
+
+    return run_id, snapshots()

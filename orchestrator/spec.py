@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from . import contract
 from .errors import InvalidSpec
 
-RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,47}$"
+RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 DATASETS = ("mnist", "synthetic")
 NETWORK_MODES = ("bridge", "shared")
 COLLECTIVES = ("ring", "auto")

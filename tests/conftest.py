@@ -60,3 +60,23 @@ def cleanup():
         nets = orch_networks(run_id)
         if nets:
             subprocess.run(["docker", "network", "rm", *nets], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def observed_runs(images, tmp_path_factory):
+    """A 1-worker and a 3-worker run with stats, shared by the logs, stats and collect tests."""
+    root = tmp_path_factory.mktemp("observed")
+    env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), COLUMNS="200")
+    run_ids = {"w1": "observed-w1", "w3": "observed-w3"}
+    try:
+        for key, run_id in run_ids.items():
+            workers = key[1:]
+            proc = run_orch(["up", "--workers", workers, "--dataset", "synthetic", "--samples", "12000", "--epochs", "3",
+                             "--steps-per-execution", "1", "--run-id", run_id], env)
+            assert proc.returncode == 0, proc.stderr
+    finally:
+        for run_id in run_ids.values():
+            ids = orch_containers(run_id)
+            if ids:
+                subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+    return {"env": env, "root": root, **{key: root / "runs" / run_id for key, run_id in run_ids.items()}}

@@ -1,0 +1,187 @@
+"""Worker logs as streams of records: from live containers, or saved in the run directory."""
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+from . import contract
+from .engine import ContainerState, Engine
+
+SAVED_LOG = "container.log"  # per worker: "<RFC 3339 time> <stdout|stderr> <line>" per line
+
+# TensorFlow's C++ noise: absl-formatted info and warning lines, and the CPU feature banners. Error
+# and fatal lines (E..., F...) stay: a failing collective explains itself there.
+_NOISE = re.compile(
+    r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]"
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|.*oneDNN custom operations are on"
+    r"|.*cpu_feature_guard"
+    r"|To enable the following instructions:.*rebuild TensorFlow"
+    r"|This TensorFlow binary is optimized to use available CPU instructions)"
+)
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One line a worker wrote."""
+
+    worker: int
+    stream: str  # stdout or stderr
+    time: float  # Unix seconds, from the engine's timestamp
+    line: str
+
+
+def is_noise(line: str) -> bool:
+    """Whether ``line`` is TensorFlow start-up noise that `orch logs` hides unless asked."""
+    return bool(_NOISE.match(line))
+
+
+def parse_timestamp(text: str) -> float:
+    """Unix seconds of an RFC 3339 timestamp with nanoseconds, as the engine writes them."""
+    text = text.rstrip("Z")
+    whole, _, frac = text.partition(".")
+    seconds = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    return seconds + (float("0." + frac) if frac else 0.0)
+
+
+def format_timestamp(t: float) -> str:
+    """RFC 3339 with microseconds, UTC."""
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_engine_line(raw: str, worker: int, stream: str) -> Optional[LogRecord]:
+    """A record from a line the engine returned with ``timestamps=True``."""
+    stamp, _, line = raw.partition(" ")
+    try:
+        return LogRecord(worker, stream, parse_timestamp(stamp), line)
+    except ValueError:
+        return None
+
+
+def parse_saved_line(raw: str, worker: int) -> Optional[LogRecord]:
+    """A record from a line of a saved ``container.log``."""
+    parts = raw.split(" ", 2)
+    if len(parts) < 2 or parts[1] not in ("stdout", "stderr"):
+        return None
+    try:
+        return LogRecord(worker, parts[1], parse_timestamp(parts[0]), parts[2] if len(parts) > 2 else "")
+    except ValueError:
+        return None
+
+
+def format_saved_line(record: LogRecord) -> str:
+    """The line ``parse_saved_line`` reads back."""
+    return f"{format_timestamp(record.time)} {record.stream} {record.line}"
+
+
+def container_records(engine: Engine, container: ContainerState) -> list[LogRecord]:
+    """Every line a container has written so far, in time order."""
+    records = []
+    for stream in ("stdout", "stderr"):
+        for raw in engine.log_lines(container.id, stream):
+            record = parse_engine_line(raw, container.index, stream)
+            if record is not None:
+                records.append(record)
+    return sorted(records, key=lambda r: r.time)
+
+
+def save(engine: Engine, run_dir: Path, containers: Iterable[ContainerState]) -> None:
+    """Write each container's log to ``worker-<i>/container.log`` so it outlives the container."""
+    for c in containers:
+        if c.index < 0:
+            continue
+        lines = [format_saved_line(r) for r in container_records(engine, c)]
+        (run_dir / contract.worker_dir(c.index) / SAVED_LOG).write_text("\n".join(lines) + ("\n" if lines else ""))
+
+
+def saved_records(run_dir: Path, workers: int) -> list[LogRecord]:
+    """The saved logs of a finished run, merged in time order."""
+    records = []
+    for i in range(workers):
+        path = run_dir / contract.worker_dir(i) / SAVED_LOG
+        if path.is_file():
+            for raw in path.read_text(errors="replace").splitlines():
+                record = parse_saved_line(raw, i)
+                if record is not None:
+                    records.append(record)
+    return sorted(records, key=lambda r: r.time)
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """What `orch logs` shows."""
+
+    workers: frozenset[int] = frozenset()  # empty: all
+    grep: Optional[re.Pattern] = None
+    since: Optional[float] = None  # Unix seconds
+    show_noise: bool = False
+
+    def keep(self, record: LogRecord) -> bool:
+        return (
+            (not self.workers or record.worker in self.workers)
+            and (self.show_noise or not is_noise(record.line))
+            and (self.since is None or record.time >= self.since)
+            and (self.grep is None or bool(self.grep.search(record.line)))
+        )
+
+
+def select(records: Iterable[LogRecord], selection: LogFilter, tail: Optional[int] = None) -> list[LogRecord]:
+    """Filter ``records``; with ``tail``, keep the last ``tail`` lines of each worker."""
+    kept = [r for r in records if selection.keep(r)]
+    if tail is None:
+        return kept
+    per_worker: dict[int, list[LogRecord]] = {}
+    for r in kept:
+        per_worker.setdefault(r.worker, []).append(r)
+    last = {id(r) for rs in per_worker.values() for r in rs[-tail:]} if tail > 0 else set()
+    return [r for r in kept if id(r) in last]
+
+
+def follow(engine: Engine, containers: list[ContainerState], since: float) -> Iterator[LogRecord]:
+    """Stream new lines from running containers, as they come, until every container has stopped."""
+    pending: queue.Queue = queue.Queue()
+    done = object()
+
+    def pump(container: ContainerState, stream: str) -> None:
+        try:
+            for raw in engine.log_lines(container.id, stream, follow=True, since=since):
+                record = parse_engine_line(raw, container.index, stream)
+                if record is not None:
+                    pending.put(record)
+        finally:
+            pending.put(done)
+
+    threads = [threading.Thread(target=pump, args=(c, s), daemon=True) for c in containers for s in ("stdout", "stderr")]
+    for t in threads:
+        t.start()
+    remaining = len(threads)
+    while remaining:
+        item = pending.get()
+        if item is done:
+            remaining -= 1
+        else:
+            yield item
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def parse_since(text: str, now: Optional[float] = None) -> float:
+    """Unix seconds from a duration ago (``90s``, ``5m``, ``2h``, ``1d``) or an ISO 8601 time."""
+    now = time.time() if now is None else now
+    match = _DURATION.match(text.strip())
+    if match:
+        return now - float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--since: {text!r} is neither a duration like 5m nor an ISO time like 2026-11-21T12:00:00")
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return moment.timestamp()

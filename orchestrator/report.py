@@ -1,0 +1,229 @@
+"""Plots of collected runs, as PNG files. Pure functions of the collected data; matplotlib's Agg backend."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _per_container(stats: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    series: dict[str, list[dict[str, Any]]] = {}
+    for row in stats:
+        series.setdefault(row["container"], []).append(row)
+    return {name: sorted(rows, key=lambda r: r["time"]) for name, rows in sorted(series.items())}
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def cpu_plot(stats: Sequence[dict[str, Any]], start: float, epoch_ends: Sequence[float], title: str, path: Path) -> Path:
+    """CPU % (100 = one core) per container over time, with the epoch boundaries marked."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for name, rows in _per_container(stats).items():
+        ax.plot([r["time"] - start for r in rows], [r["cpu_percent"] for r in rows], label=name, linewidth=1.4)
+    for i, t in enumerate(epoch_ends):
+        ax.axvline(t - start, color="grey", linestyle="--", linewidth=0.8)
+        ax.text(t - start, ax.get_ylim()[1] * 0.97, f" e{i + 1}", color="grey", fontsize=8, va="top")
+    ax.set(xlabel="seconds since the run started", ylabel="CPU % (100 = one core)", title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def network_plot(stats: Sequence[dict[str, Any]], start: float, title: str, path: Path) -> Path:
+    """Network throughput (received plus sent) per container over time."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for name, rows in _per_container(stats).items():
+        t = np.array([r["time"] for r in rows])
+        total = np.array([r["net_rx_bytes"] + r["net_tx_bytes"] for r in rows], dtype=float)
+        if len(t) < 2:
+            continue
+        rate = np.diff(total) / np.maximum(np.diff(t), 1e-6) / 1e6
+        ax.plot(t[1:] - start, rate, label=name, linewidth=1.4)
+    ax.set(xlabel="seconds since the run started", ylabel="MB/s (rx + tx)", title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def training_plot(epochs: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
+    """Loss and accuracy per epoch, training and validation."""
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3.6))
+    x = [e["epoch"] for e in epochs]
+    for key, ax in (("loss", loss_ax), ("accuracy", acc_ax)):
+        ax.plot(x, [e.get(key) for e in epochs], marker="o", label=f"train {key}")
+        ax.plot(x, [e.get(f"val_{key}") for e in epochs], marker="s", label=f"validation {key}")
+        ax.set(xlabel="epoch", ylabel=key)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray, title: str, path: Path) -> Path:
+    """A grid of test images with this worker's own predictions; wrong ones in red."""
+    count = len(images)
+    cols = min(5, count) or 1
+    rows = max(1, -(-count // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * 1.6, rows * 1.8))
+    for ax, i in zip(np.atleast_1d(axes).ravel(), range(rows * cols)):
+        ax.axis("off")
+        if i >= count:
+            continue
+        ax.imshow(images[i].reshape(28, 28), cmap="gray_r")
+        wrong = int(predicted[i]) != int(truth[i])
+        ax.set_title(f"pred {int(predicted[i])} / true {int(truth[i])}", fontsize=8, color="red" if wrong else "black")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
+              path: Path) -> Path:
+    """One line per named (x, y) series."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (x, y) in series.items():
+        ax.plot(x, y, marker="o", label=name)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def _median_range(value: Optional[tuple[float, float, float]], spec: str, scale: float = 1.0) -> str:
+    if value is None:
+        return "-"
+    med, lo, hi = (v * scale for v in value)
+    if lo == hi:
+        return f"{med:{spec}}"
+    return f"{med:{spec}} ({lo:{spec}}–{hi:{spec}})"
+
+
+def _opt(value: Optional[float], spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def machine_description() -> str:
+    """Cores, memory and versions of this host, for reports."""
+    import platform
+
+    import psutil
+
+    from . import __version__
+
+    engine = "unknown"
+    try:
+        from .engine import Engine
+
+        engine = Engine().info().get("ServerVersion", "unknown")
+    except Exception:  # noqa: BLE001 - a report without the engine version is still a report
+        pass
+    return (f"{psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GiB memory, "
+            f"{platform.system()} {platform.release()}, Docker engine {engine}, orch {__version__}")
+
+
+def write_experiment_report(experiment, quick: bool, cells: dict[str, Any], out: Path) -> Path:
+    """Write report.md and its plots for an experiment's recorded cells."""
+    from datetime import datetime
+
+    from .experiments import aggregate
+
+    rows = aggregate(cells)
+    axes = sorted({k for r in rows for k in r["params"]} - {"workers"})
+    plots = []
+    by_line: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        label = ", ".join(f"{k} {r['params'][k]}" for k in axes) or "all"
+        by_line.setdefault(label, []).append(r)
+
+    def series(metric: str) -> dict[str, tuple[list[float], list[float]]]:
+        out_series = {}
+        for label, group in by_line.items():
+            points = sorted((r["params"].get("workers", 1), r[metric][0]) for r in group if r[metric])
+            if points:
+                out_series[label] = ([p[0] for p in points], [p[1] for p in points])
+        return out_series
+
+    if any(r["train_seconds"] for r in rows):
+        plots.append(line_plot(series("train_seconds"), "workers", "train time, s (median)", "Time vs workers",
+                               out / "time-vs-workers.png"))
+        plots.append(line_plot(series("test_accuracy"), "workers", "test accuracy (median)", "Accuracy vs workers",
+                               out / "accuracy-vs-workers.png"))
+    spec_fields = next(iter(cells.values()))["fields"] if cells else {}
+    lines = [f"# {experiment.report.title or experiment.name}", ""]
+    if experiment.description:
+        lines += [experiment.description.strip(), ""]
+    lines += [
+        f"- Machine: {machine_description()}",
+        f"- Written: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
+        + (" — **quick mode** (`--quick`): scaled down, for a demo, not for conclusions" if quick else ""),
+        f"- Fixed for every cell: " + ", ".join(f"{k} {v}" for k, v in sorted(spec_fields.items())
+                                                 if k not in rows[0]["params"]) if rows else "- No cells ran.",
+        f"- Cells: {len(cells)} runs over {len(rows)} grid points; figures are the median over repeats, "
+        "with the min–max range in brackets.",
+        "",
+        "## Results",
+        "",
+        "| " + " | ".join([*(["workers"] + axes), "runs", "test accuracy", "train s", "wall s", "T(N)/T(1)",
+                          "speedup", "efficiency", "CPU % per container", "network MB per worker"]) + " |",
+        "|" + " --- |" * (len(axes) + 10),
+    ]
+    for r in rows:
+        runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
+        lines.append("| " + " | ".join([
+            str(r["params"].get("workers", 1)), *(str(r["params"].get(a)) for a in axes), runs,
+            _median_range(r["test_accuracy"], ".4f"), _median_range(r["train_seconds"], ".2f"),
+            _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
+            _opt(r["efficiency"], ".3f"), _median_range(r["cpu_mean_percent"], ".0f"),
+            _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
+        ]) + " |")
+    lines += ["", "T(N)/T(1) is the median train time of N workers over that of one worker on the same data: "
+              "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N. CPU is in "
+              "percent of one core per container. Network is bytes received plus sent by each worker.", ""]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    why = []
+    for r in rows:
+        if r.get("sync_share") is None:
+            continue
+        base = next((b for b in rows if b["params"].get("workers", 1) == 1 and
+                     all(b["params"].get(a) == r["params"].get(a) for a in axes)), None)
+        label = ", ".join(f"{a} {r['params'][a]}" for a in axes)
+        why.append(
+            f"- **{r['params'].get('workers')} workers{', ' + label if label else ''}:** a training step takes "
+            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms with one worker. "
+            f"The same global batch means the same arithmetic per step, shared over the same cores, so the extra "
+            f"{r['sync_seconds_per_step'] * 1000:.1f} ms ({r['sync_share']:.0%} of the step) is synchronisation: "
+            f"the all-reduce of the gradients and the wait for the slowest worker."
+            + (f" Each worker moved {r['net_bytes_per_worker'][0] / 1e6:.1f} MB." if r["net_bytes_per_worker"] else "")
+        )
+    if why:
+        lines += ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""]
+    if experiment.report.reference:
+        lines += [f"## {experiment.report.reference_title or 'Reference'}", "",
+                  "| setup | data | accuracy | time |", "| --- | --- | --- | --- |"]
+        lines += [f"| {r.setup} | {r.data} | {_opt(r.accuracy, '.2f', '%')} | {_opt(r.seconds, '.2f', ' s')} |"
+                  for r in experiment.report.reference]
+        lines += [""]
+    if experiment.report.notes:
+        lines += [experiment.report.notes.strip(), ""]
+    failed = {k: c for k, c in cells.items() if c.get("state") != "succeeded"}
+    if failed:
+        lines += ["## Failed cells", ""] + [f"- `{k}` ({c.get('run_id')}): {c.get('error', c.get('state'))}"
+                                            for k, c in failed.items()] + [""]
+    lines += ["## Cells", "", "| cell | state | run | test accuracy | train s | wall s |", "| --- | --- | --- | --- | --- | --- |"]
+    for key, c in cells.items():
+        s = c.get("summary") or {}
+        lines.append(f"| {key} | {c.get('state')} | {c.get('run_id')} | {_opt(s.get('test_accuracy'), '.4f')} | "
+                     f"{_opt(s.get('train_seconds'), '.2f')} | {_opt(s.get('wall_seconds'), '.1f')} |")
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,178 @@
+"""Per-container resource samples from the Engine's streaming stats API, and host samples from psutil."""
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import psutil
+
+from .engine import ContainerState, Engine
+
+STATS_FILE = "stats.csv"
+HOST_FILE = "host.csv"
+
+
+@dataclass(frozen=True)
+class StatsSample:
+    """One container's figures at one moment. CPU is in percent of one core (200 = two cores busy)."""
+
+    time: float
+    worker: int
+    container: str
+    cpu_percent: float
+    mem_used_bytes: int
+    mem_limit_bytes: int
+    net_rx_bytes: int
+    net_tx_bytes: int
+    blk_read_bytes: int
+    blk_write_bytes: int
+    pids: int
+
+
+STATS_FIELDS = [f.name for f in fields(StatsSample)]
+
+
+def parse_stats(raw: dict[str, Any], worker: int, container: str, now: float) -> Optional[StatsSample]:
+    """A sample from one Engine API stats record (cgroup v1 or v2), or None if it holds no figures yet.
+
+    CPU follows the docker CLI: the container's share of the host's CPU time since the previous
+    record, times the number of CPUs. Memory excludes the inactive page cache, as `docker stats` does.
+    """
+    cpu, pre = raw.get("cpu_stats") or {}, raw.get("precpu_stats") or {}
+    system, pre_system = cpu.get("system_cpu_usage"), pre.get("system_cpu_usage")
+    memory = raw.get("memory_stats") or {}
+    if system is None or not memory.get("usage"):
+        return None  # the first record of a stream, or a container that has stopped
+    total = (cpu.get("cpu_usage") or {}).get("total_usage", 0)
+    pre_total = (pre.get("cpu_usage") or {}).get("total_usage", 0)
+    online = cpu.get("online_cpus") or len((cpu.get("cpu_usage") or {}).get("percpu_usage") or []) or 1
+    cpu_percent = 0.0
+    if pre_system is not None and system > pre_system and total >= pre_total:
+        cpu_percent = (total - pre_total) / (system - pre_system) * online * 100.0
+    extra = memory.get("stats") or {}
+    cache = extra.get("total_inactive_file", extra.get("inactive_file", 0))
+    networks = raw.get("networks") or {}
+    blk = (raw.get("blkio_stats") or {}).get("io_service_bytes_recursive") or []
+    return StatsSample(
+        time=now,
+        worker=worker,
+        container=container,
+        cpu_percent=round(cpu_percent, 3),
+        mem_used_bytes=int(memory["usage"] - cache),
+        mem_limit_bytes=int(memory.get("limit", 0)),
+        net_rx_bytes=sum(int(n.get("rx_bytes", 0)) for n in networks.values()),
+        net_tx_bytes=sum(int(n.get("tx_bytes", 0)) for n in networks.values()),
+        blk_read_bytes=sum(int(e.get("value", 0)) for e in blk if str(e.get("op", "")).lower() == "read"),
+        blk_write_bytes=sum(int(e.get("value", 0)) for e in blk if str(e.get("op", "")).lower() == "write"),
+        pids=int((raw.get("pids_stats") or {}).get("current", 0)),
+    )
+
+
+class Sampler:
+    """Samples every container of a run about once per ``interval`` while it runs.
+
+    One thread per container reads the Engine's stats stream (one record a second); one thread
+    samples the host with psutil on the same clock. With ``out_dir``, each sample is appended to
+    ``stats.csv`` / ``host.csv`` and flushed at once, so a crash loses at most one interval.
+    """
+
+    def __init__(self, engine: Engine, out_dir: Optional[Path] = None, interval: float = 1.0) -> None:
+        if interval < 1.0:
+            raise ValueError("the Engine streams stats once a second; the interval must be at least 1 s")
+        self.engine = engine
+        self.interval = interval
+        self.out_dir = out_dir
+        self.latest: dict[int, StatsSample] = {}
+        self.samples = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._files: list[Any] = []
+        self._stats_writer: Optional[csv.DictWriter] = None
+        self._host_writer: Optional[csv.writer] = None
+
+    def start(self, containers: list[ContainerState]) -> "Sampler":
+        """Start sampling ``containers`` and the host."""
+        if self.out_dir is not None:
+            stats_file = open(self.out_dir / STATS_FILE, "a", newline="")
+            host_file = open(self.out_dir / HOST_FILE, "a", newline="")
+            self._files = [stats_file, host_file]
+            self._stats_writer = csv.DictWriter(stats_file, fieldnames=STATS_FIELDS)
+            if stats_file.tell() == 0:
+                self._stats_writer.writeheader()
+            self._host_writer = csv.writer(host_file)
+            if host_file.tell() == 0:
+                cores = psutil.cpu_count() or 1
+                self._host_writer.writerow(["time", "cpu_percent", *[f"cpu{i}_percent" for i in range(cores)],
+                                            "mem_used_bytes", "mem_total_bytes"])
+        for c in containers:
+            self._spawn(self._sample_container, c)
+        self._spawn(self._sample_host)
+        return self
+
+    def _spawn(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True, name=f"orch-stats-{len(self._threads)}")
+        self._threads.append(thread)
+        thread.start()
+
+    def _sample_container(self, container: ContainerState) -> None:
+        last = 0.0
+        for raw in self.engine.stats_stream(container.id):
+            if self._stop.is_set():
+                return
+            now = time.time()
+            if now - last < self.interval * 0.9:
+                continue
+            sample = parse_stats(raw, container.index, container.name, now)
+            if sample is None:
+                continue
+            last = now
+            with self._lock:
+                self.latest[container.index] = sample
+                self.samples += 1
+                if self._stats_writer is not None:
+                    self._stats_writer.writerow(asdict(sample))
+                    self._files[0].flush()
+
+    def _sample_host(self) -> None:
+        psutil.cpu_percent(percpu=True)  # the first call only sets the baseline
+        while not self._stop.wait(self.interval):
+            per_core = psutil.cpu_percent(percpu=True)
+            memory = psutil.virtual_memory()
+            if self._host_writer is not None:
+                with self._lock:
+                    self._host_writer.writerow([f"{time.time():.3f}", f"{sum(per_core):.1f}", *per_core,
+                                                memory.total - memory.available, memory.total])
+                    self._files[1].flush()
+
+    def snapshot(self) -> dict[int, StatsSample]:
+        """The latest sample of each container, by worker index."""
+        with self._lock:
+            return dict(self.latest)
+
+    def stop(self) -> None:
+        """Stop sampling and close the files; safe to call twice."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=self.interval + 1.5)
+        with self._lock:
+            for f in self._files:
+                f.close()
+            self._files = []
+            self._stats_writer = self._host_writer = None
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """Rows of a ``stats.csv`` with numbers as numbers."""
+    if not path.is_file():
+        return []
+    out = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            out.append({k: (v if k == "container" else float(v) if k in ("time", "cpu_percent") else int(float(v)))
+                        for k, v in row.items()})
+    return out

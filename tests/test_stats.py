@@ -1,0 +1,66 @@
+"""The stats parser against captured Engine API JSON, and the sampler on real runs."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.stats import STATS_FIELDS, parse_stats
+
+FIXTURES = Path(__file__).parent / "fixtures"
+STREAM = json.loads((FIXTURES / "stats_stream.json").read_text())  # 3 records of a container busy on one core
+
+
+def test_busy_container_uses_about_one_core():
+    sample = parse_stats(STREAM[2], worker=1, container="w1", now=100.0)
+    assert 90 <= sample.cpu_percent <= 105  # 100 = one core
+    assert sample.worker == 1 and sample.container == "w1" and sample.time == 100.0
+
+
+def test_memory_excludes_inactive_page_cache():
+    raw = STREAM[2]
+    sample = parse_stats(raw, 0, "w0", 0.0)
+    stats = raw["memory_stats"]["stats"]
+    assert sample.mem_used_bytes == raw["memory_stats"]["usage"] - stats["total_inactive_file"]
+    assert sample.mem_limit_bytes == raw["memory_stats"]["limit"]
+
+
+def test_network_and_block_io_are_summed():
+    raw = json.loads(json.dumps(STREAM[2]))
+    raw["networks"] = {"eth0": {"rx_bytes": 10, "tx_bytes": 20}, "eth1": {"rx_bytes": 1, "tx_bytes": 2}}
+    raw["blkio_stats"]["io_service_bytes_recursive"] = [
+        {"op": "Read", "value": 100}, {"op": "Write", "value": 7}, {"op": "read", "value": 1}, {"op": "Total", "value": 108}]
+    sample = parse_stats(raw, 0, "w0", 0.0)
+    assert (sample.net_rx_bytes, sample.net_tx_bytes, sample.blk_read_bytes, sample.blk_write_bytes) == (11, 22, 101, 7)
+
+
+def test_record_of_a_stopped_container_is_skipped():
+    stopped = {"read": "0001-01-01T00:00:00Z", "cpu_stats": {"cpu_usage": {"total_usage": 0}}, "precpu_stats": {},
+               "memory_stats": {}}
+    assert parse_stats(stopped, 0, "w0", 0.0) is None
+
+
+@pytest.mark.docker
+def test_three_workers_are_sampled_and_talk(observed_runs):
+    run_dir = observed_runs["w3"]
+    with open(run_dir / "stats.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == STATS_FIELDS
+    by_worker = {w: [r for r in rows if int(r["worker"]) == w] for w in range(3)}
+    assert all(len(samples) >= 2 for samples in by_worker.values()), {w: len(s) for w, s in by_worker.items()}
+    for samples in by_worker.values():
+        last = samples[-1]
+        assert int(last["net_rx_bytes"]) > 100_000 and int(last["net_tx_bytes"]) > 100_000  # all-reduce traffic
+        assert int(last["mem_limit_bytes"]) == 2048 * 2**20
+    assert max(float(r["cpu_percent"]) for r in rows) > 10
+    with open(run_dir / "host.csv", newline="") as f:
+        host = list(csv.DictReader(f))
+    assert host and float(host[-1]["mem_total_bytes"]) > 0
+
+
+@pytest.mark.docker
+def test_one_worker_moves_almost_no_network_bytes(observed_runs):
+    with open(observed_runs["w1"] / "stats.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    assert max(int(r["net_rx_bytes"]) + int(r["net_tx_bytes"]) for r in rows) < 50_000
