@@ -24,12 +24,14 @@ setup: $(ORCH) system-deps
 images: setup
 	$(SUDO) env "PATH=$$PATH" $(ORCH) build --bootstrap-base
 
-# The container-count comparison on full MNIST: 1 worker vs 3 workers at the same global batch.
+# The container-count comparison on full MNIST, 1 worker vs 3 at the same global batch, collected side
+# by side; then the container-count experiment in its --quick form.
 demo: images
 	@stamp=$$(date +%Y%m%d-%H%M%S); \
 	$(ORCH) up --workers 1 --run-id demo-$$stamp-w1 && \
 	$(ORCH) up --workers 3 --run-id demo-$$stamp-w3 && \
-	$(ORCH) ps demo-$$stamp-w1 demo-$$stamp-w3
+	$(ORCH) collect demo-$$stamp-w1 demo-$$stamp-w3 && \
+	$(ORCH) experiment run experiments/container-count.yaml --quick
 
 test: setup
 	$(BIN)/pytest

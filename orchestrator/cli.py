@@ -4,6 +4,7 @@ Results go to stdout (tables, or JSON with --format json); progress and errors g
 """
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import signal
@@ -17,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OrchError
+from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, OrchError
 
 # Off a terminal rich would wrap at 80 columns; a log file or pipe wants whole lines instead.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -45,7 +46,19 @@ def spec_options(fn: Callable) -> Callable:
                      help="bridge: a host per worker; shared: one network namespace on loopback. [default: bridge]"),
         click.option("--collective", type=click.Choice(["ring", "auto"]), help="All-reduce implementation. [default: ring]"),
         click.option("--bytes-per-pack", type=int, help="All-reduce packing in bytes. [default: 33554432]"),
-        click.option("--collective-timeout", type=float, help="Seconds before a stalled collective fails; 0 = never."),
+        click.option("--collective-timeout", type=float,
+                     help="TensorFlow's own all-reduce timeout (CommunicationOptions); 0 = off. Costs a thread per "
+                          "all-reduce for that long. [default: 0]"),
+        click.option("--stall-timeout", type=float,
+                     help="Seconds without training progress on any worker (a paused or stuck worker stalls "
+                          "every all-reduce) before the job fails. [default: 120]"),
+        click.option("--checkpoint-every", type=int,
+                     help="Checkpoint every N training steps into the run directory; 0 = every epoch. [default: 0]"),
+        click.option("--max-restarts", type=int,
+                     help="Restart the whole worker group up to K times after a retryable failure (a worker killed "
+                          "by a signal or removed), resuming from the last checkpoint. [default: 0]"),
+        click.option("--startup-timeout", type=float,
+                     help="Seconds for every worker to join the cluster before the job fails. [default: 300]"),
         click.option("--cpus", type=float, help="CPU limit per container. [default: none]"),
         click.option("--memory", "memory_mb", type=int, help="Memory limit per container in MiB. [default: 2048]"),
         click.option("--image", help="Run this image instead of orch's own trainer image."),
@@ -162,6 +175,8 @@ class _Watcher:
                 self.progress.update(self.tasks[worker], description=f"worker-{worker} {event.get('stage')}")
             elif event.get("stage") == "training" and worker == 0:
                 _say(f"workers connected; training ({event.get('steps_per_epoch')} steps per epoch)")
+        elif kind == "resumed":
+            _say(f"worker-{worker} resumed from its checkpoint at epoch {event.get('epoch')}")
         elif kind == "done":
             if self.progress:
                 self.progress.update(self.tasks[worker], description=f"worker-{worker} done")
@@ -387,8 +402,9 @@ def experiment_run(file: str, quick: bool, force: bool, dry_run: bool, out_dir: 
             task = progress.add_task(exp.name, total=p.total, eta=eta)
         progress.update(task, completed=p.done, description=f"{exp.name}: {p.current}", eta=eta)
         if not err.is_terminal:
-            _say(f"{exp.name}: {p.done}/{p.total} cells done ({p.failed} failed, {p.skipped} skipped), "
-                 f"now {p.current}" + (f", {eta}" if eta else ""))
+            now = "" if p.current == "finished" else f", now {p.current}"
+            _say(f"{exp.name}: {p.done}/{p.total} cells done ({p.failed} failed, {p.skipped} skipped){now}"
+                 + (f", {eta}" if eta and now else ""))
 
     with progress:
         out_path, cells = experiments.run(exp, quick=quick, force=force, root=Path(out_dir), on_progress=show,
@@ -468,14 +484,18 @@ class _nullcontext:
         return None
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: handled like Ctrl-C (stop, save, remove), reported with the conventional exit code."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 def main(argv: Optional[list[str]] = None) -> None:
     """The error boundary: map every failure to a one-line message and an exit code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         cli.main(args=argv, prog_name="orch", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -483,9 +503,15 @@ def main(argv: Optional[list[str]] = None) -> None:
     except click.UsageError as exc:
         err.print(f"orch: error: {exc.format_message()}", markup=False, soft_wrap=True)
         sys.exit(EXIT_USAGE)
-    except click.Abort:
+    except click.Abort as exc:  # click turns KeyboardInterrupt (and so our Terminated) into Abort
+        if isinstance(exc.__cause__, Terminated):
+            err.print("orch: terminated", markup=False)
+            sys.exit(EXIT_TERMINATED)
         err.print("orch: interrupted", markup=False)
         sys.exit(EXIT_INTERRUPTED)
+    except Terminated:
+        err.print("orch: terminated", markup=False)
+        sys.exit(EXIT_TERMINATED)
     except KeyboardInterrupt:
         err.print("orch: interrupted", markup=False)
         sys.exit(EXIT_INTERRUPTED)
@@ -496,6 +522,16 @@ def main(argv: Optional[list[str]] = None) -> None:
         if exc.details:
             err.print("\n".join("  " + line for line in exc.details.splitlines()), markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if debug:
+            err.print_exception()
+        if exc.errno == errno.ENOSPC:
+            err.print(f"orch: error: no space left on device writing {exc.filename or 'results'}; free some space "
+                      "(what was written before is kept)", markup=False, soft_wrap=True)
+            sys.exit(EXIT_USAGE)
+        err.print(f"orch: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+                  markup=False, soft_wrap=True)
+        sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes as a bare traceback
         if debug:
             raise

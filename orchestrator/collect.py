@@ -69,8 +69,10 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
     for i in range(workers):
         result = _read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
         events = [e for e in _events(run_dir, workers) if e.get("worker") == i and e.get("event") == contract.EVENT_EPOCH]
-        # A worker that failed wrote no result.json; its epoch events still say how far it got.
-        for e in result.get("epochs") or events:
+        # The events hold every epoch of every attempt (a failed worker writes no result.json, and a
+        # restarted one's result lists only its last attempt); an epoch redone after a restart counts once.
+        by_epoch = {e.get("epoch"): e for e in events}
+        for e in sorted(by_epoch.values(), key=lambda e: e.get("epoch") or 0) or result.get("epochs") or []:
             epochs.append({"worker": i, **{k: e.get(k) for k in EPOCH_FIELDS if k != "worker"}})
         figures = _container_figures([r for r in stats if r["worker"] == i])
         per_worker.append({
@@ -102,6 +104,7 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
         "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
         "net_bytes": sum(net) if net else None,
         "stats_samples": len(stats),
+        "restarts": record.get("restarts") or [],
         "workers": per_worker,
     }
     return summary, epochs, stats, _events(run_dir, workers)

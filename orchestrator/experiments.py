@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
-from .spec import JobSpec, make_spec
+from .spec import JobSpec, make_spec, shown
 
 CELLS_FILE = "cells.json"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
@@ -62,7 +62,7 @@ class Experiment(BaseModel):
         allowed = set(SWEEPABLE) | ({"repeats"} if info.field_name == "quick" else set())
         unknown = sorted(str(k) for k in value if k not in allowed)
         if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+            raise ValueError(f"unknown field {shown(unknown[0])}; allowed: {', '.join(sorted(allowed))}")
         return value
 
     @field_validator("grid")
@@ -70,7 +70,7 @@ class Experiment(BaseModel):
     def _grid_axes(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
         for key, values in value.items():
             if key not in SWEEPABLE:
-                raise ValueError(f"cannot sweep {key!r}; sweepable fields: {', '.join(SWEEPABLE)}")
+                raise ValueError(f"cannot sweep {shown(key)}; sweepable fields: {', '.join(SWEEPABLE)}")
             if not values:
                 raise ValueError(f"{key}: needs at least one value")
             if len(values) > 50:
@@ -116,14 +116,19 @@ def parse(text: str, source: str = "experiment") -> Experiment:
         experiment = Experiment(**{str(k): v for k, v in doc.items()})
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in first.get("loc", ())) or "experiment"
+        loc = ".".join(shown(p) for p in first.get("loc", ())) or "experiment"
         msg = first.get("msg", "invalid").removeprefix("Value error, ")
-        raise InvalidSpec(f"{source}: {loc}: {msg}") from None
+        raise InvalidSpec(f"{source}: {loc}: {one_line(msg)}") from None
     except TypeError as exc:
-        raise InvalidSpec(f"{source}: {exc}") from None
+        raise InvalidSpec(f"{source}: {one_line(str(exc))}") from None
     expand(experiment)  # every cell must be a valid spec before anything runs
     expand(experiment, quick=True)
     return experiment
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks escaped, for a one-line error."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _slug(value: Any) -> str:
@@ -240,7 +245,6 @@ def run(
         if is_done(recorded.get(cell.key), cell):
             progress.done += 1
             progress.skipped += 1
-            on_progress(progress)
             continue
         on_progress(progress)
         run_id = f"{experiment.name}-{cell.key}-{secrets.token_hex(2)}"[:63].rstrip("-")
@@ -270,7 +274,8 @@ def run(
         _save_cells(out, recorded)
         progress.done += 1
         progress.durations.append(time.monotonic() - started)
-        on_progress(progress)
+    progress.current = "finished"
+    on_progress(progress)
     current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
     write_experiment_report(experiment, quick, current, out)
     return out, current

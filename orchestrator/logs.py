@@ -91,13 +91,17 @@ def container_records(engine: Engine, container: ContainerState) -> list[LogReco
     return sorted(records, key=lambda r: r.time)
 
 
-def save(engine: Engine, run_dir: Path, containers: Iterable[ContainerState]) -> None:
-    """Write each container's log to ``worker-<i>/container.log`` so it outlives the container."""
+def save(engine: Engine, run_dir: Path, containers: Iterable[ContainerState], append: bool = False) -> None:
+    """Write each container's log to ``worker-<i>/container.log`` so it outlives the container.
+
+    With ``append`` (before a restart replaces the containers) earlier attempts' lines are kept.
+    """
     for c in containers:
         if c.index < 0:
             continue
         lines = [format_saved_line(r) for r in container_records(engine, c)]
-        (run_dir / contract.worker_dir(c.index) / SAVED_LOG).write_text("\n".join(lines) + ("\n" if lines else ""))
+        with open(run_dir / contract.worker_dir(c.index) / SAVED_LOG, "a" if append else "w") as f:
+            f.write("".join(line + "\n" for line in lines))
 
 
 def saved_records(run_dir: Path, workers: int) -> list[LogRecord]:

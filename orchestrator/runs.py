@@ -1,8 +1,10 @@
 """Apply a plan: launch a run with Compose, watch it, collect what it wrote, and clean up."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 from . import contract, logs
 from . import data as datasets
 from .engine import ContainerState, Engine
-from .errors import InvalidSpec, OrchError, RunNotFound, WorkerFailed
+from .errors import DiskFull, InvalidSpec, JobTimedOut, OrchError, RunNotFound, WorkerFailed
 from .paths import Paths, default_paths
 from .plan import Plan, plan
 from .spec import JobSpec, make_spec
@@ -29,13 +31,14 @@ class RunInfo:
     """A run as `orch ps` and `up` report it."""
 
     run_id: str
-    state: str  # starting, running, succeeded, failed, interrupted, stopped
+    state: str  # starting, running, succeeded, failed, timed-out, interrupted, stopped
     spec: dict[str, Any]
     started: Optional[float] = None
     wall_seconds: Optional[float] = None
     error: Optional[str] = None
     workers: list[dict[str, Any]] = field(default_factory=list)
     run_dir: Optional[str] = None
+    restarts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def train_seconds(self) -> Optional[float]:
@@ -61,6 +64,7 @@ class RunInfo:
             "error": self.error,
             "workers": self.workers,
             "run_dir": self.run_dir,
+            "restarts": self.restarts,
         }
 
 
@@ -136,12 +140,21 @@ def meaningful_lines(text: str, count: int) -> list[str]:
 def _prepare_run_dir(p: Plan) -> None:
     if p.run_dir.exists():
         raise InvalidSpec(f"run_id: {p.spec.run_id} is already used ({p.run_dir}); pick another or omit --run-id")
+    try:
+        _make_run_dir(p)
+    except OSError as exc:
+        shutil.rmtree(p.run_dir, ignore_errors=True)  # nothing half-made is left behind
+        if exc.errno == errno.ENOSPC:
+            raise DiskFull(f"no space left in {p.run_dir.parent}; free some, or point ORCH_RUNS_DIR elsewhere") from None
+        raise OrchError(f"cannot create the run directory {p.run_dir}: {exc.strerror or exc}") from None
+
+
+def _make_run_dir(p: Plan) -> None:
     p.run_dir.mkdir(parents=True)
-    for w in p.workers:
-        wdir = p.run_dir / contract.worker_dir(w.index)
-        wdir.mkdir()
+    for name in [contract.CHECKPOINT_DIR, *(contract.worker_dir(w.index) for w in p.workers)]:
+        (p.run_dir / name).mkdir()
         if os.getuid() == 0:
-            os.chown(wdir, CONTAINER_UID, CONTAINER_UID)
+            os.chown(p.run_dir / name, CONTAINER_UID, CONTAINER_UID)
     p.compose_file.write_text(p.compose_text)
     _write_json(p.run_dir / "plan.json", {k: v for k, v in p.to_dict().items() if k != "compose"})
 
@@ -161,28 +174,70 @@ def _describe_exit(c: ContainerState) -> str:
     return f"exited with code {code}"
 
 
-def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float) -> None:
-    tailer = EventTailer(p.run_dir, p.spec.workers)
+def _heartbeat(run_dir: Path, worker: int) -> float:
+    """When ``worker`` last reported training progress (0 if it has not yet)."""
+    try:
+        return (run_dir / contract.worker_dir(worker) / contract.HEARTBEAT_FILE).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _retryable(c: Optional[ContainerState]) -> bool:
+    """Kubeflow's ExitCode policy: a signal (exit > 128) or a vanished container may be retried; exit
+    codes 1-127 are the program's own verdict, and an out-of-memory kill would only happen again."""
+    return c is None or (c.exit_code is not None and c.exit_code > 128 and not c.oom_killed)
+
+
+def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float, tailer: EventTailer) -> None:
+    """Wait until every worker succeeded; raise WorkerFailed or JobTimedOut as soon as one cannot."""
     expected = set(range(p.spec.workers))
+    launched = time.monotonic()
+    stages: dict[int, str] = {}
+    joined_at: Optional[float] = None
     while True:
         for event in tailer.read():
+            if event.get("event") == contract.EVENT_START:
+                stages[event.get("worker", -1)] = event.get("stage", "")
             on_event(event)
         states = engine.containers(p.spec.run_id)
         present = {c.index for c in states}
         failed = _first_failure(states)
+        paused = [c.index for c in states if c.status == "paused"]
+        others = "; the other workers were stopped" if p.spec.workers > 1 else ""
         if failed is not None:
             lines = meaningful_lines(engine.logs(failed.id, tail=200), 15)
-            others = "; the other workers were stopped" if p.spec.workers > 1 else ""
-            raise WorkerFailed(failed.index, failed.exit_code, f"worker-{failed.index} {_describe_exit(failed)}{others}",
-                               details="\n".join(lines))
+            message = f"worker-{failed.index} {_describe_exit(failed)}{others}"
+            if paused:
+                message = (f"worker-{paused[0]} stalled (its container is paused) and worker-{failed.index} "
+                           f"{_describe_exit(failed)} when the all-reduce timed out{others}")
+            raise WorkerFailed(failed.index, failed.exit_code, message, details="\n".join(lines),
+                               retryable=_retryable(failed))
         if present != expected:
             gone = sorted(expected - present)
             raise WorkerFailed(gone[0], None, f"worker-{gone[0]} vanished (its container was removed from outside "
-                                              "orch); the other workers were stopped")
+                                              f"orch){others}", retryable=True)
         if all(c.status == "exited" and c.exit_code == 0 for c in states):
             for event in tailer.read():
                 on_event(event)
             return
+        joined = {i for i, stage in stages.items() if stage == "training"}
+        if joined == expected:
+            joined_at = joined_at or time.time()
+            last = max([_heartbeat(p.run_dir, i) for i in expected] + [joined_at])
+            if time.time() - last > p.spec.stall_timeout:
+                culprit = (f"worker-{paused[0]}'s container is paused" if paused else
+                           "a worker is stuck (see `orch logs`)")
+                raise WorkerFailed(paused[0] if paused else -1, None,
+                                   f"training stalled: no worker made progress for {p.spec.stall_timeout:g} s; "
+                                   f"{culprit}{others}", retryable=True)
+        if joined != expected and time.monotonic() - launched > p.spec.startup_timeout:
+            missing = sorted(expected - joined)
+            never = [i for i in missing if i not in stages or i in paused]
+            culprit = never or missing
+            names = ", ".join(f"worker-{i}" for i in culprit)
+            raise JobTimedOut(f"{names} did not join the cluster within the startup timeout of "
+                              f"{p.spec.startup_timeout:g} s{others}; raise --startup-timeout if start-up is "
+                              "just slow here")
         time.sleep(poll)
 
 
@@ -219,6 +274,7 @@ def up(
     say(f"starting run {spec.run_id}: {spec.workers} worker(s), image {p.image}")
     launched = False
     sampler: Optional[Sampler] = None
+    tailer = EventTailer(p.run_dir, spec.workers)
     try:
         engine.compose_up(p.compose_file, p.project)
         launched = True
@@ -226,12 +282,34 @@ def up(
         _write_json(p.run_dir / RUN_FILE, info.to_dict())
         if detach:
             return info
-        if stats_interval:
-            sampler = Sampler(engine, p.run_dir, stats_interval).start(engine.containers(spec.run_id))
-        _watch(engine, p, on_event, poll)
+        while True:
+            if stats_interval:
+                sampler = Sampler(engine, p.run_dir, stats_interval).start(engine.containers(spec.run_id))
+            try:
+                _watch(engine, p, on_event, poll, tailer)
+                break
+            except WorkerFailed as exc:
+                if not exc.retryable or len(info.restarts) >= spec.max_restarts:
+                    raise
+                # MultiWorkerMirroredStrategy cannot replace one worker: the whole group restarts,
+                # and BackupAndRestore resumes it from the last checkpoint in the run directory.
+                info.restarts.append({"attempt": len(info.restarts) + 2, "time": time.time(), "worker": exc.worker,
+                                      "exit_code": exc.worker_exit_code, "cause": exc.message})
+                say(f"{exc.message}; restarting the whole group from its last checkpoint "
+                    f"(restart {len(info.restarts)} of {spec.max_restarts})")
+                if sampler is not None:
+                    sampler.stop()
+                logs.save(engine, p.run_dir, engine.containers(spec.run_id), append=True)
+                engine.compose_down(p.compose_file, p.project, timeout=5)
+                _write_json(p.run_dir / RUN_FILE, info.to_dict())
+                engine.compose_up(p.compose_file, p.project)
         info.state = "succeeded"
+    except JobTimedOut as exc:
+        info.state, info.error = "timed-out", exc.message
+        raise
     except WorkerFailed as exc:
-        info.state, info.error = "failed", exc.message
+        info.state = "failed"
+        info.error = exc.message + (f" (after {len(info.restarts)} restarts)" if info.restarts else "")
         raise
     except KeyboardInterrupt:
         info.state, info.error = "interrupted", "interrupted by the user"
@@ -240,20 +318,44 @@ def up(
         info.state, info.error = "failed", exc.message
         raise
     finally:
-        if sampler is not None:
-            sampler.stop()
-        if not (detach and launched):
-            _finish(engine, p, info, started)
-            if info.state == "interrupted":
-                say(f"interrupted: containers removed; what was written is in {p.run_dir}")
+        try:
+            if sampler is not None:
+                sampler.stop()
+            if not (detach and launched):
+                _finish(engine, p, info, started)
+                if info.state == "interrupted":
+                    say(f"interrupted: containers removed; what was written is in {p.run_dir}")
+        except KeyboardInterrupt:
+            _force_remove(engine, p, info)
+            raise
     return info
+
+
+def _force_remove(engine: Engine, p: Plan, info: RunInfo) -> None:
+    """A second interrupt during the clean-up: remove the containers at once, deaf to a third."""
+    import signal
+
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals are not ours to change
+        previous = None
+    try:
+        for leftover in engine.containers(p.spec.run_id):
+            engine.remove_container(leftover.id)
+        engine.compose_down(p.compose_file, p.project, timeout=0)  # the network
+        info.state = "interrupted"
+        info.error = "interrupted; clean-up forced by a second interrupt"
+        _write_json(p.run_dir / RUN_FILE, info.to_dict())
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
     """Save logs and results, then remove the run's containers and network, whatever happened."""
     try:
         states = engine.containers(p.spec.run_id)
-        logs.save(engine, p.run_dir, states)
+        logs.save(engine, p.run_dir, states, append=bool(info.restarts))
         exit_codes = {c.index: c.exit_code for c in states}
     finally:
         engine.compose_down(p.compose_file, p.project, timeout=5)
@@ -272,7 +374,8 @@ def _load_run(run_dir: Path) -> Optional[RunInfo]:
         return None
     info = RunInfo(run_id=record["run_id"], state=record.get("state", "unknown"), spec=record.get("spec") or {},
                    started=record.get("started"), wall_seconds=record.get("wall_seconds"),
-                   error=record.get("error"), workers=record.get("workers") or [], run_dir=str(run_dir))
+                   error=record.get("error"), workers=record.get("workers") or [], run_dir=str(run_dir),
+                   restarts=record.get("restarts") or [])
     return info
 
 

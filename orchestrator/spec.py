@@ -36,7 +36,21 @@ class JobSpec(BaseModel):
     )
     collective: Literal["ring", "auto"] = Field("ring", description="all-reduce implementation")
     bytes_per_pack: int = Field(32 * 2**20, ge=0, le=2**31, description="all-reduce packing size in bytes")
-    collective_timeout: float = Field(0, ge=0, le=86_400, description="seconds before a collective fails, 0: none")
+    collective_timeout: float = Field(
+        0, ge=0, le=86_400,
+        description="TensorFlow's own all-reduce timeout (CommunicationOptions); 0: off. It costs a thread per "
+                    "all-reduce for that long, so orch's stall_timeout is the default guard",
+    )
+    stall_timeout: float = Field(
+        120, ge=5, le=86_400, description="seconds without training progress on any worker before the job fails"
+    )
+    checkpoint_every: int = Field(
+        0, ge=0, le=10_000_000, description="checkpoint every N training steps; 0: at the end of every epoch"
+    )
+    max_restarts: int = Field(0, ge=0, le=10, description="restarts of the whole worker group after a retryable failure")
+    startup_timeout: float = Field(
+        300, ge=5, le=86_400, description="seconds for every worker to join the cluster before the job fails"
+    )
     cpus: Optional[float] = Field(None, gt=0, le=512, description="CPU limit per container")
     memory_mb: int = Field(2048, ge=256, le=1_048_576, description="memory limit per container in MiB")
     pids_limit: int = Field(1024, ge=64, le=1_000_000, description="process limit per container")
@@ -83,17 +97,24 @@ def new_run_id(workers: int) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-w{workers}-{secrets.token_hex(2)}"
 
 
+def shown(part: Any) -> str:
+    """A name from user input as it may appear in a one-line message: plain if harmless, else repr()."""
+    text = str(part)
+    return text if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text) else repr(text[:64])
+
+
 def _describe(error: dict[str, Any]) -> str:
-    loc = ".".join(str(part) for part in error.get("loc", ())) or "spec"
+    loc = ".".join(shown(part) for part in error.get("loc", ())) or "spec"
     msg = error.get("msg", "invalid")
     if error.get("type") == "value_error":
         return msg.removeprefix("Value error, ")
     if error.get("type") == "extra_forbidden":
         allowed = ", ".join(sorted(JobSpec.model_fields))
         return f"{loc}: unknown field; allowed fields are {allowed}"
+    got = repr(error.get("input"))[:80]
     if error.get("type") == "literal_error":
-        return f"{loc}: {msg} (got {error.get('input')!r})"
-    return f"{loc}: {msg.lower()} (got {error.get('input')!r})"
+        return f"{loc}: {msg} (got {got})"
+    return f"{loc}: {msg.lower()} (got {got})"
 
 
 def make_spec(**fields: Any) -> JobSpec:
@@ -105,4 +126,4 @@ def make_spec(**fields: Any) -> JobSpec:
     except ValidationError as exc:
         raise InvalidSpec("; ".join(_describe(e) for e in exc.errors(include_url=False))) from None
     except (TypeError, ValueError) as exc:  # e.g. a non-string key
-        raise InvalidSpec(f"spec: {exc}") from None
+        raise InvalidSpec(f"spec: {shown(exc)}") from None

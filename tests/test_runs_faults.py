@@ -1,0 +1,264 @@
+"""Live fault tests: real containers killed, paused, removed and crowded; each test cleans up after itself."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, orch_containers, orch_networks, run_orch
+
+pytestmark = pytest.mark.docker
+
+
+def _start(args, env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "up", *args], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _events(run_dir: Path, worker: int) -> list[dict]:
+    path = run_dir / f"worker-{worker}" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _container(run_id: str, index: int) -> str:
+    ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=orch.run={run_id}", "--filter",
+                          f"label=orch.index={index}"], capture_output=True, text=True).stdout.split()
+    assert ids, f"no container for worker {index} of {run_id}"
+    return ids[0]
+
+
+def _gone(run_id: str) -> bool:
+    return orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+JOB = ["--workers", "3", "--dataset", "synthetic", "--samples", "12000", "--steps-per-execution", "1"]
+
+
+def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-restart"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*JOB, "--epochs", "4", "--max-restarts", "1", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 1)), 240, "worker 1's first epoch")
+        first = next(e for e in _events(run_dir, 1) if e["event"] == "epoch")
+        time.sleep(first["seconds"] / 2)  # the middle of epoch 2
+        subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
+        stdout, stderr = proc.communicate(timeout=400)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "restarting the whole group from its last checkpoint (restart 1 of 1)" in stderr
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["state"] == "succeeded"
+    (restart,) = record["restarts"]
+    assert restart["worker"] == 1 and restart["exit_code"] == 137 and restart["attempt"] == 2
+    for w in range(3):
+        events = _events(run_dir, w)
+        epochs = [e["epoch"] for e in events if e["event"] == "epoch"]
+        assert epochs == [1, 2, 3, 4], epochs  # epoch 1 was checkpointed and not redone
+        assert [e["epoch"] for e in events if e["event"] == "resumed"] == [2]
+        result = json.loads((run_dir / f"worker-{w}" / "result.json").read_text())
+        assert result["resumed_from_epoch"] == 2
+    assert len({json.loads((run_dir / f"worker-{w}" / "result.json").read_text())["test_accuracy"]
+                for w in range(3)}) == 1
+    assert _gone(run_id)
+
+
+def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-pause"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*JOB, "--epochs", "200", "--stall-timeout", "10", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 1)), 240, "worker 1's first epoch")
+        subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
+        paused = time.monotonic()
+        _, stderr = proc.communicate(timeout=120)
+        detected = time.monotonic() - paused
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    error = [line for line in stderr.splitlines() if line.startswith("orch: error:")][0]
+    assert "worker-1" in error and "paused" in error, error
+    assert detected < 10 + 10, detected  # the timeout plus a small margin
+    print(f"stalled worker detected {detected:.1f} s after the pause (stall timeout 10 s)")
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "failed"
+    assert _gone(run_id)
+
+
+def test_removed_worker_is_named_and_the_rest_stopped(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-rm"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 2)), 240, "worker 2's first epoch")
+        subprocess.run(["docker", "rm", "-f", _container(run_id, 2)], check=True, capture_output=True)
+        removed = time.monotonic()
+        _, stderr = proc.communicate(timeout=120)
+        detected = time.monotonic() - removed
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "orch: error: worker-2 vanished (its container was removed from outside orch)" in stderr
+    print(f"removed worker detected and the run cleaned up {detected:.1f} s after `docker rm -f`")
+    assert _gone(run_id)
+
+
+def test_dead_worker_is_detected_quickly(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-dead"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 1)), 240, "worker 1's first epoch")
+        subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
+        killed = time.monotonic()
+        _wait(lambda: "failed" in (run_dir / "run.json").read_text() or proc.poll() is not None, 60,
+              "the run to fail")
+        detected = time.monotonic() - killed
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and "worker-1 was killed by signal 9" in stderr
+    print(f"dead worker detected {detected:.1f} s after `docker kill`")
+    assert detected < 15, detected
+    assert _gone(run_id)
+
+
+def test_startup_timeout_names_the_worker_that_never_joined(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-startup"
+    cleanup.append(run_id)
+    proc = _start([*JOB, "--epochs", "2", "--startup-timeout", "20", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: len(orch_containers(run_id)) == 3, 120, "the containers")
+        subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "orch: error: worker-1 did not join the cluster within the startup timeout of 20 s" in stderr
+    assert json.loads((tmp_path / "runs" / run_id / "run.json").read_text())["state"] == "timed-out"
+    assert _gone(run_id)
+
+
+def test_two_runs_at_once_do_not_see_each_other(images, orch_env, tmp_path, cleanup):
+    cleanup.extend(["pair-a", "pair-b"])
+    small = ["--workers", "2", "--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--format", "json"]
+    a = _start([*small, "--run-id", "pair-a"], orch_env)
+    b = _start([*small, "--run-id", "pair-b", "--seed", "7"], orch_env)
+    out_a, err_a = a.communicate(timeout=400)
+    out_b, err_b = b.communicate(timeout=400)
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    info_a, info_b = json.loads(out_a), json.loads(out_b)
+    assert [w["worker"] for w in info_a["workers"]] == [0, 1] == [w["worker"] for w in info_b["workers"]]
+    for run_id in ("pair-a", "pair-b"):
+        compose = (tmp_path / "runs" / run_id / "compose.yml").read_text()
+        assert f'name: "orch-{run_id}"' in compose
+        for w in range(2):
+            result = json.loads((tmp_path / "runs" / run_id / f"worker-{w}" / "result.json").read_text())
+            assert result["replicas"] == 2  # each cluster holds only its own two workers
+    assert info_a["test_accuracy"] != info_b["test_accuracy"] or info_a["spec"]["seed"] != info_b["spec"]["seed"]
+    assert _gone("pair-a") and _gone("pair-b")
+
+
+def test_second_interrupt_forces_the_clean_up(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-sigint2"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 0)), 240, "worker 0's first epoch")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert _gone(run_id)
+
+
+def test_sigterm_stops_the_run_and_keeps_its_results(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-sigterm"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], orch_env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 0)), 240, "worker 0's first epoch")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
+    assert (run_dir / "worker-0" / "container.log").stat().st_size > 0 and _events(run_dir, 0)
+    assert _gone(run_id)
+
+
+def test_workers_run_locked_down(images, orch_env, tmp_path, cleanup):
+    run_id = "lockdown"
+    cleanup.append(run_id)
+    proc = run_orch(["up", *JOB, "--epochs", "200", "--run-id", run_id, "--detach"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        cid = _container(run_id, 0)
+        info = json.loads(subprocess.run(["docker", "inspect", cid], capture_output=True, text=True,
+                                         check=True).stdout)[0]
+        host = info["HostConfig"]
+        assert info["Config"]["User"] == "1000:1000" or not info["Config"]["User"].startswith("0")
+        assert host["ReadonlyRootfs"] is True and "/tmp" in host["Tmpfs"]
+        assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+        assert "no-new-privileges:true" in host["SecurityOpt"] and host["Privileged"] is False
+        assert not host.get("PortBindings") and not info["NetworkSettings"]["Ports"]
+        assert host["Memory"] == 2048 * 2**20 and host["PidsLimit"] == 1024
+        mounts = {m["Destination"]: m for m in info["Mounts"]}
+        assert set(mounts) == {"/orch/data", "/orch/run"}
+        assert mounts["/orch/data"]["RW"] is False and mounts["/orch/run"]["RW"] is True
+        assert mounts["/orch/run"]["Source"] == str(tmp_path / "runs" / run_id)
+        assert not any("docker.sock" in m["Source"] for m in info["Mounts"])
+        (network,) = info["NetworkSettings"]["Networks"]
+        net = json.loads(subprocess.run(["docker", "network", "inspect", network], capture_output=True, text=True,
+                                        check=True).stdout)[0]
+        assert net["Internal"] is True
+        uid = subprocess.run(["docker", "exec", cid, "id", "-u"], capture_output=True, text=True).stdout.strip()
+        assert uid != "0" and uid
+        write = subprocess.run(["docker", "exec", cid, "touch", "/opt/x"], capture_output=True, text=True)
+        assert write.returncode != 0 and "Read-only file system" in write.stderr
+        rendered = run_orch(["render", "-n", "2", "--run-id", "shown"], orch_env).stdout
+        for needle in ("read_only: true", "cap_drop:", "- ALL", "no-new-privileges:true", "internal: true",
+                       "mem_limit:", "pids_limit:"):
+            assert needle in rendered
+    finally:
+        run_orch(["down", run_id], orch_env)
+    assert _gone(run_id)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs to fill needs root")
+def test_full_disk_in_the_runs_folder(images, orch_env, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True)
+    try:
+        subprocess.run(["dd", "if=/dev/zero", f"of={full}/filler", "bs=4k", "count=64"], capture_output=True)
+        orch_env["ORCH_RUNS_DIR"] = str(full / "runs")
+        proc = run_orch(["up", "--dataset", "synthetic", "--samples", "6000", "--run-id", "diskfull"], orch_env)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("orch: error: no space left in")
+        assert not (full / "runs" / "diskfull").exists() and orch_containers("diskfull") == []
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
