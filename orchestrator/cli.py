@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import os
 import signal
 import sys
 from typing import Any, Callable, Optional
@@ -42,8 +43,12 @@ def spec_options(fn: Callable) -> Callable:
         click.option("--seed", type=int, help="Seed of the draw, split and shuffles. [default: 42]"),
         click.option("--learning-rate", type=float, help="Adam learning rate. [default: 0.001]"),
         click.option("--steps-per-execution", type=int, help="Steps per tf.function call. [default: 50]"),
-        click.option("--network", type=click.Choice(["bridge", "shared"]),
-                     help="bridge: a host per worker; shared: one network namespace on loopback. [default: bridge]"),
+        click.option("--network", type=click.Choice(["bridge", "shared", "host"]),
+                     help="bridge: an internal network, a host name per worker; shared: one network namespace on "
+                          "loopback; host: the host's network (not isolated). [default: bridge]"),
+        click.option("--threads", type=int,
+                     help="TensorFlow intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = TF's default."),
+        click.option("--pin-cpus/--no-pin-cpus", default=None, help="Pin worker i to host core i mod cores."),
         click.option("--collective", type=click.Choice(["ring", "auto"]), help="All-reduce implementation. [default: ring]"),
         click.option("--bytes-per-pack", type=int, help="All-reduce packing in bytes. [default: 33554432]"),
         click.option("--collective-timeout", type=float,
@@ -130,7 +135,7 @@ def render(fmt: str, **flags: Any) -> None:
     from .plan import plan
     from .runs import container_user
 
-    p = plan(_spec_from(flags), default_paths(), user=container_user())
+    p = plan(_spec_from(flags), default_paths(), user=container_user(), host_cpus=os.cpu_count() or 1)
     if fmt == "json":
         out.print_json(json.dumps(p.to_dict()))
     else:

@@ -32,6 +32,7 @@ TRAINING_FIELDS = (
     "bytes_per_pack",
     "collective_timeout",
     "checkpoint_every",
+    "threads",
 )
 
 # Files a worker writes under ENV_OUT_DIR/worker-<index>/.

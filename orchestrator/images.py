@@ -113,10 +113,11 @@ def _trainer_files(images: Path) -> list[tuple[str, Path]]:
     return files
 
 
-def _inputs_digest(images: Path, base_id: str) -> str:
+def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
+    """Digest of everything an image is built from; without the trainer, of the packages stage."""
     h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
     for name, path in [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)],
-                       *_trainer_files(images)]:
+                       *(_trainer_files(images) if with_trainer else [])]:
         h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -180,8 +181,11 @@ def build(
         _write_context(context, images, wheels)
         # The installed-packages stage gets a tag of its own, so `docker image prune` cannot take
         # the layer cache that makes trainer-only rebuilds fast.
-        say(f"building {DEPS_TAG} (Python packages, cached unless requirements or base change)")
-        _stream_build(engine.build(context, DEPS_TAG, "deps", {"BASE": base_ref}, {LABEL_KIND: "deps"}), say)
+        deps_digest = _inputs_digest(images, engine.image_id(base_ref), with_trainer=False)
+        if force or (engine.image_labels(DEPS_TAG) or {}).get(LABEL_INPUTS) != deps_digest:
+            say(f"building {DEPS_TAG} (the Python packages)")
+            _stream_build(engine.build(context, DEPS_TAG, "deps", {"BASE": base_ref},
+                                       {LABEL_KIND: "deps", LABEL_INPUTS: deps_digest}), say)
         for kind in pending:
             tag = image_ref(kind)
             say(f"building {tag} from {base_ref}")

@@ -34,6 +34,8 @@ class WorkerPlan:
     env: dict[str, str]
     labels: dict[str, str]
     shares_network: bool
+    host_network: bool
+    cpuset: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,11 @@ class Plan:
         }
 
 
-def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000") -> Plan:
-    """Compute the run directory, images, TF_CONFIGs and Compose file of ``spec``. Pure."""
+def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 2) -> Plan:
+    """Compute the run directory, images, TF_CONFIGs and Compose file of ``spec``. Pure.
+
+    ``host_cpus`` is the host's core count, for ``pin_cpus``.
+    """
     image = spec.image or image_ref("single" if spec.workers == 1 else "multi")
     run_dir = paths.runs / spec.run_id
     data_dir = dataset_dir(paths.data, spec.dataset)
@@ -88,6 +93,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000") -> Plan:
         config = tf_config_json(spec, i)
         if config is not None:
             env["TF_CONFIG"] = config
+        if spec.threads:
+            env["OMP_NUM_THREADS"] = str(spec.threads)  # read at TensorFlow's import, before the trainer runs
         labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: "worker", LABEL_INDEX: str(i), "orch.version": __version__}
         workers.append(
             WorkerPlan(
@@ -98,6 +105,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000") -> Plan:
                 env=env,
                 labels=labels,
                 shares_network=spec.network == "shared" and i > 0,
+                host_network=spec.network == "host",
+                cpuset=str(i % max(1, host_cpus)) if spec.pin_cpus else None,
             )
         )
     project = f"orch-{spec.run_id}"

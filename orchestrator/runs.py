@@ -20,7 +20,8 @@ from .spec import JobSpec, make_spec
 from .stats import Sampler
 
 RUN_FILE = "run.json"
-CONTAINER_UID = 1000  # workers never run as root; a root host hands them their folders
+CONTAINER_UID = 1000
+FINISH_GRACE = 5.0  # seconds a worker may take to exit after writing its result  # workers never run as root; a root host hands them their folders
 
 Say = Callable[[str], None]
 OnEvent = Callable[[dict], None]
@@ -194,10 +195,14 @@ def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float, tailer: Even
     launched = time.monotonic()
     stages: dict[int, str] = {}
     joined_at: Optional[float] = None
+    done: set[int] = set()
+    done_at: Optional[float] = None
     while True:
         for event in tailer.read():
             if event.get("event") == contract.EVENT_START:
                 stages[event.get("worker", -1)] = event.get("stage", "")
+            elif event.get("event") == contract.EVENT_DONE:
+                done.add(event.get("worker", -1))
             on_event(event)
         states = engine.containers(p.spec.run_id)
         present = {c.index for c in states}
@@ -220,6 +225,12 @@ def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float, tailer: Even
             for event in tailer.read():
                 on_event(event)
             return
+        if done == expected:
+            # Every worker wrote its result; what runs now is TensorFlow's teardown at the end of
+            # fit(), which at times idles for half a minute. Give it a moment, then stop it.
+            done_at = done_at or time.monotonic()
+            if time.monotonic() - done_at > FINISH_GRACE:
+                return
         joined = {i for i, stage in stages.items() if stage == "training"}
         if joined == expected:
             joined_at = joined_at or time.time()
@@ -261,7 +272,7 @@ def up(
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
     on_event = on_event or (lambda _event: None)
-    p = plan(spec, paths, user=container_user())
+    p = plan(spec, paths, user=container_user(), host_cpus=os.cpu_count() or 1)
     engine.ping()
     engine.compose_version()
     engine.require_image(p.image, "run `orch build` first" if spec.image is None else "pull or build it first")
@@ -365,6 +376,8 @@ def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
     info.workers = worker_results(p.run_dir, p.spec.workers)
     for w in info.workers:
         w["exit_code"] = exit_codes.get(w["worker"])
+        # None: still running when orch stopped it, after it had written its result
+        w["stopped_after_result"] = w["exit_code"] is None and w["test_accuracy"] is not None
     _write_json(p.run_dir / RUN_FILE, info.to_dict())
 
 

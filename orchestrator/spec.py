@@ -13,7 +13,7 @@ from .errors import InvalidSpec
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 DATASETS = ("mnist", "synthetic")
-NETWORK_MODES = ("bridge", "shared")
+NETWORK_MODES = ("bridge", "shared", "host")
 COLLECTIVES = ("ring", "auto")
 
 
@@ -31,9 +31,15 @@ class JobSpec(BaseModel):
     seed: int = Field(42, ge=0, le=2**31 - 1, description="seed of the sample draw, split and shuffles")
     model: Literal["mlp"] = Field("mlp", description="seed 000's MLP 784-25-15-10")
     steps_per_execution: int = Field(50, ge=1, le=10_000, description="training steps per tf.function call")
-    network: Literal["bridge", "shared"] = Field(
-        "bridge", description="bridge: one network, a host name per worker; shared: one network namespace"
+    network: Literal["bridge", "shared", "host"] = Field(
+        "bridge",
+        description="bridge: one internal network, a host name per worker; shared: every worker in worker-0's "
+                    "network namespace, on loopback; host: the host's network (not isolated)",
     )
+    threads: int = Field(
+        0, ge=0, le=256, description="TensorFlow intra- and inter-op threads (and OMP_NUM_THREADS) per worker; 0: TF's default"
+    )
+    pin_cpus: bool = Field(False, description="pin worker i to host core i mod cores (cpuset)")
     collective: Literal["ring", "auto"] = Field("ring", description="all-reduce implementation")
     bytes_per_pack: int = Field(32 * 2**20, ge=0, le=2**31, description="all-reduce packing size in bytes")
     collective_timeout: float = Field(

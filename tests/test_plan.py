@@ -67,3 +67,21 @@ def test_quoting_cannot_add_keys_or_interpolate():
     hostile = 'x"\nprivileged: true\n${HOME}'
     doc = yaml.safe_load(f"key: {yaml_quote(hostile)}\n")
     assert doc == {"key": hostile.replace("$", "$$")}  # Compose turns $$ back into $
+
+
+def test_host_network_uses_a_port_block_of_its_own():
+    a = plan(make_spec(run_id="host-a", workers=2, network="host"), PATHS)
+    b = plan(make_spec(run_id="host-b", workers=2, network="host"), PATHS)
+    doc = yaml.safe_load(a.compose_text)
+    assert all(svc["network_mode"] == "host" for svc in doc["services"].values())
+    assert "networks" not in doc["services"]["worker-0"]
+    ports = lambda p: {addr.split(":")[1] for w in p.workers for addr in w.tf_config["cluster"]["worker"]}  # noqa: E731
+    assert ports(a) != ports(b)
+
+
+def test_threads_and_pinning_reach_the_containers():
+    p = plan(make_spec(run_id="t", workers=3, threads=1, pin_cpus=True), PATHS, host_cpus=2)
+    doc = yaml.safe_load(p.compose_text)
+    assert [doc["services"][f"worker-{i}"]["cpuset"] for i in range(3)] == ["0", "1", "0"]
+    assert doc["services"]["worker-2"]["environment"]["OMP_NUM_THREADS"] == "1"
+    assert json.loads(doc["services"]["worker-2"]["environment"]["ORCH_JOB"])["threads"] == 1
