@@ -21,7 +21,7 @@ from .stats import Sampler
 
 RUN_FILE = "run.json"
 CONTAINER_UID = 1000
-FINISH_GRACE = 5.0  # seconds a worker may take to exit after writing its result  # workers never run as root; a root host hands them their folders
+FINISH_GRACE = 2.0  # seconds a worker may take to exit after writing its result  # workers never run as root; a root host hands them their folders
 
 Say = Callable[[str], None]
 OnEvent = Callable[[dict], None]
@@ -369,7 +369,8 @@ def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
         logs.save(engine, p.run_dir, states, append=bool(info.restarts))
         exit_codes = {c.index: c.exit_code for c in states}
     finally:
-        engine.compose_down(p.compose_file, p.project, timeout=5)
+        # Once every result is written nothing is left to lose: no grace period for the teardown.
+        engine.compose_down(p.compose_file, p.project, timeout=0 if info.state == "succeeded" else 5)
         for leftover in engine.containers(p.spec.run_id):
             engine.remove_container(leftover.id)
     info.wall_seconds = time.monotonic() - started

@@ -1,0 +1,29 @@
+"""The benchmark scripts run (on tiny data): CI checks that they work, not what they measure."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.docker
+
+
+def test_scaling_benchmark_runs_pairs_on_tiny_data(images, orch_env):
+    proc = subprocess.run([sys.executable, "benchmarks/scaling.py", "--tiny", "--workers", "2"], cwd=ROOT,
+                          env=orch_env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 2 and all("failed" not in row for row in rows), proc.stdout
+    for row in rows:
+        ratio = float(row.split("|")[5])
+        assert ratio > 0
+
+
+def test_sampler_overhead_benchmark_runs(images):
+    proc = subprocess.run([sys.executable, "benchmarks/sampler_overhead.py", "--containers", "2", "--seconds", "3"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["results"]
+    assert row["containers"] == 2 and row["samples_per_second"] > 0
