@@ -31,16 +31,21 @@ from orchestrator.spec import make_spec  # noqa: E402
 
 # Each setting is a set of spec fields over orch's defaults. "naive" is what a hand-written
 # Compose file gets: TensorFlow's defaults everywhere.
-NAIVE = {"collective": "auto", "bytes_per_pack": 0, "steps_per_execution": 1, "network": "bridge", "threads": 0}
+NAIVE = {"collective": "auto", "bytes_per_pack": 0, "steps_per_execution": 1, "network": "bridge", "threads": 0,
+         "pin_cpus": False, "log_reduction": "sum"}
 SETTINGS = {
     "naive (TF defaults, bridge)": NAIVE,
     "steps_per_execution 50": {**NAIVE, "steps_per_execution": 50},
     "+ ring, 32 MiB packs": {**NAIVE, "steps_per_execution": 50, "collective": "ring", "bytes_per_pack": 32 << 20},
-    "orch defaults": {},
+    "orch 0.1 before tuning": {"pin_cpus": False, "log_reduction": "sum"},
+    "+ logs reduced locally": {"pin_cpus": False},
+    "orch defaults (+ pinned)": {},
     "+ threads 1": {"threads": 1},
     "+ shared network namespace": {"network": "shared"},
     "+ host network": {"network": "host"},
     "+ shared + threads 1": {"network": "shared", "threads": 1},
+    "+ pinned": {"pin_cpus": True},
+    "+ threads 1 + pinned": {"threads": 1, "pin_cpus": True},
     "+ shared + threads 1 + pinned": {"network": "shared", "threads": 1, "pin_cpus": True},
     "+ shared + threads 1 + cpus 2/N": {"network": "shared", "threads": 1, "cpus": "share"},
     "+ shared + threads 1 + steps_per_execution 200": {"network": "shared", "threads": 1, "steps_per_execution": 200},
@@ -76,7 +81,7 @@ def main() -> None:
     settings = SETTINGS
     if args.tiny:
         base = {"dataset": "synthetic", "samples": 3000, "epochs": 1}
-        settings = {k: SETTINGS[k] for k in ("naive (TF defaults, bridge)", "orch defaults")}
+        settings = {k: SETTINGS[k] for k in ("naive (TF defaults, bridge)", "orch defaults (+ pinned)")}
     if args.only:
         settings = {k: v for k, v in settings.items() if any(o in k for o in args.only)}
     rows = []

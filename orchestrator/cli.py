@@ -48,7 +48,11 @@ def spec_options(fn: Callable) -> Callable:
                           "loopback; host: the host's network (not isolated). [default: bridge]"),
         click.option("--threads", type=int,
                      help="TensorFlow intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = TF's default."),
-        click.option("--pin-cpus/--no-pin-cpus", default=None, help="Pin worker i to host core i mod cores."),
+        click.option("--pin-cpus/--no-pin-cpus", default=None,
+                     help="Pin each worker to its own share of the host's cores. [default: pinned]"),
+        click.option("--log-reduction", type=click.Choice(["first", "sum"]),
+                     help="Combine per-step Keras logs locally (first) or with an all-reduce each step (sum). "
+                          "[default: first]"),
         click.option("--collective", type=click.Choice(["ring", "auto"]), help="All-reduce implementation. [default: ring]"),
         click.option("--bytes-per-pack", type=int, help="All-reduce packing in bytes. [default: 33554432]"),
         click.option("--collective-timeout", type=float,

@@ -33,6 +33,7 @@ TRAINING_FIELDS = (
     "collective_timeout",
     "checkpoint_every",
     "threads",
+    "log_reduction",
 )
 
 # Files a worker writes under ENV_OUT_DIR/worker-<index>/.

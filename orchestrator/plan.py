@@ -23,6 +23,19 @@ def image_ref(kind: str) -> str:
     return f"{IMAGE_REPO}:{__version__}-{kind}"
 
 
+def cpuset(index: int, workers: int, host_cpus: int) -> str:
+    """The cores worker ``index`` is pinned to: its own share when there are enough, else one in turn.
+
+    With 1 worker on 2 cores that is "0-1" (no restriction); with 2, "0" and "1"; with 3, "0", "1", "0".
+    """
+    cores = max(1, host_cpus)
+    if workers >= cores:
+        return str(index % cores)
+    share = cores // workers
+    first = index * share
+    return str(first) if share == 1 else f"{first}-{first + share - 1}"
+
+
 @dataclass(frozen=True)
 class WorkerPlan:
     """One container of a run."""
@@ -106,7 +119,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
                 labels=labels,
                 shares_network=spec.network == "shared" and i > 0,
                 host_network=spec.network == "host",
-                cpuset=str(i % max(1, host_cpus)) if spec.pin_cpus else None,
+                cpuset=cpuset(i, spec.workers, host_cpus) if spec.pin_cpus else None,
             )
         )
     project = f"orch-{spec.run_id}"

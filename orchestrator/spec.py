@@ -39,7 +39,12 @@ class JobSpec(BaseModel):
     threads: int = Field(
         0, ge=0, le=256, description="TensorFlow intra- and inter-op threads (and OMP_NUM_THREADS) per worker; 0: TF's default"
     )
-    pin_cpus: bool = Field(False, description="pin worker i to host core i mod cores (cpuset)")
+    pin_cpus: bool = Field(True, description="pin each worker to its own share of the host's cores (cpuset)")
+    log_reduction: Literal["first", "sum"] = Field(
+        "first",
+        description="how Keras combines the per-step logs across workers: first (local, no collective) or sum "
+                    "(an extra all-reduce every step); epoch metrics are global either way",
+    )
     collective: Literal["ring", "auto"] = Field("ring", description="all-reduce implementation")
     bytes_per_pack: int = Field(32 * 2**20, ge=0, le=2**31, description="all-reduce packing size in bytes")
     collective_timeout: float = Field(

@@ -79,6 +79,15 @@ def test_host_network_uses_a_port_block_of_its_own():
     assert ports(a) != ports(b)
 
 
+def test_cpu_shares():
+    from orchestrator.plan import cpuset
+
+    assert cpuset(0, 1, 2) == "0-1"
+    assert [cpuset(i, 2, 2) for i in range(2)] == ["0", "1"]
+    assert [cpuset(i, 2, 8) for i in range(2)] == ["0-3", "4-7"]
+    assert [cpuset(i, 3, 2) for i in range(3)] == ["0", "1", "0"]
+
+
 def test_threads_and_pinning_reach_the_containers():
     p = plan(make_spec(run_id="t", workers=3, threads=1, pin_cpus=True), PATHS, host_cpus=2)
     doc = yaml.safe_load(p.compose_text)
