@@ -22,21 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator import contract  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
-from orchestrator.runs import CONTAINER_UID, container_user, up  # noqa: E402
+from orchestrator.runs import container_user, prepare_run_dir, up  # noqa: E402
 from orchestrator.spec import make_spec  # noqa: E402
 
 
 def bare(fields: dict, run_id: str) -> float:
     p = plan(make_spec(**fields, run_id=run_id), default_paths(), user=container_user(), host_cpus=os.cpu_count() or 1)
-    p.run_dir.mkdir(parents=True)
-    for name in [contract.CHECKPOINT_DIR, *(contract.worker_dir(w.index) for w in p.workers)]:
-        (p.run_dir / name).mkdir()
-        if os.getuid() == 0:
-            os.chown(p.run_dir / name, CONTAINER_UID, CONTAINER_UID)
-    p.compose_file.write_text(p.compose_text)
+    prepare_run_dir(p)
     cmd = ["docker", "compose", "-f", str(p.compose_file), "-p", p.project]
     started = time.monotonic()
     subprocess.run([*cmd, "up"], check=True, capture_output=True)

@@ -138,7 +138,8 @@ def meaningful_lines(text: str, count: int) -> list[str]:
     return lines[-count:]
 
 
-def _prepare_run_dir(p: Plan) -> None:
+def prepare_run_dir(p: Plan) -> None:
+    """Create the run directory with its compose file and the folders the workers write."""
     if p.run_dir.exists():
         raise InvalidSpec(f"run_id: {p.spec.run_id} is already used ({p.run_dir}); pick another or omit --run-id")
     try:
@@ -277,7 +278,7 @@ def up(
     engine.compose_version()
     engine.require_image(p.image, "run `orch build` first" if spec.image is None else "pull or build it first")
     datasets.prepare(paths.data, spec.dataset, say)
-    _prepare_run_dir(p)
+    prepare_run_dir(p)
     info = RunInfo(run_id=spec.run_id, state="starting", spec=spec.model_dump(), started=time.time(),
                    run_dir=str(p.run_dir))
     _write_json(p.run_dir / RUN_FILE, info.to_dict())
