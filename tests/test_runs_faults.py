@@ -51,12 +51,15 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
     run_id = "fault-restart"
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
-    proc = _start([*JOB, "--epochs", "4", "--max-restarts", "1", "--run-id", run_id], orch_env)
+    # 200 steps per epoch, so epoch 2 lasts a few seconds and the kill lands inside it.
+    args = [*JOB, "--samples", "30000", "--epochs", "4", "--max-restarts", "1", "--run-id", run_id]
+    proc = _start(args, orch_env)
     try:
         _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 1)), 240, "worker 1's first epoch")
-        first = next(e for e in _events(run_dir, 1) if e["event"] == "epoch")
-        time.sleep(first["seconds"] / 2)  # the middle of epoch 2
+        time.sleep(0.5)
         subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
+        completed = [e["epoch"] for e in _events(run_dir, 1) if e["event"] == "epoch"]
+        assert completed == [1], f"the kill was meant for epoch 2, but epochs {completed} had ended"
         stdout, stderr = proc.communicate(timeout=400)
     finally:
         proc.kill()
