@@ -11,31 +11,11 @@ from typing import Any, Optional
 from . import contract
 from .errors import RunNotFound
 from .paths import Paths, default_paths
-from .runs import RUN_FILE, resolve_run
+from .runs import RUN_FILE, EventTailer, read_json, resolve_run
 from .stats import HOST_FILE, STATS_FILE, read_samples
 
 SUMMARY_SCHEMA_VERSION = 1
 EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time"]
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _events(run_dir: Path, workers: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(workers):
-        path = run_dir / contract.worker_dir(i) / contract.EVENTS_FILE
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-    return sorted(out, key=lambda e: e.get("time", 0))
 
 
 def _container_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -57,7 +37,7 @@ def _container_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(summary, epoch rows, stats rows, events) of one run directory. Pure reading, no Docker."""
-    record = _read_json(run_dir / RUN_FILE)
+    record = read_json(run_dir / RUN_FILE)
     if not isinstance(record, dict):
         raise RunNotFound(f"{run_dir} holds no run (no {RUN_FILE})")
     spec = record.get("spec") or {}
@@ -65,13 +45,14 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
     stats = read_samples(run_dir / STATS_FILE)
     epochs: list[dict[str, Any]] = []
     per_worker = []
+    events = EventTailer(run_dir, workers).read()
     recorded = {w.get("worker"): w for w in record.get("workers") or []}
     for i in range(workers):
-        result = _read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
-        events = [e for e in _events(run_dir, workers) if e.get("worker") == i and e.get("event") == contract.EVENT_EPOCH]
+        result = read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
+        worker_epochs = [e for e in events if e.get("worker") == i and e.get("event") == contract.EVENT_EPOCH]
         # The events hold every epoch of every attempt (a failed worker writes no result.json, and a
         # restarted one's result lists only its last attempt); an epoch redone after a restart counts once.
-        by_epoch = {e.get("epoch"): e for e in events}
+        by_epoch = {e.get("epoch"): e for e in worker_epochs}
         for e in sorted(by_epoch.values(), key=lambda e: e.get("epoch") or 0) or result.get("epochs") or []:
             epochs.append({"worker": i, **{k: e.get(k) for k in EPOCH_FIELDS if k != "worker"}})
         figures = _container_figures([r for r in stats if r["worker"] == i])
@@ -80,7 +61,7 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
             "exit_code": (recorded.get(i) or {}).get("exit_code"),
             "train_seconds": result.get("train_seconds"),
             "test_accuracy": result.get("test_accuracy"),
-            "samples_per_epoch": result.get("samples_per_epoch") or [e.get("samples") for e in events],
+            "samples_per_epoch": result.get("samples_per_epoch") or [e.get("samples") for e in worker_epochs],
             "steps_per_epoch": result.get("steps_per_epoch"),
             "replicas": result.get("replicas"),
             **figures,
@@ -107,7 +88,7 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
         "restarts": record.get("restarts") or [],
         "workers": per_worker,
     }
-    return summary, epochs, stats, _events(run_dir, workers)
+    return summary, epochs, stats, events
 
 
 def _write_csv(path: Path, fieldnames: list[str], rows: list[dict[str, Any]]) -> None:

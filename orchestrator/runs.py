@@ -81,7 +81,8 @@ def _write_json(path: Path, payload: Any) -> None:
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> Optional[Any]:
+def read_json(path: Path) -> Optional[Any]:
+    """The JSON in ``path``, or None if it is missing or unreadable."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -118,7 +119,7 @@ def worker_results(run_dir: Path, workers: int) -> list[dict[str, Any]]:
     """Per-worker result records (``{"worker": i}`` alone where a worker wrote none)."""
     out = []
     for i in range(workers):
-        result = _read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
+        result = read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
         out.append({
             "worker": i,
             "train_seconds": result.get("train_seconds"),
@@ -384,7 +385,7 @@ def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
 
 
 def _load_run(run_dir: Path) -> Optional[RunInfo]:
-    record = _read_json(run_dir / RUN_FILE)
+    record = read_json(run_dir / RUN_FILE)
     if not isinstance(record, dict) or "run_id" not in record:
         return None
     info = RunInfo(run_id=record["run_id"], state=record.get("state", "unknown"), spec=record.get("spec") or {},
@@ -392,6 +393,14 @@ def _load_run(run_dir: Path) -> Optional[RunInfo]:
                    error=record.get("error"), workers=record.get("workers") or [], run_dir=str(run_dir),
                    restarts=record.get("restarts") or [])
     return info
+
+
+def _live_runs(engine: Engine) -> dict[str, list[ContainerState]]:
+    """Every orch container on the engine, grouped by run."""
+    live: dict[str, list[ContainerState]] = {}
+    for c in engine.containers():
+        live.setdefault(c.run, []).append(c)
+    return live
 
 
 def _live_state(states: list[ContainerState]) -> str:
@@ -405,9 +414,7 @@ def ps(run_ids: Optional[list[str]] = None, engine: Optional[Engine] = None,
     """Runs with their state, newest last; live containers decide the state of a run still up."""
     engine = engine or Engine()
     paths = paths or default_paths()
-    live: dict[str, list[ContainerState]] = {}
-    for c in engine.containers():
-        live.setdefault(c.run, []).append(c)
+    live = _live_runs(engine)
     runs: dict[str, RunInfo] = {}
     if paths.runs.is_dir():
         for run_dir in sorted(paths.runs.iterdir()):
@@ -432,9 +439,7 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: Op
     """Remove the containers and networks of runs (their results stay); return the runs taken down."""
     engine = engine or Engine()
     paths = paths or default_paths()
-    live: dict[str, list[ContainerState]] = {}
-    for c in engine.containers():
-        live.setdefault(c.run, []).append(c)
+    live = _live_runs(engine)
     targets = sorted(live) if all_runs else list(run_ids or [])
     if not targets and not all_runs:
         raise InvalidSpec("name a run (`orch ps` lists them) or pass --all")

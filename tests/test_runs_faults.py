@@ -166,20 +166,26 @@ def test_two_runs_at_once_do_not_see_each_other(images, orch_env, tmp_path, clea
     assert _gone("pair-a") and _gone("pair-b")
 
 
+def _signal(run_id: str, env: dict, run_dir: Path, *signals: int) -> tuple[int, str]:
+    """Start a long 3-worker run and, after worker 0's first epoch, send `orch up` these signals 0.5 s apart."""
+    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], env)
+    try:
+        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 0)), 240, "worker 0's first epoch")
+        for i, sig in enumerate(signals):
+            if i:
+                time.sleep(0.5)
+            proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=120)
+        return proc.returncode, stderr
+    finally:
+        proc.kill()
+
+
 def test_second_interrupt_forces_the_clean_up(images, orch_env, tmp_path, cleanup):
     run_id = "fault-sigint2"
     cleanup.append(run_id)
-    run_dir = tmp_path / "runs" / run_id
-    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], orch_env)
-    try:
-        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 0)), 240, "worker 0's first epoch")
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, stderr
+    code, stderr = _signal(run_id, orch_env, tmp_path / "runs" / run_id, signal.SIGINT, signal.SIGINT)
+    assert code == 130, stderr
     assert _gone(run_id)
 
 
@@ -187,14 +193,8 @@ def test_sigterm_stops_the_run_and_keeps_its_results(images, orch_env, tmp_path,
     run_id = "fault-sigterm"
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
-    proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], orch_env)
-    try:
-        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 0)), 240, "worker 0's first epoch")
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, stderr
+    code, stderr = _signal(run_id, orch_env, run_dir, signal.SIGTERM)
+    assert code == 143, stderr
     assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
     assert (run_dir / "worker-0" / "container.log").stat().st_size > 0 and _events(run_dir, 0)
     assert _gone(run_id)
