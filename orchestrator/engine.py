@@ -176,6 +176,27 @@ class Engine:
         )
         yield from stream
 
+    def add_layer(self, image: str, path: str, archive: bytes, tag: str, labels: dict[str, str]) -> None:
+        """Make image ``tag``: ``image`` with ``archive`` (a tar) unpacked at ``path``, plus ``labels``.
+
+        One container create and one commit: a single new layer, and the image's configuration
+        otherwise exactly ``image``'s. On the legacy builder a COPY and a LABEL each cost a commit.
+        """
+        repository, _, version = tag.rpartition(":")
+        config = dict(self._call("inspect image", lambda: self.client.api.inspect_image(image))["Config"])
+        config["Labels"] = {**(config.get("Labels") or {}), **labels}
+        # The helper container never runs; it only carries the new files to the commit. It has no
+        # labels of its own: the engine would copy them into the image.
+        container = self._call("create", lambda: self.client.api.create_container(
+            image, command=["true"], network_disabled=True))["Id"]
+        try:
+            if not self._call("copy", lambda: self.client.api.put_archive(container, path, archive)):
+                raise DockerError(f"copying files into {path} of a container from {image} failed")
+            self._call("commit", lambda: self.client.api.commit(
+                container, repository=repository, tag=version, message="orch build: trainer code", conf=config))
+        finally:
+            self.remove_container(container)
+
     # -- containers ----------------------------------------------------------------------------
     def containers(self, run: Optional[str] = None) -> list[ContainerState]:
         """Every orch container, or those of ``run``, running or not."""

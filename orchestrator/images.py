@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -20,7 +21,10 @@ from .paths import Paths, asset_dir, default_paths
 from .plan import IMAGE_KINDS, image_ref
 
 DEFAULT_BASE = "orch-base:bookworm"
-DEPS_TAG = f"orch-trainer-deps:{__version__}"
+# The interpreter, packages and environment: every trainer image is this plus the trainer code.
+RUNTIME_TAG = f"orch-trainer-runtime:{__version__}"
+# The trainer lands in /opt/orch/trainer, the image's PYTHONPATH.
+TRAINER_PARENT = "/opt"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image's interpreter: Debian bookworm's python3 is CPython 3.11 on glibc 2.36.
 IMAGE_PYTHON = "3.11"
@@ -106,15 +110,15 @@ def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
 
 
 def _trainer_files(images: Path) -> list[tuple[str, Path]]:
-    """(name in the build context, file) pairs of the trainer code, the contract included."""
-    files = [(f"trainer/{p.relative_to(images / 'trainer').as_posix()}", p)
+    """(name under /opt, file) pairs of the trainer code, the contract included."""
+    files = [(f"orch/trainer/{p.relative_to(images / 'trainer').as_posix()}", p)
              for p in sorted((images / "trainer").rglob("*.py"))]
-    files.append(("trainer/orch_trainer/contract.py", Path(__file__).with_name("contract.py")))
+    files.append(("orch/trainer/orch_trainer/contract.py", Path(__file__).with_name("contract.py")))
     return files
 
 
 def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
-    """Digest of everything an image is built from; without the trainer, of the packages stage."""
+    """Digest of everything an image is built from; without the trainer, of the runtime image."""
     h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
     for name, path in [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)],
                        *(_trainer_files(images) if with_trainer else [])]:
@@ -122,24 +126,37 @@ def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str
     return h.hexdigest()
 
 
-def _write_context(fileobj, images: Path, wheels: Path) -> None:
-    def add(tar: tarfile.TarFile, name: str, path: Path) -> None:
-        info = tar.gettarinfo(str(path), arcname=name)
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        info.mtime = 0  # the layer cache keys on content, and so should the context
-        with open(path, "rb") as f:
-            tar.addfile(info, f)
+def _tar_info(name: str, mode: int, size: int = 0, directory: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    info.mode, info.size, info.mtime = mode, size, 0  # content decides, not when a file was touched
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
+
+def _runtime_context(fileobj, images: Path, wheels: Path) -> None:
+    """The runtime image's build context: Dockerfile, requirements and the wheelhouse."""
     with tarfile.open(fileobj=fileobj, mode="w") as tar:
-        add(tar, "Dockerfile", images / "Dockerfile")
-        for req in _requirements(images):
-            add(tar, req.name, req)
-        for wheel in sorted(wheels.glob("*.whl")):
-            add(tar, f"wheelhouse/{wheel.name}", wheel)
-        for name, path in _trainer_files(images):
-            add(tar, name, path)
+        for name, path in [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)],
+                           *[(f"wheelhouse/{w.name}", w) for w in sorted(wheels.glob("*.whl"))]]:
+            with open(path, "rb") as f:
+                tar.addfile(_tar_info(name, 0o644, path.stat().st_size), f)
     fileobj.seek(0)
+
+
+def _trainer_archive(images: Path) -> bytes:
+    """The trainer layer as a tar to unpack under TRAINER_PARENT, readable by any container user."""
+    files = _trainer_files(images)
+    dirs = sorted({parent.as_posix() for name, _ in files for parent in Path(name).parents if parent != Path(".")})
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in dirs:
+            tar.addfile(_tar_info(name, 0o755, directory=True))
+        for name, path in files:
+            data = path.read_bytes()
+            tar.addfile(_tar_info(name, 0o644, len(data)), io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def build(
@@ -151,7 +168,12 @@ def build(
     paths: Optional[Paths] = None,
     say: Optional[Say] = None,
 ) -> list[BuiltImage]:
-    """Build the single- and multi-worker trainer images unless they are up to date."""
+    """Build the single- and multi-worker trainer images unless they are up to date.
+
+    Two steps, each skipped when its inputs' digest matches the label of the image it made:
+    the runtime image (Dockerfile, from the base and the wheelhouse), then per image kind one
+    commit that adds the trainer code and the labels to it.
+    """
     engine = engine or Engine()
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
@@ -166,7 +188,8 @@ def build(
                                "(debootstrap, needs root) or `orch build --base IMAGE` with an image you have")
         else:
             raise ImageMissing(f"base image {base_ref} is not present; `docker pull` or `docker load` it first")
-    digest = _inputs_digest(images, engine.image_id(base_ref))
+    base_id = engine.image_id(base_ref)
+    digest = _inputs_digest(images, base_id)
     pending = [kind for kind in IMAGE_KINDS
                if force or (engine.image_labels(image_ref(kind)) or {}).get(LABEL_INPUTS) != digest]
     results = [BuiltImage(image_ref(k), False, 0.0, engine.image_size(image_ref(k)))
@@ -176,27 +199,28 @@ def build(
             say(f"{image_ref(kind)} is up to date")
     if not pending:
         return results
-    wheels = wheelhouse(paths, say)
-    with tempfile.TemporaryFile() as context:
-        _write_context(context, images, wheels)
-        # The installed-packages stage gets a tag of its own, so `docker image prune` cannot take
-        # the layer cache that makes trainer-only rebuilds fast.
-        deps_digest = _inputs_digest(images, engine.image_id(base_ref), with_trainer=False)
-        if force or (engine.image_labels(DEPS_TAG) or {}).get(LABEL_INPUTS) != deps_digest:
-            say(f"building {DEPS_TAG} (the Python packages)")
-            _stream_build(engine.build(context, DEPS_TAG, "deps", {"BASE": base_ref},
-                                       {LABEL_KIND: "deps", LABEL_INPUTS: deps_digest}), say)
-        for kind in pending:
-            tag = image_ref(kind)
-            say(f"building {tag} from {base_ref}")
-            started = time.monotonic()
-            previous = (engine.image_labels(tag) is not None) and engine.image_id(tag)
-            context.seek(0)
-            labels = {LABEL_INPUTS: digest, LABEL_KIND: kind}
-            _stream_build(engine.build(context, tag, kind, {"BASE": base_ref}, labels), say)
-            results.append(BuiltImage(tag, True, time.monotonic() - started, engine.image_size(tag)))
-            if previous and previous != engine.image_id(tag):
-                engine.remove_image_if_unused(previous)  # the image this tag replaced would linger untagged
+    runtime_digest = _inputs_digest(images, base_id, with_trainer=False)
+    replaced_runtime = None
+    if force or (engine.image_labels(RUNTIME_TAG) or {}).get(LABEL_INPUTS) != runtime_digest:
+        wheels = wheelhouse(paths, say)
+        say(f"building {RUNTIME_TAG} (the interpreter and the Python packages) from {base_ref}")
+        replaced_runtime = (engine.image_labels(RUNTIME_TAG) is not None) and engine.image_id(RUNTIME_TAG)
+        with tempfile.TemporaryFile() as context:
+            _runtime_context(context, images, wheels)
+            _stream_build(engine.build(context, RUNTIME_TAG, "runtime", {"BASE": base_ref},
+                                       {LABEL_KIND: "runtime", LABEL_INPUTS: runtime_digest}), say)
+    archive = _trainer_archive(images)
+    for kind in pending:
+        tag = image_ref(kind)
+        say(f"building {tag}: the trainer code on {RUNTIME_TAG}")
+        started = time.monotonic()
+        previous = (engine.image_labels(tag) is not None) and engine.image_id(tag)
+        engine.add_layer(RUNTIME_TAG, TRAINER_PARENT, archive, tag, {LABEL_INPUTS: digest, LABEL_KIND: kind})
+        results.append(BuiltImage(tag, True, time.monotonic() - started, engine.image_size(tag)))
+        if previous and previous != engine.image_id(tag):
+            engine.remove_image_if_unused(previous)  # the image this tag replaced would linger untagged
+    if replaced_runtime and replaced_runtime != engine.image_id(RUNTIME_TAG):
+        engine.remove_image_if_unused(replaced_runtime)  # only now: the old trainer images sat on it
     return sorted(results, key=lambda r: r.tag)
 
 
