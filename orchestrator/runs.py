@@ -375,6 +375,9 @@ def _finish(engine: Engine, p: Plan, info: RunInfo, started: float) -> None:
         engine.compose_down(p.compose_file, p.project, timeout=0 if info.state == "succeeded" else 5)
         for leftover in engine.containers(p.spec.run_id):
             engine.remove_container(leftover.id)
+    if info.state == "succeeded":
+        # The checkpoints exist to resume a failed group; a finished run has nothing to resume.
+        shutil.rmtree(p.run_dir / contract.CHECKPOINT_DIR, ignore_errors=True)
     info.wall_seconds = time.monotonic() - started
     info.workers = worker_results(p.run_dir, p.spec.workers)
     for w in info.workers:

@@ -11,6 +11,8 @@ import numpy as np
 
 from . import contract
 
+process_started = time.time() - 1.0  # a result older than this is from an earlier attempt of the group
+
 
 class Reporter:
     """Writes structured events to the run directory and a readable line to stdout."""
@@ -34,6 +36,19 @@ class Reporter:
 
     def say(self, text: str) -> None:
         print(f"[orch] {text}", flush=True)
+
+    def wait_for_results(self, num_workers: int, since: float, timeout: float = 60.0) -> bool:
+        """Wait until every worker has written its result in this attempt; False on timeout."""
+        paths = [os.path.join(self.out_dir, contract.worker_dir(w), contract.RESULT_FILE) for w in range(num_workers)]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if all(os.stat(path).st_mtime >= since for path in paths):
+                    return True
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        return False
 
     def write_json(self, name: str, payload: dict) -> None:
         tmp = os.path.join(self.dir, name + ".tmp")
@@ -209,6 +224,14 @@ def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: 
         reporter.event(contract.EVENT_DONE, train_seconds=train_seconds, test_accuracy=test_accuracy)
         reporter.say(f"worker {worker} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
         finished.append(result)
+        # This worker's collectives are all behind it. Once every worker has written its result, none
+        # needs another, so all leave at once: what fit() and the collective runtime do after the last
+        # epoch (checkpoint clean-up, shutdown barriers) can idle for half a minute and adds nothing.
+        # Until then this worker stays, since a peer may still be reading its last all-reduce buffer.
+        reporter.wait_for_results(num_workers, since=process_started)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     reporter.event(contract.EVENT_START, stage="training", steps_per_epoch=steps_per_epoch)
     reporter.say(
