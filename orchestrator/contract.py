@@ -14,6 +14,9 @@ ENV_NUM_WORKERS = "ORCH_NUM_WORKERS"
 ENV_JOB = "ORCH_JOB"  # JSON object of the training fields of the job spec (see TRAINING_FIELDS)
 ENV_DATA_DIR = "ORCH_DATA_DIR"
 ENV_OUT_DIR = "ORCH_OUT_DIR"
+# Cores (cpuset list syntax, e.g. "0" or "0-3") the trainer pins itself to once TensorFlow is imported,
+# before TensorFlow sizes its thread pools: the imports of all workers still share every core.
+ENV_CPUS = "ORCH_CPUS"
 
 # Where the orchestrator mounts things inside a container.
 DATA_MOUNT = "/orch/data"

@@ -24,7 +24,7 @@ def image_ref(kind: str) -> str:
 
 
 def cpuset(index: int, workers: int, host_cpus: int) -> str:
-    """The cores worker ``index`` is pinned to: its own share when there are enough, else one in turn.
+    """The cores worker ``index`` pins itself to: its own share when there are enough, else one in turn.
 
     With 1 worker on 2 cores that is "0-1" (no restriction); with 2, "0" and "1"; with 3, "0", "1", "0".
     """
@@ -106,6 +106,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
         config = tf_config_json(spec, i)
         if config is not None:
             env["TF_CONFIG"] = config
+        if spec.pin_cpus:
+            env[contract.ENV_CPUS] = cpuset(i, spec.workers, host_cpus)
         if spec.threads:
             env["OMP_NUM_THREADS"] = str(spec.threads)  # read at TensorFlow's import, before the trainer runs
         labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: "worker", LABEL_INDEX: str(i), "orch.version": __version__}

@@ -39,7 +39,7 @@ class JobSpec(BaseModel):
     threads: int = Field(
         0, ge=0, le=256, description="TensorFlow intra- and inter-op threads (and OMP_NUM_THREADS) per worker; 0: TF's default"
     )
-    pin_cpus: bool = Field(True, description="pin each worker to its own share of the host's cores (cpuset)")
+    pin_cpus: bool = Field(True, description="pin each worker to its own share of the host's cores, once TensorFlow is imported")
     log_reduction: Literal["first", "sum"] = Field(
         "first",
         description="how Keras combines the per-step logs across workers: first (local, no collective) or sum "

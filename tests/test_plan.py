@@ -91,6 +91,10 @@ def test_cpu_shares():
 def test_threads_and_pinning_reach_the_containers():
     p = plan(make_spec(run_id="t", workers=3, threads=1, pin_cpus=True), PATHS, host_cpus=2)
     doc = yaml.safe_load(p.compose_text)
-    assert [doc["services"][f"worker-{i}"]["cpuset"] for i in range(3)] == ["0", "1", "0"]
+    # Pinning is the trainer's own, after TensorFlow's import, so the container's cpuset stays open.
+    assert [doc["services"][f"worker-{i}"]["environment"]["ORCH_CPUS"] for i in range(3)] == ["0", "1", "0"]
+    assert not any("cpuset" in service for service in doc["services"].values())
+    unpinned = yaml.safe_load(plan(make_spec(run_id="t", workers=3, pin_cpus=False), PATHS).compose_text)
+    assert not any("ORCH_CPUS" in service["environment"] for service in unpinned["services"].values())
     assert doc["services"]["worker-2"]["environment"]["OMP_NUM_THREADS"] == "1"
     assert json.loads(doc["services"]["worker-2"]["environment"]["ORCH_JOB"])["threads"] == 1

@@ -1,5 +1,6 @@
 """Live runs with real containers on small data. Each test removes what it started, even on failure."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -7,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from orchestrator.plan import cpuset
 
 from .conftest import ROOT, orch_containers, orch_networks, run_orch
 
@@ -52,9 +55,17 @@ def test_three_workers_shard_once_and_agree(images, orch_env, tmp_path, cleanup)
     results = [json.loads((tmp_path / "runs" / "live-w3" / f"worker-{i}" / "result.json").read_text())
                for i in range(3)]
     assert [r["worker"] for r in results] == [0, 1, 2]
+    # Each worker pinned itself to its share of the host's cores once TensorFlow was imported.
+    shares = [cpuset(i, 3, os.cpu_count()) for i in range(3)]
+    assert [",".join(map(str, r["cpus"])) for r in results] == [_expand(c) for c in shares]
     assert all(len(r["epochs"]) == 2 and "val_accuracy" in r["epochs"][0] for r in results)
     assert (tmp_path / "runs" / "live-w3" / "worker-1" / "container.log").read_text()
     assert orch_containers("live-w3") == [] and orch_networks("live-w3") == []
+
+
+def _expand(cpus: str) -> str:
+    first, _, last = cpus.partition("-")
+    return ",".join(str(c) for c in range(int(first), int(last or first) + 1))
 
 
 def test_mnist_small_sample_learns(images, orch_env, cleanup):
