@@ -261,7 +261,7 @@ def up(
     paths: Optional[Paths] = None,
     say: Optional[Say] = None,
     on_event: Optional[OnEvent] = None,
-    poll: float = 0.5,
+    poll: float = 0.25,
     stats_interval: Optional[float] = 1.0,
 ) -> RunInfo:
     """Launch ``spec``; unless ``detach``, wait for it, clean up, and return how it went.

@@ -143,8 +143,8 @@ class Sampler:
         while not self._stop.wait(self.interval):
             per_core = psutil.cpu_percent(percpu=True)
             memory = psutil.virtual_memory()
-            if self._host_writer is not None:
-                with self._lock:
+            with self._lock:
+                if self._host_writer is not None:  # checked under the lock: stop() may just have closed it
                     self._host_writer.writerow([f"{time.time():.3f}", f"{sum(per_core):.1f}", *per_core,
                                                 memory.total - memory.available, memory.total])
                     self._files[1].flush()
@@ -157,8 +157,9 @@ class Sampler:
     def stop(self) -> None:
         """Stop sampling and close the files; safe to call twice."""
         self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=self.interval + 1.5)
+        # No waiting for the threads: a container thread can sit up to a second in the engine's stream
+        # before it sees the flag, and every write checks, under the lock, that the files are still open.
+        # Its stream ends when the container is removed, and so does the thread.
         with self._lock:
             for f in self._files:
                 f.close()
