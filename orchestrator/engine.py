@@ -253,6 +253,15 @@ class Engine:
         except (docker.errors.DockerException, ValueError, OSError):
             return
 
+    def stats_once(self, container_id: str) -> Optional[dict[str, Any]]:
+        """One stats record of a running container, or None if it has none to give."""
+        import docker
+
+        try:
+            return self.client.api.stats(container_id, stream=False)
+        except (docker.errors.DockerException, ValueError, OSError):
+            return None
+
     def remove_container(self, container_id: str) -> None:
         """Force-remove a container, ignoring one that is already gone."""
         import docker

@@ -17,7 +17,7 @@ from .errors import DiskFull, InvalidSpec, JobTimedOut, OrchError, RunNotFound, 
 from .paths import Paths, default_paths
 from .plan import Plan, plan
 from .spec import JobSpec, make_spec
-from .stats import Sampler
+from .stats import Sampler, parse_stats
 
 RUN_FILE = "run.json"
 CONTAINER_UID = 1000
@@ -162,6 +162,21 @@ def _make_run_dir(p: Plan) -> None:
     _write_json(p.run_dir / "plan.json", {k: v for k, v in p.to_dict().items() if k != "compose"})
 
 
+def _memory_starved(engine: Engine, states: list[ContainerState]) -> Optional[tuple[int, str]]:
+    """A worker at its memory limit, and a sentence saying so; None if none is.
+
+    Near the limit the kernel evicts the pages of TensorFlow's mapped libraries as fast as the worker
+    reads them back: it crawls rather than being OOM-killed, and from outside that looks like a stall.
+    """
+    for c in states:
+        raw = engine.stats_once(c.id) if c.status == "running" else None
+        sample = parse_stats(raw, c.index, c.name, time.time()) if raw else None
+        if sample and sample.mem_limit_bytes and sample.mem_used_bytes >= 0.9 * sample.mem_limit_bytes:
+            return c.index, (f"worker-{c.index} is using {sample.mem_used_bytes / 2**20:.0f} MiB of its "
+                             f"{sample.mem_limit_bytes / 2**20:.0f} MiB memory limit; raise --memory")
+    return None
+
+
 def _first_failure(states: list[ContainerState]) -> Optional[ContainerState]:
     failed = [c for c in states if c.status in ("exited", "dead") and c.exit_code != 0]
     # The worker that died first is the cause; the others usually fail because it went away.
@@ -238,9 +253,10 @@ def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float, tailer: Even
             joined_at = joined_at or time.time()
             last = max([_heartbeat(p.run_dir, i) for i in expected] + [joined_at])
             if time.time() - last > p.spec.stall_timeout:
-                culprit = (f"worker-{paused[0]}'s container is paused" if paused else
+                starved = None if paused else _memory_starved(engine, states)
+                culprit = (f"worker-{paused[0]}'s container is paused" if paused else starved[1] if starved else
                            "a worker is stuck (see `orch logs`)")
-                raise WorkerFailed(paused[0] if paused else -1, None,
+                raise WorkerFailed(paused[0] if paused else starved[0] if starved else -1, None,
                                    f"training stalled: no worker made progress for {p.spec.stall_timeout:g} s; "
                                    f"{culprit}{others}", retryable=True)
         if joined != expected and time.monotonic() - launched > p.spec.startup_timeout:

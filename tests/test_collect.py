@@ -72,8 +72,9 @@ def test_comparison_table_of_two_runs(observed_runs, tmp_path):
 @pytest.mark.docker
 def test_failed_run_is_collected_as_failed(images, orch_env, tmp_path, cleanup):
     cleanup.append("live-fail")
-    proc = run_orch(["up", "--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--memory", "256",
-                     "--run-id", "live-fail"], orch_env)  # TensorFlow does not fit in 256 MiB: OOM-killed
+    # TensorFlow and 60,000 samples as float32 (188 MB) do not fit in 256 MiB: OOM-killed.
+    proc = run_orch(["up", "--dataset", "synthetic", "--samples", "60000", "--epochs", "2", "--memory", "256",
+                     "--run-id", "live-fail"], orch_env)
     assert proc.returncode == 1 and "exceeding its memory limit" in proc.stderr
     collected = run_orch(["collect", "live-fail", "--out", str(tmp_path), "--format", "json"], orch_env)
     assert collected.returncode == 0, collected.stderr

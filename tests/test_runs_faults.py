@@ -110,6 +110,16 @@ def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, 
     assert _gone(run_id)
 
 
+def test_worker_starved_of_memory_is_named_as_such(images, orch_env, tmp_path, cleanup):
+    """TensorFlow alone fits in 256 MiB, barely: the worker crawls instead of being OOM-killed."""
+    cleanup.append("fault-starved")
+    proc = run_orch(["up", "--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--memory", "256",
+                     "--stall-timeout", "15", "--run-id", "fault-starved"], orch_env)
+    assert proc.returncode == 1
+    assert "worker-0 is using" in proc.stderr and "MiB memory limit; raise --memory" in proc.stderr, proc.stderr
+    assert _gone("fault-starved")
+
+
 def test_removed_worker_is_named_and_the_rest_stopped(images, orch_env, tmp_path, cleanup):
     run_id = "fault-rm"
     cleanup.append(run_id)
