@@ -49,6 +49,10 @@ SETTINGS = {
     "+ shared + threads 1 + pinned": {"network": "shared", "threads": 1, "pin_cpus": True},
     "+ shared + threads 1 + cpus 2/N": {"network": "shared", "threads": 1, "cpus": "share"},
     "+ shared + threads 1 + steps_per_execution 200": {"network": "shared", "threads": 1, "steps_per_execution": 200},
+    "+ no tf.data cache": {"cache": False},
+    "+ no prefetch": {"prefetch": 0},
+    "+ prefetch 2": {"prefetch": 2},
+    "+ shuffle buffer 1024": {"shuffle_buffer": 1024},
 }
 
 

@@ -53,6 +53,11 @@ def spec_options(fn: Callable) -> Callable:
         click.option("--log-reduction", type=click.Choice(["first", "sum"]),
                      help="Combine per-step Keras logs locally (first) or with an all-reduce each step (sum). "
                           "[default: first]"),
+        click.option("--cache/--no-cache", default=None,
+                     help="Keep each worker's shard in memory after the first pass (tf.data cache). [default: cache]"),
+        click.option("--prefetch", type=int, help="Batches tf.data prepares ahead; -1 = AUTOTUNE, 0 = none. [default: -1]"),
+        click.option("--shuffle-buffer", type=int,
+                     help="tf.data shuffle buffer in samples; 0 = the whole shard, a full shuffle. [default: 0]"),
         click.option("--collective", type=click.Choice(["ring", "auto"]), help="All-reduce implementation. [default: ring]"),
         click.option("--bytes-per-pack", type=int, help="All-reduce packing in bytes. [default: 33554432]"),
         click.option("--collective-timeout", type=float,

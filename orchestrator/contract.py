@@ -37,6 +37,9 @@ TRAINING_FIELDS = (
     "checkpoint_every",
     "threads",
     "log_reduction",
+    "cache",
+    "prefetch",
+    "shuffle_buffer",
 )
 
 # Files a worker writes under ENV_OUT_DIR/worker-<index>/.

@@ -45,6 +45,11 @@ class JobSpec(BaseModel):
         description="how Keras combines the per-step logs across workers: first (local, no collective) or sum "
                     "(an extra all-reduce every step); epoch metrics are global either way",
     )
+    cache: bool = Field(True, description="keep each worker's shard in memory after the first pass (tf.data cache)")
+    prefetch: int = Field(-1, ge=-1, le=1024, description="batches tf.data prepares ahead: -1 AUTOTUNE, 0 none")
+    shuffle_buffer: int = Field(
+        0, ge=0, le=10_000_000, description="tf.data shuffle buffer in samples; 0: the whole shard (a full shuffle)"
+    )
     collective: Literal["ring", "auto"] = Field("ring", description="all-reduce implementation")
     bytes_per_pack: int = Field(32 * 2**20, ge=0, le=2**31, description="all-reduce packing size in bytes")
     collective_timeout: float = Field(

@@ -137,14 +137,18 @@ def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: 
         def make(ctx: tf.distribute.InputContext):
             # The only sharding there is: one shard per worker, taken once, then batched per worker.
             ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-            ds = ds.cache()
+            if job["cache"]:
+                ds = ds.cache()
             if shuffle:
-                ds = ds.shuffle(len(x) // ctx.num_input_pipelines + 1, seed=job["seed"] + ctx.input_pipeline_id,
-                                reshuffle_each_iteration=True)
+                buffer = job["shuffle_buffer"] or len(x) // ctx.num_input_pipelines + 1
+                ds = ds.shuffle(buffer, seed=job["seed"] + ctx.input_pipeline_id, reshuffle_each_iteration=True)
             ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).repeat()
             options = tf.data.Options()
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-            return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+            ds = ds.with_options(options)
+            if job["prefetch"]:
+                ds = ds.prefetch(tf.data.AUTOTUNE if job["prefetch"] < 0 else job["prefetch"])
+            return ds
 
         return keras.utils.experimental.DatasetCreator(make)
 
