@@ -50,9 +50,10 @@ def spec_options(fn: Callable) -> Callable:
                      help="TensorFlow intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = TF's default."),
         click.option("--pin-cpus/--no-pin-cpus", default=None,
                      help="Pin each worker to its own share of the host's cores. [default: pinned]"),
-        click.option("--log-reduction", type=click.Choice(["first", "sum"]),
-                     help="Combine per-step Keras logs locally (first) or with an all-reduce each step (sum). "
-                          "[default: first]"),
+        click.option("--log-reduction", type=click.Choice(["epoch", "first", "sum"]),
+                     help="Per-step metrics: none, read across workers once per epoch (epoch); Keras' steps, which "
+                          "read them across workers every step, logs kept local (first) or also all-reduced (sum). "
+                          "[default: epoch]"),
         click.option("--cache/--no-cache", default=None,
                      help="Keep each worker's shard in memory after the first pass (tf.data cache). [default: cache]"),
         click.option("--prefetch", type=int, help="Batches tf.data prepares ahead; -1 = AUTOTUNE, 0 = none. [default: -1]"),

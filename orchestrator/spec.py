@@ -40,10 +40,11 @@ class JobSpec(BaseModel):
         0, ge=0, le=256, description="TensorFlow intra- and inter-op threads (and OMP_NUM_THREADS) per worker; 0: TF's default"
     )
     pin_cpus: bool = Field(True, description="pin each worker to its own share of the host's cores, once TensorFlow is imported")
-    log_reduction: Literal["first", "sum"] = Field(
-        "first",
-        description="how Keras combines the per-step logs across workers: first (local, no collective) or sum "
-                    "(an extra all-reduce every step); epoch metrics are global either way",
+    log_reduction: Literal["epoch", "first", "sum"] = Field(
+        "epoch",
+        description="per-step metrics: epoch (none; the metrics are read across workers once per epoch), first "
+                    "(Keras' steps: each reads its metrics across workers, logs kept local) or sum (Keras' default: "
+                    "that, plus an all-reduce of the logs); epoch metrics are global in every mode",
     )
     cache: bool = Field(True, description="keep each worker's shard in memory after the first pass (tf.data cache)")
     prefetch: int = Field(-1, ge=-1, le=1024, description="batches tf.data prepares ahead: -1 AUTOTUNE, 0 none")

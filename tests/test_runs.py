@@ -141,3 +141,18 @@ def test_detach_ps_and_down(images, orch_env, tmp_path, cleanup):
     assert orch_containers("live-detach") == [] and orch_networks("live-detach") == []
     assert _run_json(tmp_path, "live-detach")["state"] == "stopped"
     assert (tmp_path / "runs" / "live-detach" / "compose.yml").is_file()
+
+
+def test_epoch_metrics_match_keras_own_steps(images, orch_env, tmp_path, cleanup):
+    """orch's steps read the metrics across workers once per epoch; Keras' read them every step.
+    The training is the same, and so must every epoch figure be."""
+    epochs = {}
+    for mode in ("epoch", "first"):
+        run_id = f"live-metrics-{mode}"
+        cleanup.append(run_id)
+        proc = run_orch(["up", "--workers", "2", *SMALL, "--log-reduction", mode, "--run-id", run_id], orch_env)
+        assert proc.returncode == 0, proc.stderr
+        epochs[mode] = json.loads((tmp_path / "runs" / run_id / "worker-1" / "result.json").read_text())["epochs"]
+    for ours, keras in zip(epochs["epoch"], epochs["first"]):
+        for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+            assert abs(ours[key] - keras[key]) < 1e-4, (key, ours, keras)
