@@ -4,13 +4,15 @@ Usage: python benchmarks/allreduce_latency.py [--workers 2 3] [--calls 20]
 
 Starts N trainer containers that do nothing but all-reduce an 80 KB tensor (the MLP's gradients)
 with MultiWorkerMirroredStrategy, on the bridge network and in one shared network namespace, with
-TensorFlow's default threads and with one thread. If a step at N workers costs about what one
-all-reduce costs, the collective, not the model, is what bounds the step time.
+TensorFlow's default threads and with one thread, unpinned and pinned to the cores orch gives each
+worker. If a step at N workers costs about what one all-reduce costs, the collective, not the
+model, is what bounds the step time.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,12 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.plan import image_ref  # noqa: E402
+from orchestrator.plan import cpuset, image_ref  # noqa: E402
 
 PROBE = ROOT / "benchmarks/probes/allreduce.py"
 
 
-def measure(workers: int, network: str, threads: int, calls: int) -> float:
+def measure(workers: int, network: str, threads: int, calls: int, pinned: bool = False) -> float:
+    """ms per all-reduce of the gradients alone."""
+    return run_probe(PROBE, workers, network, threads, calls, pinned)["ms_per_allreduce"]
+
+
+def run_probe(probe: Path, workers: int, network: str, threads: int, calls: int, pinned: bool = False) -> dict:
+    """Run ``probe`` in N trainer containers forming one cluster; return worker 0's JSON line."""
     tag = f"probe-{int(time.time() * 1000) % 10**8}"
     ids: list[str] = []
     net = tag
@@ -41,11 +49,12 @@ def measure(workers: int, network: str, threads: int, calls: int) -> float:
             ids.append(subprocess.run(
                 ["docker", "run", "-d", *where, "--label", f"orch.run={tag}", "-e", f"TF_CONFIG={tf_config}",
                  "-e", f"PROBE_THREADS={threads}", "-e", f"PROBE_CALLS={calls}", "-e", "TF_CPP_MIN_LOG_LEVEL=2",
-                 "-v", f"{PROBE}:/probe.py:ro", "--entrypoint", "python3", image_ref("multi"), "/probe.py"],
+                 *(["--cpuset-cpus", cpuset(i, workers, os.cpu_count() or 1)] if pinned else []),
+                 "-v", f"{probe}:/probe.py:ro", "--entrypoint", "python3", image_ref("multi"), "/probe.py"],
                 check=True, capture_output=True, text=True).stdout.strip())
         subprocess.run(["docker", "wait", *ids], check=True, capture_output=True, timeout=600)
         out = subprocess.run(["docker", "logs", ids[0]], capture_output=True, text=True).stdout
-        return json.loads(out.strip().splitlines()[-1])["ms_per_allreduce"]
+        return json.loads(out.strip().splitlines()[-1])
     finally:
         if ids:
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
@@ -61,10 +70,13 @@ def main() -> None:
     for workers in args.workers:
         for network in ("bridge", "shared"):
             for threads in (0, 1):
-                ms = measure(workers, network, threads, args.calls)
-                rows.append({"workers": workers, "network": network, "threads": threads, "ms_per_allreduce": ms})
-                print(f"{workers} workers, {network}, threads {threads or 'default'}: {ms:.2f} ms per all-reduce",
-                      file=sys.stderr, flush=True)
+                for pinned in (False, True):
+                    ms = measure(workers, network, threads, args.calls, pinned)
+                    rows.append({"workers": workers, "network": network, "threads": threads, "pinned": pinned,
+                                 "ms_per_allreduce": ms})
+                    print(f"{workers} workers, {network}, threads {threads or 'default'}, "
+                          f"{'pinned as orch pins' if pinned else 'unpinned'}: {ms:.2f} ms per all-reduce",
+                          file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=2))
 
 

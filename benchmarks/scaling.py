@@ -38,8 +38,9 @@ SETTINGS = {
     "steps_per_execution 50": {**NAIVE, "steps_per_execution": 50},
     "+ ring, 32 MiB packs": {**NAIVE, "steps_per_execution": 50, "collective": "ring", "bytes_per_pack": 32 << 20},
     "orch 0.1 before tuning": {"pin_cpus": False, "log_reduction": "sum"},
-    "+ logs reduced locally": {"pin_cpus": False},
-    "orch defaults (+ pinned)": {},
+    "+ logs reduced locally": {"pin_cpus": False, "log_reduction": "first"},
+    "+ pinned (orch 0.1 defaults)": {"log_reduction": "first"},
+    "orch defaults (+ metrics read once per epoch)": {},
     "+ threads 1": {"threads": 1},
     "+ shared network namespace": {"network": "shared"},
     "+ host network": {"network": "host"},
@@ -85,7 +86,7 @@ def main() -> None:
     settings = SETTINGS
     if args.tiny:
         base = {"dataset": "synthetic", "samples": 3000, "epochs": 1}
-        settings = {k: SETTINGS[k] for k in ("naive (TF defaults, bridge)", "orch defaults (+ pinned)")}
+        settings = {k: SETTINGS[k] for k in ("naive (TF defaults, bridge)", "orch defaults (+ metrics read once per epoch)")}
     if args.only:
         settings = {k: v for k, v in settings.items() if any(o in k for o in args.only)}
     rows = []
