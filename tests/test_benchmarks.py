@@ -27,3 +27,15 @@ def test_sampler_overhead_benchmark_runs(images):
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["results"]
     assert row["containers"] == 2 and row["samples_per_second"] > 0
+
+
+def test_targets_benchmark_prints_every_figure_on_tiny_data(images, orch_env):
+    proc = subprocess.run([sys.executable, "benchmarks/targets.py", "--tiny"], cwd=ROOT, env=orch_env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("|")[1].strip(): line for line in proc.stdout.splitlines()
+            if line.startswith("| ") and "---" not in line}
+    assert {"T(2)/T(1)", "sync cost per step", "orchestration overhead (`orch up` wall - slowest train)",
+            "orch over bare `docker compose up`"} <= rows.keys(), proc.stdout
+    ratio = float(rows["T(2)/T(1)"].split("|")[5].split()[0])
+    assert ratio > 0
