@@ -117,11 +117,16 @@ def _trainer_files(images: Path) -> list[tuple[str, Path]]:
     return files
 
 
+def _runtime_files(images: Path) -> list[tuple[str, Path]]:
+    """(name in the build context, file) pairs of the runtime image's own inputs; the wheels follow
+    from the requirements."""
+    return [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)]]
+
+
 def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
     """Digest of everything an image is built from; without the trainer, of the runtime image."""
     h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
-    for name, path in [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)],
-                       *(_trainer_files(images) if with_trainer else [])]:
+    for name, path in [*_runtime_files(images), *(_trainer_files(images) if with_trainer else [])]:
         h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -138,8 +143,8 @@ def _tar_info(name: str, mode: int, size: int = 0, directory: bool = False) -> t
 def _runtime_context(fileobj, images: Path, wheels: Path) -> None:
     """The runtime image's build context: Dockerfile, requirements and the wheelhouse."""
     with tarfile.open(fileobj=fileobj, mode="w") as tar:
-        for name, path in [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)],
-                           *[(f"wheelhouse/{w.name}", w) for w in sorted(wheels.glob("*.whl"))]]:
+        wheel_files = [(f"wheelhouse/{w.name}", w) for w in sorted(wheels.glob("*.whl"))]
+        for name, path in [*_runtime_files(images), *wheel_files]:
             with open(path, "rb") as f:
                 tar.addfile(_tar_info(name, 0o644, path.stat().st_size), f)
     fileobj.seek(0)

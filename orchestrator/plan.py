@@ -48,7 +48,6 @@ class WorkerPlan:
     labels: dict[str, str]
     shares_network: bool
     host_network: bool
-    cpuset: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,6 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
                 labels=labels,
                 shares_network=spec.network == "shared" and i > 0,
                 host_network=spec.network == "host",
-                cpuset=cpuset(i, spec.workers, host_cpus) if spec.pin_cpus else None,
             )
         )
     project = f"orch-{spec.run_id}"

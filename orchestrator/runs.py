@@ -20,8 +20,8 @@ from .spec import JobSpec, make_spec
 from .stats import Sampler, parse_stats
 
 RUN_FILE = "run.json"
-CONTAINER_UID = 1000
-FINISH_GRACE = 2.0  # seconds a worker may take to exit after writing its result  # workers never run as root; a root host hands them their folders
+CONTAINER_UID = 1000  # workers never run as root; a root host hands them their folders
+FINISH_GRACE = 2.0  # seconds a worker may take to exit after the last result is written
 
 Say = Callable[[str], None]
 OnEvent = Callable[[dict], None]
@@ -243,8 +243,8 @@ def _watch(engine: Engine, p: Plan, on_event: OnEvent, poll: float, tailer: Even
                 on_event(event)
             return
         if done == expected:
-            # Every worker wrote its result; what runs now is TensorFlow's teardown at the end of
-            # fit(), which at times idles for half a minute. Give it a moment, then stop it.
+            # Every worker wrote its result, and each leaves by itself once all have. One that has not
+            # after a moment is stuck in TensorFlow's teardown, which at times idles for half a minute.
             done_at = done_at or time.monotonic()
             if time.monotonic() - done_at > FINISH_GRACE:
                 return

@@ -90,7 +90,6 @@ class Sampler:
         self.samples = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         self._files: list[Any] = []
         self._stats_writer: Optional[csv.DictWriter] = None
         self._host_writer: Optional[csv.writer] = None
@@ -110,14 +109,12 @@ class Sampler:
                 self._host_writer.writerow(["time", "cpu_percent", *[f"cpu{i}_percent" for i in range(cores)],
                                             "mem_used_bytes", "mem_total_bytes"])
         for c in containers:
-            self._spawn(self._sample_container, c)
-        self._spawn(self._sample_host)
+            self._spawn(f"orch-stats-{c.name}", self._sample_container, c)
+        self._spawn("orch-stats-host", self._sample_host)
         return self
 
-    def _spawn(self, target, *args) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True, name=f"orch-stats-{len(self._threads)}")
-        self._threads.append(thread)
-        thread.start()
+    def _spawn(self, name: str, target, *args) -> None:
+        threading.Thread(target=target, args=args, daemon=True, name=name).start()
 
     def _sample_container(self, container: ContainerState) -> None:
         last = 0.0
