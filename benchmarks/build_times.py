@@ -8,6 +8,7 @@ purges pip's own cache, so the figure includes debootstrap and every download. N
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -19,8 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+TRAINER_MARKER = ROOT / "images/trainer/orch_trainer/__init__.py"
 
-from orchestrator.images import DEFAULT_BASE, build  # noqa: E402
+from orchestrator.images import DEFAULT_BASE, RUNTIME_TAG, build  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.plan import IMAGE_KINDS, image_ref  # noqa: E402
 
@@ -34,25 +36,37 @@ def timed(label: str, **kwargs) -> dict:
             "size_bytes": max(r.size for r in results)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep-base", action="store_true", help="keep the base image (cold minus debootstrap)")
-    args = parser.parse_args()
-    tags = [image_ref(k) for k in IMAGE_KINDS] + ([] if args.keep_base else [DEFAULT_BASE])
+def clear_for_cold_build(keep_base: bool = False) -> None:
+    """Remove orch's images (the base too, unless ``keep_base``), the build cache, the wheelhouse and
+    pip's cache, so the next build starts from nothing."""
+    tags = [image_ref(k) for k in IMAGE_KINDS] + [RUNTIME_TAG] + ([] if keep_base else [DEFAULT_BASE])
     subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True)
     subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True)
     subprocess.run(["docker", "image", "prune", "-f"], capture_output=True)
     shutil.rmtree(default_paths().wheelhouse, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "cache", "purge"], capture_output=True)
+
+
+@contextlib.contextmanager
+def trainer_edited():
+    """A change to the trainer code for the duration of the block; the file is restored after."""
+    original = TRAINER_MARKER.read_text()
+    try:
+        TRAINER_MARKER.write_text(original + f"# benchmark edit {time.time()}\n")
+        yield
+    finally:
+        TRAINER_MARKER.write_text(original)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep-base", action="store_true", help="keep the base image (cold minus debootstrap)")
+    args = parser.parse_args()
+    clear_for_cold_build(args.keep_base)
     rows = [timed("cold" if not args.keep_base else "cold (base kept)", bootstrap=True)]
     rows.append(timed("up to date"))
-    marker = ROOT / "images/trainer/orch_trainer/__init__.py"
-    original = marker.read_text()
-    try:
-        marker.write_text(original + f"# benchmark edit {time.time()}\n")
+    with trainer_edited():
         rows.append(timed("trainer code changed"))
-    finally:
-        marker.write_text(original)
     rows.append(timed("trainer code restored"))
     report = {"machine": {"cores": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") *
                                                                         os.sysconf("SC_PHYS_PAGES") / 2**30, 1),

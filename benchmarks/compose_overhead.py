@@ -53,17 +53,22 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
     fields = {"workers": args.workers, "dataset": args.dataset, "samples": args.samples, "epochs": args.epochs}
-    stamp = int(time.time())
+    print(json.dumps(compare(fields, args.repeats, f"overhead-{int(time.time())}"), indent=2))
+
+
+def compare(fields: dict, repeats: int, prefix: str) -> dict:
+    """``repeats`` pairs of bare compose and orch up, alternating which goes first; run ids start with
+    ``prefix``. Returns each pair's seconds and the median and range of what orch adds."""
     rows = []
-    for r in range(args.repeats):
+    for r in range(repeats):
         order = [("bare", bare), ("orch", with_orch)] if r % 2 == 0 else [("orch", with_orch), ("bare", bare)]
-        times = {name: fn(fields, f"overhead-{stamp}-{r}-{name}") for name, fn in order}
+        times = {name: fn(fields, f"{prefix}-{r}-{name}") for name, fn in order}
         rows.append(times)
         print(f"repeat {r}: bare compose {times['bare']:.2f} s, orch up {times['orch']:.2f} s, "
               f"orch adds {times['orch'] - times['bare']:.2f} s", file=sys.stderr, flush=True)
     extra = [t["orch"] - t["bare"] for t in rows]
-    print(json.dumps({"workload": fields, "repeats": rows, "orch_extra_seconds_median": statistics.median(extra),
-                      "orch_extra_seconds_range": [min(extra), max(extra)]}, indent=2))
+    return {"workload": fields, "repeats": rows, "orch_extra_seconds_median": statistics.median(extra),
+            "orch_extra_seconds_range": [min(extra), max(extra)]}
 
 
 if __name__ == "__main__":

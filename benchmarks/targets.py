@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,17 +40,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import allreduce_latency  # noqa: E402
 import compose_overhead  # noqa: E402
+from build_times import clear_for_cold_build, trainer_edited  # noqa: E402
 from scaling import NAIVE  # noqa: E402
 
 from orchestrator import contract  # noqa: E402
-from orchestrator.images import DEFAULT_BASE, RUNTIME_TAG, _requirements, _trainer_files, build, wheelhouse  # noqa: E402
+from orchestrator.images import _requirements, _trainer_files, build, wheelhouse  # noqa: E402
 from orchestrator.paths import asset_dir, default_paths  # noqa: E402
 from orchestrator.plan import IMAGE_KINDS, image_ref  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
 NAIVE_DOCKERFILE = ROOT / "benchmarks/naive/Dockerfile"
 NAIVE_TAG = "orch-naive:bench"
-TRAINER_MARKER = ROOT / "images/trainer/orch_trainer/__init__.py"
 FLAGS = {"workers": "--workers", "dataset": "--dataset", "samples": "--samples", "epochs": "--epochs",
          "global_batch": "--batch-size", "learning_rate": "--learning-rate",
          "steps_per_execution": "--steps-per-execution", "collective": "--collective",
@@ -70,16 +69,6 @@ def stopwatch(fn, *args, **kwargs) -> tuple[float, object]:
 
 
 # -- 1. images ----------------------------------------------------------------------------------
-def _edit_trainer(fn):
-    """Run ``fn`` with a trainer file changed, then restore it."""
-    original = TRAINER_MARKER.read_text()
-    try:
-        TRAINER_MARKER.write_text(original + f"# benchmark edit {time.time()}\n")
-        return fn()
-    finally:
-        TRAINER_MARKER.write_text(original)
-
-
 def _image_size(ref: str) -> int:
     out = subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", ref], capture_output=True, text=True,
                          check=True).stdout
@@ -115,24 +104,22 @@ def images_section(cold: bool) -> dict:
     say = lambda msg: log(f"  {msg}")  # noqa: E731
     out: dict = {}
     if cold:
-        tags = [image_ref(k) for k in IMAGE_KINDS] + [RUNTIME_TAG, DEFAULT_BASE]
-        subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True)
-        subprocess.run(["docker", "image", "prune", "-f"], capture_output=True)
-        shutil.rmtree(default_paths().wheelhouse, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "pip", "cache", "purge"], capture_output=True)
+        clear_for_cold_build()
         out["orch_cold_seconds"], _ = stopwatch(build, bootstrap=True, say=say)
         log(f"orch cold build: {out['orch_cold_seconds']:.1f} s")
     else:
         build(bootstrap=True, say=say)
     out["orch_up_to_date_seconds"], _ = stopwatch(build, say=say)
-    out["orch_warm_seconds"], _ = _edit_trainer(lambda: stopwatch(build, say=say))
+    with trainer_edited():
+        out["orch_warm_seconds"], _ = stopwatch(build, say=say)
     build(say=say)  # back to the committed trainer
     out["orch_size_bytes"] = _image_size(image_ref("multi"))
     log(f"orch warm rebuild: {out['orch_warm_seconds']:.1f} s, size {out['orch_size_bytes'] / 1e9:.2f} GB")
     wheels = wheelhouse(default_paths(), say)
     try:
         out["naive_cold_seconds"] = _naive_build(wheels)
-        out["naive_warm_seconds"] = _edit_trainer(lambda: _naive_build(wheels))
+        with trainer_edited():
+            out["naive_warm_seconds"] = _naive_build(wheels)
         out["naive_size_bytes"] = _image_size(f"{NAIVE_TAG}-multi")
     finally:
         subprocess.run(["docker", "rmi", "-f", *[f"{NAIVE_TAG}-{k}" for k in IMAGE_KINDS]], capture_output=True)
@@ -252,17 +239,8 @@ def main() -> None:
     report["training"] = training_section(base, batches, args.workers)
     compose_fields = {"workers": args.workers, "dataset": "synthetic", "samples": 1500 if args.tiny else 12_000,
                       "epochs": 1 if args.tiny else 3}
-    stamp = int(time.time()) % 10**6
-    repeats = []
-    for r in range(1 if args.tiny else args.compose_repeats):
-        order = [("bare", compose_overhead.bare), ("orch", compose_overhead.with_orch)]
-        times = {name: fn(compose_fields, f"targets-{stamp}-{r}-{name}") for name, fn in order[:: 1 if r % 2 == 0 else -1]}
-        repeats.append(times)
-        log(f"compose repeat {r}: bare {times['bare']:.2f} s, orch {times['orch']:.2f} s")
-    extra = [t["orch"] - t["bare"] for t in repeats]
-    report["compose"] = {"workload": compose_fields, "repeats": repeats,
-                         "orch_extra_seconds_median": statistics.median(extra),
-                         "orch_extra_seconds_range": [min(extra), max(extra)]}
+    report["compose"] = compose_overhead.compare(compose_fields, 1 if args.tiny else args.compose_repeats,
+                                                 f"targets-{int(time.time()) % 10**6}")
     report["allreduce_ms"] = None if args.tiny else allreduce_latency.measure(args.workers, "bridge", 0, 20)
     text = table(report)
     print(text)
