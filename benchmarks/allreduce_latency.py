@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.plan import cpuset, image_ref  # noqa: E402
+from orchestrator.frameworks.tensorflow import image_ref  # noqa: E402
+from orchestrator.plan import cpuset  # noqa: E402
 
 PROBE = ROOT / "benchmarks/probes/allreduce.py"
 

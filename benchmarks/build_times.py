@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TRAINER_MARKER = ROOT / "images/trainer/orch_trainer/__init__.py"
 
+from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
 from orchestrator.images import DEFAULT_BASE, RUNTIME_TAG, build  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
-from orchestrator.plan import IMAGE_KINDS, image_ref  # noqa: E402
 
 
 def timed(label: str, **kwargs) -> dict:

@@ -24,14 +24,15 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
-from orchestrator.runs import container_user, prepare_run_dir, up  # noqa: E402
+from orchestrator.rundir import RunDir  # noqa: E402
+from orchestrator.runner import container_user, up  # noqa: E402
 from orchestrator.spec import make_spec  # noqa: E402
 
 
 def bare(fields: dict, run_id: str) -> float:
     p = plan(make_spec(**fields, run_id=run_id), default_paths(), user=container_user(), host_cpus=os.cpu_count() or 1)
-    prepare_run_dir(p)
-    cmd = ["docker", "compose", "-f", str(p.compose_file), "-p", p.project]
+    RunDir(p.run_dir).create(p)
+    cmd = ["docker", "compose", "-f", str(p.artifact_file), "-p", p.engine_name]
     started = time.monotonic()
     subprocess.run([*cmd, "up"], check=True, capture_output=True)
     subprocess.run([*cmd, "down", "--remove-orphans"], check=True, capture_output=True)

@@ -23,7 +23,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.engine import Engine  # noqa: E402
+from orchestrator.backends.compose import ComposeBackend  # noqa: E402
 from orchestrator.images import DEFAULT_BASE  # noqa: E402
 from orchestrator.stats import Sampler  # noqa: E402
 
@@ -38,11 +38,11 @@ def measure(count: int, seconds: float) -> dict:
             ids.append(subprocess.run(
                 ["docker", "run", "-d", "--label", LABEL, "--label", f"orch.index={i}", DEFAULT_BASE, "python3", "-c",
                  LOAD], capture_output=True, text=True, check=True).stdout.strip())
-        engine = Engine()
-        containers = engine.containers("bench-sampler")
+        backend = ComposeBackend()
+        containers = backend.states("bench-sampler")
         me = psutil.Process()
         with tempfile.TemporaryDirectory() as out:
-            sampler = Sampler(engine, Path(out), 1.0).start(containers)
+            sampler = Sampler(backend, Path(out), 1.0).start(containers)
             time.sleep(3)  # let every stream deliver its first record
             before_cpu, before_n, t0 = sum(me.cpu_times()[:2]), sampler.samples, time.monotonic()
             time.sleep(seconds)

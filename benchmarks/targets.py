@@ -44,9 +44,9 @@ from build_times import clear_for_cold_build, trainer_edited  # noqa: E402
 from scaling import NAIVE  # noqa: E402
 
 from orchestrator import contract  # noqa: E402
+from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
 from orchestrator.images import _requirements, _trainer_files, build, wheelhouse  # noqa: E402
 from orchestrator.paths import asset_dir, default_paths  # noqa: E402
-from orchestrator.plan import IMAGE_KINDS, image_ref  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
 NAIVE_DOCKERFILE = ROOT / "benchmarks/naive/Dockerfile"

@@ -1,4 +1,4 @@
-"""orch: run and measure distributed TensorFlow training on Docker."""
+"""orch: run and measure distributed training in containers."""
 from __future__ import annotations
 
 __version__ = "0.1.0"
@@ -6,25 +6,16 @@ __version__ = "0.1.0"
 from .errors import OrchError  # noqa: E402
 from .spec import JobSpec, make_spec  # noqa: E402
 
-__all__ = ["__version__", "OrchError", "JobSpec", "make_spec", "plan", "up", "down", "ps", "build", "doctor"]
+__all__ = ["__version__", "OrchError", "JobSpec", "make_spec", "plan", "apply", "up", "down", "ps", "build", "doctor"]
+
+# The verbs import engine clients; load them only when asked for.
+_LAZY = {"plan": "plan", "apply": "runner", "up": "runner", "down": "runs", "ps": "runs", "build": "images",
+         "doctor": "doctor"}
 
 
 def __getattr__(name: str):
-    # The verbs import Docker clients; load them only when asked for.
-    if name == "plan":
-        from .plan import plan
+    if name not in _LAZY:
+        raise AttributeError(name)
+    import importlib
 
-        return plan
-    if name in ("up", "down", "ps"):
-        from . import runs
-
-        return getattr(runs, name)
-    if name == "build":
-        from .images import build
-
-        return build
-    if name == "doctor":
-        from .doctor import doctor
-
-        return doctor
-    raise AttributeError(name)
+    return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)

@@ -1,4 +1,7 @@
-"""`orch collect`: bring a run's results, events and stats together into files, tables and plots."""
+"""`orch collect`: bring a run's results, events and stats together into files, tables and plots.
+
+Runs are read through ``rundir`` only: the record, the replicas' events and results, their predictions.
+"""
 from __future__ import annotations
 
 import csv
@@ -6,16 +9,30 @@ import json
 import shutil
 from pathlib import Path
 from statistics import mean
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
-from . import contract
+import numpy as np
+
+from . import metrics, report
 from .errors import RunNotFound
 from .paths import Paths, default_paths
-from .runs import RUN_FILE, EventTailer, read_json, resolve_run
+from .records import EpochEvent
+from .rundir import Key, RunDir, RunState, resolve
 from .stats import HOST_FILE, STATS_FILE, read_samples
 
 SUMMARY_SCHEMA_VERSION = 1
 EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time"]
+Events = list[tuple[Key, Any]]
+
+
+class Collected(NamedTuple):
+    """What ``summarize`` read of one run."""
+
+    summary: dict[str, Any]
+    epochs: list[dict[str, Any]]  # one row per replica and epoch, EPOCH_FIELDS
+    stats: list[dict[str, Any]]  # the rows of stats.csv
+    events: Events  # (replica, event model), in time order
+    keys: list[Key]  # the run's replicas
 
 
 def _container_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -35,36 +52,43 @@ def _container_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(summary, epoch rows, stats rows, events) of one run directory. Pure reading, no Docker."""
-    record = read_json(run_dir / RUN_FILE)
-    if not isinstance(record, dict):
-        raise RunNotFound(f"{run_dir} holds no run (no {RUN_FILE})")
-    spec = record.get("spec") or {}
-    workers = int(spec.get("workers", 0))
-    stats = read_samples(run_dir / STATS_FILE)
+def _epochs_of(key: Key, events: Events, result_epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replica ``key``'s epoch rows: from its events, or from its result where it wrote no epoch events.
+
+    The events hold every epoch of every attempt (a failed worker writes no result.json, and a restarted
+    one's result lists only its last attempt); an epoch redone after a restart counts once, the last time.
+    """
+    by_epoch = {e.epoch: e.model_dump() for k, e in events if k == key and isinstance(e, EpochEvent)}
+    rows = [by_epoch[n] for n in sorted(by_epoch)] or result_epochs
+    return [{"worker": key[1], **{f: e.get(f) for f in EPOCH_FIELDS if f != "worker"}} for e in rows]
+
+
+def summarize(run: RunDir) -> Collected:
+    """The summary, epoch rows, stats rows and events of one run. Pure reading, no engine."""
+    info = run.record()
+    if info is None:
+        raise RunNotFound(f"{run.path} holds no run (no run record)")
+    keys = info.spec.replica_keys() if info.spec is not None else []
+    stats = read_samples(run.path / STATS_FILE)
+    events = run.events(keys).read()
+    recorded = {w.get("worker"): w for w in info.workers}
     epochs: list[dict[str, Any]] = []
     per_worker = []
-    events = EventTailer(run_dir, workers).read()
-    recorded = {w.get("worker"): w for w in record.get("workers") or []}
-    for i in range(workers):
-        result = read_json(run_dir / contract.worker_dir(i) / contract.RESULT_FILE) or {}
-        worker_epochs = [e for e in events if e.get("worker") == i and e.get("event") == contract.EVENT_EPOCH]
-        # The events hold every epoch of every attempt (a failed worker writes no result.json, and a
-        # restarted one's result lists only its last attempt); an epoch redone after a restart counts once.
-        by_epoch = {e.get("epoch"): e for e in worker_epochs}
-        for e in sorted(by_epoch.values(), key=lambda e: e.get("epoch") or 0) or result.get("epochs") or []:
-            epochs.append({"worker": i, **{k: e.get(k) for k in EPOCH_FIELDS if k != "worker"}})
-        figures = _container_figures([r for r in stats if r["worker"] == i])
+    for key in keys:
+        i = key[1]
+        result = run.result(key)
+        worker_epochs = _epochs_of(key, events, result.epochs if result else [])
+        epochs += worker_epochs
         per_worker.append({
             "worker": i,
             "exit_code": (recorded.get(i) or {}).get("exit_code"),
-            "train_seconds": result.get("train_seconds"),
-            "test_accuracy": result.get("test_accuracy"),
-            "samples_per_epoch": result.get("samples_per_epoch") or [e.get("samples") for e in worker_epochs],
-            "steps_per_epoch": result.get("steps_per_epoch"),
-            "replicas": result.get("replicas"),
-            **figures,
+            "train_seconds": result.train_seconds if result else None,
+            "test_accuracy": result.test_accuracy if result else None,
+            "samples_per_epoch": (result.samples_per_epoch if result else None)
+            or [e["samples"] for e in worker_epochs],
+            "steps_per_epoch": result.steps_per_epoch if result else None,
+            "replicas": result.replicas if result else None,
+            **_container_figures([r for r in stats if r["worker"] == i]),
         })
     train_times = [w["train_seconds"] for w in per_worker if w["train_seconds"] is not None]
     accuracies = [w["test_accuracy"] for w in per_worker if w["test_accuracy"] is not None]
@@ -72,23 +96,23 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
     net = [w["net_rx_bytes"] + w["net_tx_bytes"] for w in per_worker if w["net_rx_bytes"] is not None]
     summary = {
         "schema": SUMMARY_SCHEMA_VERSION,
-        "run_id": record.get("run_id"),
-        "state": record.get("state"),
-        "failed": record.get("state") != "succeeded",
-        "error": record.get("error"),
-        "spec": spec,
-        "started": record.get("started"),
-        "wall_seconds": record.get("wall_seconds"),
+        "run_id": info.run_id,
+        "state": info.state.value,
+        "failed": info.state != RunState.SUCCEEDED,
+        "error": info.error,
+        "spec": info.spec.model_dump(mode="json") if info.spec is not None else {},
+        "started": info.started,
+        "wall_seconds": info.wall_seconds,
         "train_seconds": max(train_times) if train_times else None,
         "test_accuracy": accuracies[0] if accuracies else None,
-        "epochs_completed": max((len([e for e in epochs if e["worker"] == w]) for w in range(workers)), default=0),
+        "epochs_completed": max((len([e for e in epochs if e["worker"] == k[1]]) for k in keys), default=0),
         "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
         "net_bytes": sum(net) if net else None,
         "stats_samples": len(stats),
-        "restarts": record.get("restarts") or [],
+        "restarts": info.restarts,
         "workers": per_worker,
     }
-    return summary, epochs, stats, events
+    return Collected(summary, epochs, stats, events, keys)
 
 
 def _write_csv(path: Path, fieldnames: list[str], rows: list[dict[str, Any]]) -> None:
@@ -98,48 +122,50 @@ def _write_csv(path: Path, fieldnames: list[str], rows: list[dict[str, Any]]) ->
         writer.writerows(rows)
 
 
-def _plots(run_dir: Path, out: Path, summary: dict[str, Any], epochs: list[dict[str, Any]],
-           stats: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
-    import numpy as np
-
-    from . import report
-
+def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:
+    summary, epochs, stats, events, keys = got
     run_id = summary["run_id"]
+    chief = keys[0] if keys else None
     start = summary.get("started") or (stats[0]["time"] if stats else 0.0)
     made = []
     if stats:
-        ends = [e["time"] for e in events if e.get("event") == contract.EVENT_EPOCH and e.get("worker") == 0]
+        ends = [e.time for k, e in events if k == chief and isinstance(e, EpochEvent)]
         made.append(report.cpu_plot(stats, start, ends, f"CPU per container, run {run_id}", out / "cpu.png"))
         made.append(report.network_plot(stats, start, f"Network per container, run {run_id}", out / "network.png"))
-    chief = [e for e in epochs if e["worker"] == 0]
-    if chief:
-        made.append(report.training_plot(chief, f"Loss and accuracy, run {run_id}", out / "training.png"))
-    for w in range(int(summary["spec"].get("workers", 0))):
-        path = run_dir / contract.worker_dir(w) / contract.PREDICTIONS_FILE
+    chief_epochs = [e for e in epochs if chief is not None and e["worker"] == chief[1]]
+    if chief_epochs:
+        made.append(report.training_plot(chief_epochs, f"Loss and accuracy, run {run_id}", out / "training.png"))
+    for role, index in keys:
+        path = run.predictions((role, index))
         if path.is_file():
             with np.load(path) as grid:
                 made.append(report.prediction_grid(grid["x"], grid["y_true"], grid["y_pred"],
-                                                   f"worker {w}'s own predictions", out / f"predictions-worker-{w}.png"))
+                                                   f"{role} {index}'s own predictions",
+                                                   out / f"predictions-{role}-{index}.png"))
     return [p.name for p in made]
 
 
-def collect(run_ids: Optional[list[str]] = None, out_root: Path = Path("results"),
+def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None,
             paths: Optional[Paths] = None) -> list[dict[str, Any]]:
-    """Write ``results/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, plots) for each run."""
+    """Write ``<out_root>/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, plots) for each run.
+
+    ``run_ids`` None means the newest run; ``out_root`` None means ``paths.results``.
+    """
     paths = paths or default_paths()
+    out_root = paths.results if out_root is None else Path(out_root)
     summaries = []
-    for run_id in run_ids or [resolve_run(None, paths)]:
-        run_dir = paths.runs / resolve_run(run_id, paths)
-        summary, epochs, stats, events = summarize(run_dir)
+    for run in [resolve(paths, run_id) for run_id in run_ids] if run_ids else [resolve(paths, None)]:
+        got = summarize(run)
+        summary = got.summary
         out = out_root / summary["run_id"]
         out.mkdir(parents=True, exist_ok=True)
-        _write_csv(out / "epochs.csv", EPOCH_FIELDS, epochs)
+        _write_csv(out / "epochs.csv", EPOCH_FIELDS, got.epochs)
+        copied = []
         for name in (STATS_FILE, HOST_FILE):
-            if (run_dir / name).is_file():
-                shutil.copyfile(run_dir / name, out / name)
-        summary["files"] = sorted(["summary.json", "epochs.csv", *[n for n in (STATS_FILE, HOST_FILE)
-                                                                      if (out / n).is_file()],
-                                   *_plots(run_dir, out, summary, epochs, stats, events)])
+            if (run.path / name).is_file():
+                shutil.copyfile(run.path / name, out / name)
+                copied.append(name)
+        summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
         summary["results_dir"] = str(out)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         summaries.append(summary)
@@ -147,33 +173,22 @@ def collect(run_ids: Optional[list[str]] = None, out_root: Path = Path("results"
 
 
 def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per run, with time ratio, speedup and efficiency against a 1-worker run of the same data.
-
-    As in seed 002: speedup = T(1) / T(N), efficiency = speedup / N. The time ratio T(N) / T(1) is
-    the figure seed 000 reported (its 4.33x).
-    """
-    def key(s: dict[str, Any]) -> tuple:
-        spec = s["spec"]
-        return spec.get("dataset"), spec.get("samples"), spec.get("epochs"), spec.get("global_batch")
-
-    baselines = {key(s): s for s in summaries
-                 if s["spec"].get("workers") == 1 and not s["failed"] and s["train_seconds"]}
+    """One row per run, with time ratio, speedup and efficiency (``metrics.scaling``) against the 1-worker
+    run of the same data, samples, epochs and global batch (``metrics.run_baseline``)."""
+    index = metrics.run_baselines(summaries)
     rows = []
     for s in summaries:
-        n = int(s["spec"].get("workers", 0))
-        base = baselines.get(key(s))
-        t1, tn = (base or {}).get("train_seconds"), s.get("train_seconds")
-        ratio = tn / t1 if t1 and tn else None
+        n = metrics.run_workers(s)
+        base = metrics.run_baseline(s, index)
+        t_n = s.get("train_seconds")
         rows.append({
             "run_id": s["run_id"],
             "state": s["state"],
             "workers": n,
-            "samples": s["spec"].get("samples"),
+            "samples": (s.get("spec") or {}).get("samples"),
             "test_accuracy": s.get("test_accuracy"),
-            "train_seconds": tn,
-            "time_ratio": ratio,
-            "speedup": 1 / ratio if ratio else None,
-            "efficiency": 1 / ratio / n if ratio and n else None,
+            "train_seconds": t_n,
+            **metrics.scaling(t_n, base.get("train_seconds") if base else None, n).to_dict(),
             "cpu_mean_percent": s.get("cpu_mean_percent"),
             "net_mb": s["net_bytes"] / 1e6 if s.get("net_bytes") is not None else None,
         })

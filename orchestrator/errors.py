@@ -81,3 +81,9 @@ class DiskFull(OrchError):
     """A results or runs folder has no space left."""
 
     exit_code = EXIT_USAGE
+
+
+class ContractMismatch(OrchError):
+    """A trainer wrote records of a contract version this orch does not read."""
+
+    exit_code = EXIT_USAGE

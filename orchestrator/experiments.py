@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import secrets
 import time
@@ -14,12 +13,18 @@ from typing import Any, Callable, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import metrics, report, runner
+from .collect import collect
 from .errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
-from .spec import JobSpec, make_spec, shown
+from .paths import Paths, default_paths
+from .rundir import read_json, write_json
+from .spec import flat_field_names, make_spec, shown
 
 CELLS_FILE = "cells.json"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
-SWEEPABLE = sorted(set(JobSpec.model_fields) - {"run_id"})
+# Flat field names, as make_spec takes them: the generic fields and the framework's options. A run id is
+# made per cell; roles follow from workers.
+SWEEPABLE = sorted(set(flat_field_names()) - {"run_id", "roles"})
 # Errors of the host, not of a cell: every later cell would fail the same way, so the sweep stops.
 FATAL = (EngineUnreachable, ImageMissing, ComposeMissing, DataError)
 
@@ -175,23 +180,20 @@ def expand(experiment: Experiment, quick: bool = False) -> list[Cell]:
     return cells
 
 
-def results_dir(experiment: Experiment, quick: bool, root: Path = Path("results")) -> Path:
-    """Where an experiment's cells, runs and report go."""
-    return root / (experiment.name + ("-quick" if quick else ""))
+def results_dir(experiment: Experiment, quick: bool, root: Optional[Path] = None) -> Path:
+    """Where an experiment's cells, runs and report go: ``<root>/<name>[-quick]``; root None is the
+    default results root (``default_paths().results``)."""
+    return (default_paths().results if root is None else Path(root)) / (experiment.name + ("-quick" if quick else ""))
 
 
 def load_cells(out: Path) -> dict[str, Any]:
-    """The recorded state of every cell run so far."""
-    try:
-        return json.loads((out / CELLS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
+    """The recorded state of every cell run so far ({} if none is recorded)."""
+    cells = read_json(out / CELLS_FILE)
+    return cells if isinstance(cells, dict) else {}
 
 
 def _save_cells(out: Path, cells: dict[str, Any]) -> None:
-    tmp = out / (CELLS_FILE + ".tmp")
-    tmp.write_text(json.dumps(cells, indent=2, default=str) + "\n")
-    os.replace(tmp, out / CELLS_FILE)
+    write_json(out / CELLS_FILE, cells)
 
 
 def is_done(record: Optional[dict[str, Any]], cell: Cell) -> bool:
@@ -223,19 +225,20 @@ def run(
     experiment: Experiment,
     quick: bool = False,
     force: bool = False,
-    root: Path = Path("results"),
+    root: Optional[Path] = None,
     on_progress: Optional[Callable[[Progress], None]] = None,
     say: Optional[Callable[[str], None]] = None,
+    paths: Optional[Paths] = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Run every cell not already done; record each (failed ones too); write the report. Returns (dir, cells)."""
-    from . import runs
-    from .collect import collect
-    from .report import write_experiment_report
+    """Run every cell not already done; record each (failed ones too); write the report. Returns (dir, cells).
 
+    Runs go under ``paths.runs``; the experiment's folder under ``root`` (None: ``paths.results``).
+    """
+    paths = paths or default_paths()
     say = say or (lambda _m: None)
     on_progress = on_progress or (lambda _p: None)
     cells = expand(experiment, quick)
-    out = results_dir(experiment, quick, root)
+    out = results_dir(experiment, quick, paths.results if root is None else root)
     out.mkdir(parents=True, exist_ok=True)
     (out / "experiment.json").write_text(json.dumps(experiment.model_dump(), indent=2) + "\n")
     recorded = {} if force else load_cells(out)
@@ -253,7 +256,7 @@ def run(
         record: dict[str, Any] = {"params": cell.params, "repeat": cell.repeat, "fields": cell.fields,
                                   "run_id": run_id, "started": time.time()}
         try:
-            runs.up(spec, say=say)
+            runner.up(spec, paths=paths, say=say)
             record["state"] = "succeeded"
         except FATAL:
             raise
@@ -267,7 +270,7 @@ def run(
             progress.failed += 1
             say(f"cell {cell.key} failed: {exc.message}; going on")
         try:
-            record["summary"] = collect([run_id], out_root=out / "runs")[0]
+            record["summary"] = collect([run_id], out_root=out / "runs", paths=paths)[0]
         except OrchError as exc:
             record["collect_error"] = exc.message
         recorded[cell.key] = record
@@ -277,64 +280,5 @@ def run(
     progress.current = "finished"
     on_progress(progress)
     current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
-    write_experiment_report(experiment, quick, current, out)
+    report.write_experiment_report(experiment, quick, current, metrics.aggregate(current), out)
     return out, current
-
-
-def _stats(values: list[float]) -> Optional[tuple[float, float, float]]:
-    from statistics import median
-
-    return (median(values), min(values), max(values)) if values else None
-
-
-def aggregate(cells: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per grid point: medians and ranges over repeats, and ratios to the matching 1-worker point."""
-    groups: dict[str, dict[str, Any]] = {}
-    for record in cells.values():
-        key = json.dumps(record["params"], sort_keys=True)
-        group = groups.setdefault(key, {"params": record["params"], "runs": 0, "failed": 0, "acc": [], "train": [],
-                                        "wall": [], "cpu": [], "net": [], "step": []})
-        group["runs"] += 1
-        summary = record.get("summary") or {}
-        if record.get("state") != "succeeded":
-            group["failed"] += 1
-            continue
-        workers = int(record["fields"].get("workers", summary.get("spec", {}).get("workers", 1)))
-        epochs = int(summary.get("spec", {}).get("epochs", 1))
-        for name, value in (("acc", summary.get("test_accuracy")), ("train", summary.get("train_seconds")),
-                            ("wall", summary.get("wall_seconds")), ("cpu", summary.get("cpu_mean_percent"))):
-            if value is not None:
-                group[name].append(value)
-        if summary.get("net_bytes") is not None:
-            group["net"].append(summary["net_bytes"] / workers)
-        steps = ((summary.get("workers") or [{}])[0]).get("steps_per_epoch")
-        if steps and summary.get("train_seconds"):
-            group["step"].append(summary["train_seconds"] / (epochs * steps))
-    rows = []
-    for group in groups.values():
-        rows.append({
-            "params": group["params"], "runs": group["runs"], "failed": group["failed"],
-            "test_accuracy": _stats(group["acc"]), "train_seconds": _stats(group["train"]),
-            "wall_seconds": _stats(group["wall"]), "cpu_mean_percent": _stats(group["cpu"]),
-            "net_bytes_per_worker": _stats(group["net"]), "step_seconds": _stats(group["step"]),
-        })
-
-    def others(row: dict[str, Any]) -> str:
-        return json.dumps({k: v for k, v in row["params"].items() if k != "workers"}, sort_keys=True)
-
-    baselines = {others(r): r for r in rows if r["params"].get("workers", 1) == 1 and r["train_seconds"]}
-    for row in rows:
-        base = baselines.get(others(row))
-        n = int(row["params"].get("workers", 1))
-        if base and row["train_seconds"]:
-            ratio = row["train_seconds"][0] / base["train_seconds"][0]
-            row.update(time_ratio=ratio, speedup=1 / ratio, efficiency=1 / ratio / n)
-        else:
-            row.update(time_ratio=None, speedup=None, efficiency=None)
-        if base and row["step_seconds"] and base["step_seconds"] and n > 1:
-            t1, tn = base["step_seconds"][0], row["step_seconds"][0]
-            row["sync_seconds_per_step"] = max(tn - t1, 0.0)
-            row["sync_share"] = max(tn - t1, 0.0) / tn
-        else:
-            row["sync_seconds_per_step"] = row["sync_share"] = None
-    return sorted(rows, key=lambda r: [str(r["params"].get(k)).zfill(12) for k in sorted(r["params"])])

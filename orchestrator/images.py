@@ -17,8 +17,8 @@ from typing import Callable, Optional
 from . import __version__
 from .engine import LABEL_INPUTS, LABEL_KIND, Engine
 from .errors import BuildError, ImageMissing, OrchError
+from .frameworks.tensorflow import IMAGE_KINDS, image_ref
 from .paths import Paths, asset_dir, default_paths
-from .plan import IMAGE_KINDS, image_ref
 
 DEFAULT_BASE = "orch-base:bookworm"
 # The interpreter, packages and environment: every trainer image is this plus the trainer code.

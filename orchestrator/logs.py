@@ -6,12 +6,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import datetime
 from typing import Iterable, Iterator, Optional
 
-from . import contract
-from .engine import ContainerState, Engine
+from .backends import Backend, ReplicaState
+from .timestamps import format_timestamp, parse_timestamp
+from .rundir import RunDir
 
 SAVED_LOG = "container.log"  # per worker: "<RFC 3339 time> <stdout|stderr> <line>" per line
 
@@ -29,12 +29,17 @@ _NOISE = re.compile(
 
 @dataclass(frozen=True)
 class LogRecord:
-    """One line a worker wrote."""
+    """One line a replica wrote."""
 
-    worker: int
+    worker: int  # the replica's index within its role
     stream: str  # stdout or stderr
     time: float  # Unix seconds, from the engine's timestamp
     line: str
+    role: str = "worker"
+
+    @property
+    def replica(self) -> str:
+        return f"{self.role}-{self.worker}"
 
 
 def is_noise(line: str) -> bool:
@@ -42,35 +47,22 @@ def is_noise(line: str) -> bool:
     return bool(_NOISE.match(line))
 
 
-def parse_timestamp(text: str) -> float:
-    """Unix seconds of an RFC 3339 timestamp with nanoseconds, as the engine writes them."""
-    text = text.rstrip("Z")
-    whole, _, frac = text.partition(".")
-    seconds = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
-    return seconds + (float("0." + frac) if frac else 0.0)
-
-
-def format_timestamp(t: float) -> str:
-    """RFC 3339 with microseconds, UTC."""
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_engine_line(raw: str, worker: int, stream: str) -> Optional[LogRecord]:
+def parse_engine_line(raw: str, worker: int, stream: str, role: str = "worker") -> Optional[LogRecord]:
     """A record from a line the engine returned with ``timestamps=True``."""
     stamp, _, line = raw.partition(" ")
     try:
-        return LogRecord(worker, stream, parse_timestamp(stamp), line)
+        return LogRecord(worker, stream, parse_timestamp(stamp), line, role)
     except ValueError:
         return None
 
 
-def parse_saved_line(raw: str, worker: int) -> Optional[LogRecord]:
+def parse_saved_line(raw: str, worker: int, role: str = "worker") -> Optional[LogRecord]:
     """A record from a line of a saved ``container.log``."""
     parts = raw.split(" ", 2)
     if len(parts) < 2 or parts[1] not in ("stdout", "stderr"):
         return None
     try:
-        return LogRecord(worker, parts[1], parse_timestamp(parts[0]), parts[2] if len(parts) > 2 else "")
+        return LogRecord(worker, parts[1], parse_timestamp(parts[0]), parts[2] if len(parts) > 2 else "", role)
     except ValueError:
         return None
 
@@ -80,38 +72,38 @@ def format_saved_line(record: LogRecord) -> str:
     return f"{format_timestamp(record.time)} {record.stream} {record.line}"
 
 
-def container_records(engine: Engine, container: ContainerState) -> list[LogRecord]:
-    """Every line a container has written so far, in time order."""
+def replica_records(backend: Backend, replica: ReplicaState) -> list[LogRecord]:
+    """Every line a replica has written so far, in time order."""
     records = []
     for stream in ("stdout", "stderr"):
-        for raw in engine.log_lines(container.id, stream):
-            record = parse_engine_line(raw, container.index, stream)
+        for raw in backend.log_lines(replica, stream):
+            record = parse_engine_line(raw, replica.index, stream, replica.role)
             if record is not None:
                 records.append(record)
     return sorted(records, key=lambda r: r.time)
 
 
-def save(engine: Engine, run_dir: Path, containers: Iterable[ContainerState], append: bool = False) -> None:
-    """Write each container's log to ``worker-<i>/container.log`` so it outlives the container.
+def save(backend: Backend, run: RunDir, replicas: Iterable[ReplicaState], append: bool = False) -> None:
+    """Write each replica's log to ``<role>-<i>/container.log`` so it outlives the replica.
 
-    With ``append`` (before a restart replaces the containers) earlier attempts' lines are kept.
+    With ``append`` (before a restart replaces the replicas) earlier attempts' lines are kept.
     """
-    for c in containers:
-        if c.index < 0:
+    for r in replicas:
+        if r.index < 0:
             continue
-        lines = [format_saved_line(r) for r in container_records(engine, c)]
-        with open(run_dir / contract.worker_dir(c.index) / SAVED_LOG, "a" if append else "w") as f:
+        lines = [format_saved_line(record) for record in replica_records(backend, r)]
+        with open(run.replica_dir(r.key) / SAVED_LOG, "a" if append else "w") as f:
             f.write("".join(line + "\n" for line in lines))
 
 
-def saved_records(run_dir: Path, workers: int) -> list[LogRecord]:
+def saved_records(run: RunDir, keys: list[tuple[str, int]]) -> list[LogRecord]:
     """The saved logs of a finished run, merged in time order."""
     records = []
-    for i in range(workers):
-        path = run_dir / contract.worker_dir(i) / SAVED_LOG
+    for role, index in keys:
+        path = run.replica_dir((role, index)) / SAVED_LOG
         if path.is_file():
             for raw in path.read_text(errors="replace").splitlines():
-                record = parse_saved_line(raw, i)
+                record = parse_saved_line(raw, index, role)
                 if record is not None:
                     records.append(record)
     return sorted(records, key=lambda r: r.time)
@@ -147,21 +139,21 @@ def select(records: Iterable[LogRecord], selection: LogFilter, tail: Optional[in
     return [r for r in kept if id(r) in last]
 
 
-def follow(engine: Engine, containers: list[ContainerState], since: float) -> Iterator[LogRecord]:
-    """Stream new lines from running containers, as they come, until every container has stopped."""
+def follow(backend: Backend, replicas: list[ReplicaState], since: float) -> Iterator[LogRecord]:
+    """Stream new lines from running replicas, as they come, until every replica has stopped."""
     pending: queue.Queue = queue.Queue()
     done = object()
 
-    def pump(container: ContainerState, stream: str) -> None:
+    def pump(replica: ReplicaState, stream: str) -> None:
         try:
-            for raw in engine.log_lines(container.id, stream, follow=True, since=since):
-                record = parse_engine_line(raw, container.index, stream)
+            for raw in backend.log_lines(replica, stream, follow=True, since=since):
+                record = parse_engine_line(raw, replica.index, stream, replica.role)
                 if record is not None:
                     pending.put(record)
         finally:
             pending.put(done)
 
-    threads = [threading.Thread(target=pump, args=(c, s), daemon=True) for c in containers for s in ("stdout", "stderr")]
+    threads = [threading.Thread(target=pump, args=(r, s), daemon=True) for r in replicas for s in ("stdout", "stderr")]
     for t in threads:
         t.start()
     remaining = len(threads)

@@ -1,30 +1,24 @@
-"""Plan, then apply: ``plan(spec)`` computes everything a run will do without touching Docker."""
+"""Plan, then apply: ``plan(spec)`` computes everything a run will do without touching an engine.
+
+A plan is the generic replicas (role, index, image, environment, labels, mounts) plus the backend's
+artifact rendered from them. ``orch render`` prints it; ``apply`` runs exactly it.
+"""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Optional
 
-from . import __version__, contract
+from . import __version__, backends, contract, frameworks
 from .data import dataset_dir
 from .engine import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from .paths import Paths
-from .render import render_compose
+from .replicas import Mount, Plan, Replica
 from .spec import JobSpec
-from .tfconfig import tf_config, tf_config_json
 
-IMAGE_REPO = "orch-trainer"
-IMAGE_KINDS = ("single", "multi")
-
-
-def image_ref(kind: str) -> str:
-    """The tag of orch's own trainer image of ``kind`` (single or multi) for this version."""
-    return f"{IMAGE_REPO}:{__version__}-{kind}"
+__all__ = ["Mount", "Plan", "Replica", "cpuset", "plan"]
 
 
 def cpuset(index: int, workers: int, host_cpus: int) -> str:
-    """The cores worker ``index`` pins itself to: its own share when there are enough, else one in turn.
+    """The cores replica ``index`` pins itself to: its own share when there are enough, else one in turn.
 
     With 1 worker on 2 cores that is "0-1" (no restriction); with 2, "0" and "1"; with 3, "0", "1", "0".
     """
@@ -36,118 +30,40 @@ def cpuset(index: int, workers: int, host_cpus: int) -> str:
     return str(first) if share == 1 else f"{first}-{first + share - 1}"
 
 
-@dataclass(frozen=True)
-class WorkerPlan:
-    """One container of a run."""
-
-    index: int
-    service: str
-    image: str
-    tf_config: Optional[dict]
-    env: dict[str, str]
-    labels: dict[str, str]
-    shares_network: bool
-    host_network: bool
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Everything ``apply`` will do for a spec."""
-
-    spec: JobSpec
-    project: str
-    run_dir: Path
-    data_dir: Path
-    compose_file: Path
-    compose_text: str
-    image: str
-    user: str
-    workers: tuple[WorkerPlan, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view, as `orch render --format json` prints it."""
-        return {
-            "run_id": self.spec.run_id,
-            "project": self.project,
-            "image": self.image,
-            "run_dir": str(self.run_dir),
-            "data_dir": str(self.data_dir),
-            "compose_file": str(self.compose_file),
-            "user": self.user,
-            "spec": self.spec.model_dump(),
-            "workers": [
-                {"index": w.index, "service": w.service, "tf_config": w.tf_config, "labels": w.labels}
-                for w in self.workers
-            ],
-            "compose": self.compose_text,
-        }
-
-
 def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 2) -> Plan:
-    """Compute the run directory, images, TF_CONFIGs and Compose file of ``spec``. Pure.
+    """Compute the run directory, image, rendezvous and backend artifact of ``spec``. Pure.
 
     ``host_cpus`` is the host's core count, for ``pin_cpus``.
     """
-    image = spec.image or image_ref("single" if spec.workers == 1 else "multi")
+    framework = frameworks.get(spec.framework.name)
+    backend = backends.get(spec.backend)
+    image = framework.image(spec)
     run_dir = paths.runs / spec.run_id
     data_dir = dataset_dir(paths.data, spec.dataset)
+    keys = spec.replica_keys()
+    addresses = backend.addresses(spec, keys, framework.port)
     job_json = json.dumps(spec.training_fields(), sort_keys=True, separators=(",", ":"))
-    workers = []
-    for i in range(spec.workers):
+    mounts = (Mount(str(data_dir), contract.DATA_MOUNT, True), Mount(str(run_dir), contract.OUT_MOUNT, False))
+    replicas = []
+    for position, key in enumerate(keys):
+        role, index = key
         env = {
             contract.ENV_RUN_ID: spec.run_id,
-            contract.ENV_WORKER_INDEX: str(i),
-            contract.ENV_NUM_WORKERS: str(spec.workers),
+            contract.ENV_WORKER_INDEX: str(index),
+            contract.ENV_NUM_WORKERS: str(spec.role_replicas(role)),
             contract.ENV_JOB: job_json,
             contract.ENV_DATA_DIR: contract.DATA_MOUNT,
             contract.ENV_OUT_DIR: contract.OUT_MOUNT,
+            **framework.env(spec, key, addresses),
         }
-        config = tf_config_json(spec, i)
-        if config is not None:
-            env["TF_CONFIG"] = config
         if spec.pin_cpus:
-            env[contract.ENV_CPUS] = cpuset(i, spec.workers, host_cpus)
+            env[contract.ENV_CPUS] = cpuset(position, len(keys), host_cpus)
         if spec.threads:
-            env["OMP_NUM_THREADS"] = str(spec.threads)  # read at TensorFlow's import, before the trainer runs
-        labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: "worker", LABEL_INDEX: str(i), "orch.version": __version__}
-        workers.append(
-            WorkerPlan(
-                index=i,
-                service=f"worker-{i}",
-                image=image,
-                tf_config=tf_config(spec, i),
-                env=env,
-                labels=labels,
-                shares_network=spec.network == "shared" and i > 0,
-                host_network=spec.network == "host",
-            )
-        )
-    project = f"orch-{spec.run_id}"
-    text = render_compose(
-        {
-            "version": __version__,
-            "run_id": spec.run_id,
-            "project": project,
-            "workers": workers,
-            "user": user,
-            "data_dir": str(data_dir),
-            "run_dir": str(run_dir),
-            "data_mount": contract.DATA_MOUNT,
-            "out_mount": contract.OUT_MOUNT,
-            "memory_mb": spec.memory_mb,
-            "pids_limit": spec.pids_limit,
-            "cpus": spec.cpus,
-            "run_label": LABEL_RUN,
-        }
-    )
-    return Plan(
-        spec=spec,
-        project=project,
-        run_dir=run_dir,
-        data_dir=data_dir,
-        compose_file=run_dir / "compose.yml",
-        compose_text=text,
-        image=image,
-        user=user,
-        workers=tuple(workers),
-    )
+            env["OMP_NUM_THREADS"] = str(spec.threads)  # read at the framework's import, before the trainer runs
+        labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: role, LABEL_INDEX: str(index), "orch.version": __version__}
+        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=mounts,
+                                rendezvous=framework.describe(spec, key, addresses)))
+    draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
+                 data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
+                 artifact_name=backend.artifact_name, artifact="")
+    return Plan(**{**draft.__dict__, "artifact": backend.render(draft)})

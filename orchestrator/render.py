@@ -1,4 +1,4 @@
-"""Pure renderers: plan data in, Compose text out."""
+"""Pure renderers: plan data in, text out. Templates hold layout only; every value goes through ``q``."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,6 @@ from typing import Any
 import jinja2
 
 from .paths import asset_dir
-
-TEMPLATE = "job.yml.j2"
 
 
 def yaml_quote(value: Any) -> str:
@@ -33,6 +31,6 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_compose(context: dict[str, Any]) -> str:
-    """Render the Compose file of a job from its template context."""
-    return _environment().get_template(TEMPLATE).render(**context)
+def render_template(name: str, context: dict[str, Any]) -> str:
+    """Render template ``name`` of compose-templates/ with ``context``."""
+    return _environment().get_template(name).render(**context)

@@ -1,14 +1,26 @@
-"""Plots of collected runs, as PNG files. Pure functions of the collected data; matplotlib's Agg backend."""
+"""Plots of collected runs as PNG files, and an experiment's report.md.
+
+Pure functions of data collected and aggregated elsewhere: this module reads no run and runs nothing.
+The figures in the report come from ``metrics``; matplotlib (Agg backend) is imported on the first plot.
+"""
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from . import metrics
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _per_container(stats: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -18,16 +30,16 @@ def _per_container(stats: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, 
     return {name: sorted(rows, key=lambda r: r["time"]) for name, rows in sorted(series.items())}
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
 def cpu_plot(stats: Sequence[dict[str, Any]], start: float, epoch_ends: Sequence[float], title: str, path: Path) -> Path:
     """CPU % (100 = one core) per container over time, with the epoch boundaries marked."""
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = _pyplot().subplots(figsize=(9, 4))
     for name, rows in _per_container(stats).items():
         ax.plot([r["time"] - start for r in rows], [r["cpu_percent"] for r in rows], label=name, linewidth=1.4)
     for i, t in enumerate(epoch_ends):
@@ -41,7 +53,7 @@ def cpu_plot(stats: Sequence[dict[str, Any]], start: float, epoch_ends: Sequence
 
 def network_plot(stats: Sequence[dict[str, Any]], start: float, title: str, path: Path) -> Path:
     """Network throughput (received plus sent) per container over time."""
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = _pyplot().subplots(figsize=(9, 4))
     for name, rows in _per_container(stats).items():
         t = np.array([r["time"] for r in rows])
         total = np.array([r["net_rx_bytes"] + r["net_tx_bytes"] for r in rows], dtype=float)
@@ -57,7 +69,7 @@ def network_plot(stats: Sequence[dict[str, Any]], start: float, title: str, path
 
 def training_plot(epochs: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
     """Loss and accuracy per epoch, training and validation."""
-    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (loss_ax, acc_ax) = _pyplot().subplots(1, 2, figsize=(9, 3.6))
     x = [e["epoch"] for e in epochs]
     for key, ax in (("loss", loss_ax), ("accuracy", acc_ax)):
         ax.plot(x, [e.get(key) for e in epochs], marker="o", label=f"train {key}")
@@ -74,7 +86,7 @@ def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray
     count = len(images)
     cols = min(5, count) or 1
     rows = max(1, -(-count // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(cols * 1.6, rows * 1.8))
+    fig, axes = _pyplot().subplots(rows, cols, figsize=(cols * 1.6, rows * 1.8))
     for ax, i in zip(np.atleast_1d(axes).ravel(), range(rows * cols)):
         ax.axis("off")
         if i >= count:
@@ -89,7 +101,7 @@ def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray
 def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
               path: Path) -> Path:
     """One line per named (x, y) series."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _pyplot().subplots(figsize=(7, 4))
     for name, (x, y) in series.items():
         ax.plot(x, y, marker="o", label=name)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
@@ -98,7 +110,7 @@ def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel
     return _save(fig, path)
 
 
-def _median_range(value: Optional[tuple[float, float, float]], spec: str, scale: float = 1.0) -> str:
+def _median_range(value: Optional[metrics.MedianRange], spec: str, scale: float = 1.0) -> str:
     if value is None:
         return "-"
     med, lo, hi = (v * scale for v in value)
@@ -130,48 +142,30 @@ def machine_description() -> str:
             f"{platform.system()} {platform.release()}, Docker engine {engine}, orch {__version__}")
 
 
-def write_experiment_report(experiment, quick: bool, cells: dict[str, Any], out: Path) -> Path:
-    """Write report.md and its plots for an experiment's recorded cells."""
-    from datetime import datetime
+def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Per line of the plot, the median of ``metric`` against workers."""
+    out = {}
+    for label, group in by_line.items():
+        points = sorted((metrics.point_workers(r), r[metric][0]) for r in group if r[metric])
+        if points:
+            out[label] = ([p[0] for p in points], [p[1] for p in points])
+    return out
 
-    from .experiments import aggregate
 
-    rows = aggregate(cells)
-    axes = sorted({k for r in rows for k in r["params"]} - {"workers"})
-    plots = []
+def _plots(rows: list[dict[str, Any]], axes: list[str], out: Path) -> list[Path]:
     by_line: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        label = ", ".join(f"{k} {r['params'][k]}" for k in axes) or "all"
-        by_line.setdefault(label, []).append(r)
+        by_line.setdefault(", ".join(f"{k} {r['params'][k]}" for k in axes) or "all", []).append(r)
+    if not any(r["train_seconds"] for r in rows):
+        return []
+    return [line_plot(_series(by_line, "train_seconds"), "workers", "train time, s (median)", "Time vs workers",
+                      out / "time-vs-workers.png"),
+            line_plot(_series(by_line, "test_accuracy"), "workers", "test accuracy (median)", "Accuracy vs workers",
+                      out / "accuracy-vs-workers.png")]
 
-    def series(metric: str) -> dict[str, tuple[list[float], list[float]]]:
-        out_series = {}
-        for label, group in by_line.items():
-            points = sorted((r["params"].get("workers", 1), r[metric][0]) for r in group if r[metric])
-            if points:
-                out_series[label] = ([p[0] for p in points], [p[1] for p in points])
-        return out_series
 
-    if any(r["train_seconds"] for r in rows):
-        plots.append(line_plot(series("train_seconds"), "workers", "train time, s (median)", "Time vs workers",
-                               out / "time-vs-workers.png"))
-        plots.append(line_plot(series("test_accuracy"), "workers", "test accuracy (median)", "Accuracy vs workers",
-                               out / "accuracy-vs-workers.png"))
-    spec_fields = next(iter(cells.values()))["fields"] if cells else {}
-    lines = [f"# {experiment.report.title or experiment.name}", ""]
-    if experiment.description:
-        lines += [experiment.description.strip(), ""]
-    lines += [
-        f"- Machine: {machine_description()}",
-        f"- Written: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
-        + (" — **quick mode** (`--quick`): scaled down, for a demo, not for conclusions" if quick else ""),
-        f"- Fixed for every cell: " + ", ".join(f"{k} {v}" for k, v in sorted(spec_fields.items())
-                                                 if k not in rows[0]["params"]) if rows else "- No cells ran.",
-        f"- Cells: {len(cells)} runs over {len(rows)} grid points; figures are the median over repeats, "
-        "with the min–max range in brackets.",
-        "",
-        "## Results",
-        "",
+def _results_table(rows: list[dict[str, Any]], axes: list[str]) -> list[str]:
+    lines = [
         "| " + " | ".join([*(["workers"] + axes), "runs", "test accuracy", "train s", "wall s", "T(N)/T(1)",
                           "speedup", "efficiency", "CPU % per container", "network MB per worker"]) + " |",
         "|" + " --- |" * (len(axes) + 10),
@@ -179,23 +173,23 @@ def write_experiment_report(experiment, quick: bool, cells: dict[str, Any], out:
     for r in rows:
         runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
         lines.append("| " + " | ".join([
-            str(r["params"].get("workers", 1)), *(str(r["params"].get(a)) for a in axes), runs,
+            str(metrics.point_workers(r)), *(str(r["params"].get(a)) for a in axes), runs,
             _median_range(r["test_accuracy"], ".4f"), _median_range(r["train_seconds"], ".2f"),
             _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
             _opt(r["efficiency"], ".3f"), _median_range(r["cpu_mean_percent"], ".0f"),
             _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
         ]) + " |")
-    lines += ["", "T(N)/T(1) is the median train time of N workers over that of one worker on the same data: "
-              "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N. CPU is in "
-              "percent of one core per container. Network is bytes received plus sent by each worker.", ""]
-    if plots:
-        lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    return lines
+
+
+def _why(rows: list[dict[str, Any]], axes: list[str]) -> list[str]:
+    """One line per grid point with a synchronisation cost: its step time against its baseline's."""
+    index = metrics.point_baselines(rows)
     why = []
     for r in rows:
-        if r.get("sync_share") is None:
+        base = metrics.point_baseline(r, index)
+        if r.get("sync_share") is None or base is None or not base["step_seconds"]:
             continue
-        base = next((b for b in rows if b["params"].get("workers", 1) == 1 and
-                     all(b["params"].get(a) == r["params"].get(a) for a in axes)), None)
         label = ", ".join(f"{a} {r['params'][a]}" for a in axes)
         why.append(
             f"- **{r['params'].get('workers')} workers{', ' + label if label else ''}:** a training step takes "
@@ -205,8 +199,41 @@ def write_experiment_report(experiment, quick: bool, cells: dict[str, Any], out:
             f"the all-reduce of the gradients and the wait for the slowest worker."
             + (f" Each worker moved {r['net_bytes_per_worker'][0] / 1e6:.1f} MB." if r["net_bytes_per_worker"] else "")
         )
-    if why:
-        lines += ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""]
+    return ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""] if why else []
+
+
+def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Mapping[str, Any]],
+                            rows: list[dict[str, Any]], out: Path) -> Path:
+    """Write report.md and its plots into ``out``.
+
+    ``experiment`` is an ``experiments.Experiment`` (name, description, report options); ``cells`` its
+    recorded cells (cells.json); ``rows`` those cells aggregated by ``metrics.aggregate``.
+    """
+    axes = sorted({k for r in rows for k in r["params"]} - {"workers"})
+    plots = _plots(rows, axes, out)
+    spec_fields = next(iter(cells.values()))["fields"] if cells else {}
+    lines = [f"# {experiment.report.title or experiment.name}", ""]
+    if experiment.description:
+        lines += [experiment.description.strip(), ""]
+    lines += [
+        f"- Machine: {machine_description()}",
+        f"- Written: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
+        + (" — **quick mode** (`--quick`): scaled down, for a demo, not for conclusions" if quick else ""),
+        "- Fixed for every cell: " + ", ".join(f"{k} {v}" for k, v in sorted(spec_fields.items())
+                                                if k not in rows[0]["params"]) if rows else "- No cells ran.",
+        f"- Cells: {len(cells)} runs over {len(rows)} grid points; figures are the median over repeats, "
+        "with the min–max range in brackets.",
+        "",
+        "## Results",
+        "",
+        *_results_table(rows, axes),
+        "", "T(N)/T(1) is the median train time of N workers over that of one worker on the same data: "
+        "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N. CPU is in "
+        "percent of one core per container. Network is bytes received plus sent by each worker.", "",
+    ]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    lines += _why(rows, axes)
     if experiment.report.reference:
         lines += [f"## {experiment.report.reference_title or 'Reference'}", "",
                   "| setup | data | accuracy | time |", "| --- | --- | --- | --- |"]

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import psutil
 
-from .engine import ContainerState, Engine
+from .backends import Backend, ReplicaState
 
 STATS_FILE = "stats.csv"
 HOST_FILE = "host.csv"
@@ -73,17 +73,17 @@ def parse_stats(raw: dict[str, Any], worker: int, container: str, now: float) ->
 
 
 class Sampler:
-    """Samples every container of a run about once per ``interval`` while it runs.
+    """Samples every replica of a run about once per ``interval`` while it runs.
 
     One thread per container reads the Engine's stats stream (one record a second); one thread
     samples the host with psutil on the same clock. With ``out_dir``, each sample is appended to
     ``stats.csv`` / ``host.csv`` and flushed at once, so a crash loses at most one interval.
     """
 
-    def __init__(self, engine: Engine, out_dir: Optional[Path] = None, interval: float = 1.0) -> None:
+    def __init__(self, backend: Backend, out_dir: Optional[Path] = None, interval: float = 1.0) -> None:
         if interval < 1.0:
             raise ValueError("the Engine streams stats once a second; the interval must be at least 1 s")
-        self.engine = engine
+        self.backend = backend
         self.interval = interval
         self.out_dir = out_dir
         self.latest: dict[int, StatsSample] = {}
@@ -94,8 +94,8 @@ class Sampler:
         self._stats_writer: Optional[csv.DictWriter] = None
         self._host_writer: Optional[csv.writer] = None
 
-    def start(self, containers: list[ContainerState]) -> "Sampler":
-        """Start sampling ``containers`` and the host."""
+    def start(self, replicas: list[ReplicaState]) -> "Sampler":
+        """Start sampling ``replicas`` and the host."""
         if self.out_dir is not None:
             stats_file = open(self.out_dir / STATS_FILE, "a", newline="")
             host_file = open(self.out_dir / HOST_FILE, "a", newline="")
@@ -108,17 +108,17 @@ class Sampler:
                 cores = psutil.cpu_count() or 1
                 self._host_writer.writerow(["time", "cpu_percent", *[f"cpu{i}_percent" for i in range(cores)],
                                             "mem_used_bytes", "mem_total_bytes"])
-        for c in containers:
-            self._spawn(f"orch-stats-{c.name}", self._sample_container, c)
+        for r in replicas:
+            self._spawn(f"orch-stats-{r.name}", self._sample_replica, r)
         self._spawn("orch-stats-host", self._sample_host)
         return self
 
     def _spawn(self, name: str, target, *args) -> None:
         threading.Thread(target=target, args=args, daemon=True, name=name).start()
 
-    def _sample_container(self, container: ContainerState) -> None:
+    def _sample_replica(self, container: ReplicaState) -> None:
         last = 0.0
-        for raw in self.engine.stats_stream(container.id):
+        for raw in self.backend.stats_stream(container):
             if self._stop.is_set():
                 return
             now = time.time()

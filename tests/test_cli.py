@@ -28,7 +28,7 @@ def test_render_prints_the_compose_file_and_starts_nothing(orch_env):
 def test_render_json_has_every_tf_config(orch_env):
     proc = run_orch(["render", "-n", "2", "--run-id", "r", "--format", "json"], orch_env)
     plan = json.loads(proc.stdout)
-    assert [w["tf_config"]["task"]["index"] for w in plan["workers"]] == [0, 1]
+    assert [r["tf_config"]["task"]["index"] for r in plan["replicas"]] == [0, 1]
 
 
 @pytest.mark.parametrize(
@@ -72,13 +72,13 @@ def test_missing_image_says_to_build(orch_env, tmp_path):
 
 @pytest.mark.docker
 def test_missing_own_image_names_orch_build(monkeypatch, tmp_path):
-    from orchestrator import plan as plan_module
-    from orchestrator import runs
+    from orchestrator import runner
     from orchestrator.errors import ImageMissing
+    from orchestrator.frameworks import tensorflow
     from orchestrator.paths import Paths
     from orchestrator.spec import make_spec
 
-    monkeypatch.setattr(plan_module, "__version__", "0.0.0-never-built")
+    monkeypatch.setattr(tensorflow, "__version__", "0.0.0-never-built")
     with pytest.raises(ImageMissing, match="run `orch build`"):
-        runs.up(make_spec(dataset="synthetic", run_id="never"), paths=Paths(tmp_path / "runs", tmp_path / "cache"))
+        runner.up(make_spec(dataset="synthetic", run_id="never"), paths=Paths(tmp_path / "runs", tmp_path / "cache"))
     assert orch_containers("never") == []

@@ -1,12 +1,19 @@
-"""`orch collect`: comparison arithmetic (pure), and files, plots and JSON from real runs."""
+"""`orch collect`: comparison rows (pure), a run folder written by hand, and files, plots and JSON from real runs."""
 import csv
 import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
-from orchestrator.collect import compare
+from orchestrator import contract
+from orchestrator.collect import collect, compare, summarize
+from orchestrator.errors import RunNotFound
+from orchestrator.paths import Paths
+from orchestrator.rundir import RunDir, RunInfo, RunState
+from orchestrator.spec import make_spec
+from orchestrator.stats import STATS_FIELDS
 
 from .conftest import run_orch
 
@@ -34,6 +41,82 @@ def test_ratio_speedup_and_efficiency_against_the_matching_baseline():
 def test_failed_baseline_is_not_used():
     rows = compare([_summary("a", 1, 10.0, failed=True), _summary("b", 3, 30.0)])
     assert rows[1]["time_ratio"] is None
+
+
+def _event(worker, kind, when, **fields):
+    return json.dumps({"v": contract.CONTRACT_VERSION, "event": kind, "worker": worker, "time": when, **fields})
+
+
+def _fake_run(paths: Paths, run_id: str, workers: int = 2, state: RunState = RunState.SUCCEEDED) -> RunDir:
+    """A run folder as runner.apply leaves it, written by hand: record, events, results, stats, predictions."""
+    spec = make_spec(workers=workers, dataset="synthetic", samples=6000, epochs=2, collective="auto", run_id=run_id)
+    run = RunDir.of(paths, run_id)
+    for key in spec.replica_keys():
+        folder = run.replica_dir(key)
+        folder.mkdir(parents=True)
+        i = key[1]
+        lines = [_event(i, "start", 100.0, stage="training"),
+                 _event(i, "epoch", 110.0, epoch=1, epochs=2, loss=0.9, accuracy=0.5, samples=1900),
+                 _event(i, "epoch", 120.0, epoch=2, epochs=2, loss=0.5, accuracy=0.7, samples=1900),
+                 _event(i, "epoch", 130.0, epoch=2, epochs=2, loss=0.4, accuracy=0.8, samples=1900),  # redone
+                 _event(i, "done", 131.0, train_seconds=30.0 + i, test_accuracy=0.8)]
+        (folder / contract.EVENTS_FILE).write_text("\n".join(lines) + "\n")
+        if state == RunState.SUCCEEDED:
+            (folder / contract.RESULT_FILE).write_text(json.dumps({
+                "v": contract.CONTRACT_VERSION, "worker": i, "replicas": workers, "global_batch": 96,
+                "steps_per_epoch": 40, "samples_per_epoch": [1920, 1920], "train_seconds": 30.0 + i,
+                "test_accuracy": 0.8}))
+            np.savez(run.predictions(key), x=np.zeros((3, 784)), y_true=np.array([1, 2, 3]),
+                     y_pred=np.array([1, 2, 0]))
+    with open(run.path / "stats.csv", "w") as f:
+        f.write(",".join(STATS_FIELDS) + "\n")
+        for t in range(3):
+            for i in range(workers):
+                row = [100 + t, i, f"{run_id}-worker-{i}", 50 + t, 10**8, 2**31, 10**6 * t, 2 * 10**6 * t, 0, 0, 9]
+                f.write(",".join(map(str, row)) + "\n")
+    workers_rec = [{"worker": i, "exit_code": 0 if state == RunState.SUCCEEDED else 137} for i in range(workers)]
+    run.write_record(RunInfo(run_id=run_id, state=state, spec=spec, started=99.0, wall_seconds=40.0,
+                             error=None if state == RunState.SUCCEEDED else "worker-0 was killed", workers=workers_rec))
+    return run
+
+
+def test_collect_a_run_written_by_hand(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    _fake_run(paths, "hand-w2")
+    [summary] = collect(["hand-w2"], paths=paths)  # out_root None: paths.results
+    jsonschema.validate(summary, SCHEMA)
+    out = tmp_path / "results" / "hand-w2"
+    assert summary["results_dir"] == str(out) and json.loads((out / "summary.json").read_text()) == summary
+    assert summary["spec"]["workers"] == 2 and summary["spec"]["framework"]["collective"] == "auto"
+    assert summary["train_seconds"] == 31.0 and summary["test_accuracy"] == 0.8 and not summary["failed"]
+    assert summary["epochs_completed"] == 2 and summary["net_bytes"] == 2 * 6 * 10**6
+    assert [w["exit_code"] for w in summary["workers"]] == [0, 0]
+    with open(out / "epochs.csv", newline="") as f:
+        epochs = list(csv.DictReader(f))
+    assert [(e["worker"], e["epoch"], e["loss"]) for e in epochs] == [
+        ("0", "1", "0.9"), ("0", "2", "0.4"), ("1", "1", "0.9"), ("1", "2", "0.4")]  # the redone epoch once
+    for name in ("cpu.png", "network.png", "training.png", "predictions-worker-0.png", "predictions-worker-1.png"):
+        assert name in summary["files"] and (out / name).read_bytes().startswith(PNG_MAGIC), name
+    assert "stats.csv" in summary["files"] and "host.csv" not in summary["files"]
+
+
+def test_collect_a_failed_run_and_the_newest_by_default(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    _fake_run(paths, "hand-failed", workers=1, state=RunState.FAILED)
+    [summary] = collect(None, out_root=tmp_path / "elsewhere", paths=paths)
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["run_id"] == "hand-failed" and summary["failed"] and summary["error"] == "worker-0 was killed"
+    assert summary["workers"][0]["exit_code"] == 137 and summary["workers"][0]["train_seconds"] is None
+    assert summary["workers"][0]["samples_per_epoch"] == [1900, 1900]  # from the events (redone epoch once)
+    assert (tmp_path / "elsewhere" / "hand-failed" / "summary.json").is_file()
+
+
+def test_summarize_and_collect_refuse_what_is_not_a_run(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    with pytest.raises(RunNotFound):
+        summarize(RunDir(tmp_path / "nothing"))
+    with pytest.raises(RunNotFound):
+        collect(["missing"], paths=paths)
 
 
 @pytest.mark.docker

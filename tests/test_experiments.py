@@ -1,11 +1,13 @@
-"""Experiment files: loading, grid expansion, quick mode, resume, aggregation; and a live --quick sweep."""
+"""Experiment files: loading, grid expansion, quick mode, resume, the sweep with faked runs; and a live --quick sweep."""
 import json
-from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import InvalidSpec
-from orchestrator.experiments import Cell, aggregate, expand, is_done, load, parse
+from orchestrator import experiments, report
+from orchestrator.errors import InvalidSpec, WorkerFailed
+from orchestrator.experiments import SWEEPABLE, Cell, expand, is_done, load, load_cells, parse, results_dir
+from orchestrator.paths import Paths
+from orchestrator.spec import flat_field_names
 
 from .conftest import ROOT, run_orch
 
@@ -76,24 +78,65 @@ def test_resume_skips_only_succeeded_cells_with_the_same_spec():
     assert not is_done(None, cell)
 
 
-def _cell(workers, samples, seconds, state="succeeded", acc=0.9):
-    summary = {"test_accuracy": acc, "train_seconds": seconds, "wall_seconds": seconds + 10, "cpu_mean_percent": 80.0,
-               "net_bytes": 3_000_000 * workers, "spec": {"epochs": 5, "workers": workers},
-               "workers": [{"steps_per_epoch": 100}]}
-    return {"params": {"workers": workers, "samples": samples}, "fields": {"workers": workers, "samples": samples},
-            "state": state, "summary": summary if state == "succeeded" else {}}
+def test_sweepable_fields_are_the_flat_spec_fields():
+    assert set(SWEEPABLE) == set(flat_field_names()) - {"run_id", "roles"}
+    for name in ("workers", "samples", "global_batch", "network", "threads", "cpus", "memory_mb", "pids_limit",
+                 "steps_per_execution", "collective", "bytes_per_pack", "log_reduction", "cache", "prefetch"):
+        assert name in SWEEPABLE, name
 
 
-def test_aggregate_medians_ratios_and_sync_share():
-    cells = {"a": _cell(1, 5000, 2.0), "b": _cell(1, 5000, 4.0), "c": _cell(1, 5000, 3.0),
-             "d": _cell(3, 5000, 30.0), "e": _cell(3, 5000, 0, state="failed")}
-    rows = {r["params"]["workers"]: r for r in aggregate(cells)}
-    assert rows[1]["train_seconds"] == (3.0, 2.0, 4.0)
-    assert rows[3]["time_ratio"] == pytest.approx(10.0) and rows[3]["efficiency"] == pytest.approx(1 / 30)
-    assert rows[3]["runs"] == 2 and rows[3]["failed"] == 1
-    # 30 s / 500 steps = 60 ms per step against 6 ms: 54 ms, 90 % of the step, is synchronisation.
-    assert rows[3]["sync_seconds_per_step"] == pytest.approx(0.054) and rows[3]["sync_share"] == pytest.approx(0.9)
-    assert rows[3]["net_bytes_per_worker"][0] == 3_000_000
+def test_framework_options_sweep_as_flat_fields():
+    exp = parse("name: t\nbase: {dataset: synthetic, steps_per_execution: 10}\n"
+                "grid: {collective: [ring, auto], workers: [1, 2]}\n")
+    cells = expand(exp)
+    assert [c.key for c in cells][:2] == ["collectivering-workers1-r0", "collectivering-workers2-r0"]
+    assert cells[-1].fields == {"dataset": "synthetic", "steps_per_execution": 10, "collective": "auto", "workers": 2}
+
+
+def test_results_dir_defaults_to_the_results_root(monkeypatch, tmp_path):
+    exp = parse(GRID)
+    monkeypatch.setenv("ORCH_RESULTS_DIR", str(tmp_path / "res"))
+    assert results_dir(exp, False) == tmp_path / "res" / "t"
+    assert results_dir(exp, True, tmp_path / "other") == tmp_path / "other" / "t-quick"
+
+
+def _summary(spec, seconds):
+    return {"run_id": spec.run_id, "state": "succeeded", "failed": False, "spec": spec.model_dump(mode="json"),
+            "train_seconds": seconds, "test_accuracy": 0.9, "wall_seconds": seconds + 5, "cpu_mean_percent": 90.0,
+            "net_bytes": 1_000_000 * spec.workers, "workers": [{"steps_per_epoch": 10}], "files": []}
+
+
+def test_run_records_cells_writes_the_report_and_resumes(monkeypatch, tmp_path):
+    """The sweep's plumbing with runner.up and collect faked: no engine."""
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    started, specs = [], {}
+
+    def fake_up(spec, paths=None, say=None, **_kwargs):
+        started.append(spec.run_id)
+        specs[spec.run_id] = spec
+        if spec.workers == 3:
+            raise WorkerFailed(0, 137, "worker-0 was killed")
+
+    def fake_collect(run_ids, out_root=None, paths=None):
+        spec = specs[run_ids[0]]
+        return [_summary(spec, 10.0 * spec.workers)]
+
+    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments, "collect", fake_collect)
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+    exp = parse("name: fake\nbase: {dataset: synthetic, epochs: 1, samples: 6000}\ngrid: {workers: [1, 2, 3]}\n")
+    out, cells = experiments.run(exp, paths=paths)
+    assert out == tmp_path / "results" / "fake" and len(started) == 3
+    assert load_cells(out) == json.loads(json.dumps(cells, default=str))
+    assert [c["state"] for c in cells.values()] == ["succeeded", "succeeded", "failed"]
+    assert json.loads((out / "experiment.json").read_text())["name"] == "fake"
+    text = (out / "report.md").read_text()
+    assert "a test machine" in text and "## Failed cells" in text and "## Why" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 2 |")]
+    assert rows and "2.00x" in rows[0] and "0.500" in rows[0]  # T(2)/T(1) = 20 s / 10 s; speedup 0.5
+    assert (out / "time-vs-workers.png").is_file()
+    out_again, _ = experiments.run(exp, paths=paths)
+    assert out_again == out and len(started) == 4  # only the failed cell ran again
 
 
 @pytest.mark.docker

@@ -25,12 +25,12 @@ def _golden(name: str, text: str) -> str:
 def test_three_worker_compose_matches_golden():
     p = plan(make_spec(run_id="golden", workers=3), PATHS, user="1000:1000")
     # Regenerate after an intended change with ORCH_UPDATE_GOLDEN=1, and review the diff.
-    assert p.compose_text == _golden("compose-3-workers.yml", p.compose_text)
+    assert p.artifact == _golden("compose-3-workers.yml", p.artifact)
 
 
 def test_rendered_compose_is_what_the_plan_says():
     p = plan(make_spec(run_id="r3", workers=3, cpus=0.5), PATHS, user="1000:1000")
-    doc = yaml.safe_load(p.compose_text)
+    doc = yaml.safe_load(p.artifact)
     assert doc["name"] == "orch-r3"
     assert sorted(doc["services"]) == ["worker-0", "worker-1", "worker-2"]
     for i in range(3):
@@ -48,19 +48,19 @@ def test_rendered_compose_is_what_the_plan_says():
 
 def test_single_worker_uses_single_image_and_no_tf_config():
     p = plan(make_spec(run_id="r1", workers=1), PATHS)
-    svc = yaml.safe_load(p.compose_text)["services"]["worker-0"]
+    svc = yaml.safe_load(p.artifact)["services"]["worker-0"]
     assert svc["image"].endswith("-single") and "TF_CONFIG" not in svc["environment"]
 
 
 def test_shared_network_joins_worker_0_namespace():
-    doc = yaml.safe_load(plan(make_spec(run_id="r", workers=2, network="shared"), PATHS).compose_text)
+    doc = yaml.safe_load(plan(make_spec(run_id="r", workers=2, network="shared"), PATHS).artifact)
     assert doc["services"]["worker-1"]["network_mode"] == "service:worker-0"
     assert "networks" not in doc["services"]["worker-1"]
 
 
 def test_plan_is_pure_and_repeatable():
     spec = make_spec(run_id="same", workers=2)
-    assert plan(spec, PATHS).compose_text == plan(spec, PATHS).compose_text
+    assert plan(spec, PATHS).artifact == plan(spec, PATHS).artifact
 
 
 def test_quoting_cannot_add_keys_or_interpolate():
@@ -72,10 +72,10 @@ def test_quoting_cannot_add_keys_or_interpolate():
 def test_host_network_uses_a_port_block_of_its_own():
     a = plan(make_spec(run_id="host-a", workers=2, network="host"), PATHS)
     b = plan(make_spec(run_id="host-b", workers=2, network="host"), PATHS)
-    doc = yaml.safe_load(a.compose_text)
+    doc = yaml.safe_load(a.artifact)
     assert all(svc["network_mode"] == "host" for svc in doc["services"].values())
     assert "networks" not in doc["services"]["worker-0"]
-    ports = lambda p: {addr.split(":")[1] for w in p.workers for addr in w.tf_config["cluster"]["worker"]}  # noqa: E731
+    ports = lambda p: {addr.split(":")[1] for r in p.replicas for addr in r.rendezvous["tf_config"]["cluster"]["worker"]}  # noqa: E731
     assert ports(a) != ports(b)
 
 
@@ -90,11 +90,11 @@ def test_cpu_shares():
 
 def test_threads_and_pinning_reach_the_containers():
     p = plan(make_spec(run_id="t", workers=3, threads=1, pin_cpus=True), PATHS, host_cpus=2)
-    doc = yaml.safe_load(p.compose_text)
+    doc = yaml.safe_load(p.artifact)
     # Pinning is the trainer's own, after TensorFlow's import, so the container's cpuset stays open.
     assert [doc["services"][f"worker-{i}"]["environment"]["ORCH_CPUS"] for i in range(3)] == ["0", "1", "0"]
     assert not any("cpuset" in service for service in doc["services"].values())
-    unpinned = yaml.safe_load(plan(make_spec(run_id="t", workers=3, pin_cpus=False), PATHS).compose_text)
+    unpinned = yaml.safe_load(plan(make_spec(run_id="t", workers=3, pin_cpus=False), PATHS).artifact)
     assert not any("ORCH_CPUS" in service["environment"] for service in unpinned["services"].values())
     assert doc["services"]["worker-2"]["environment"]["OMP_NUM_THREADS"] == "1"
     assert json.loads(doc["services"]["worker-2"]["environment"]["ORCH_JOB"])["threads"] == 1

@@ -49,3 +49,38 @@ def test_invalid_fields_are_named(fields, message):
 
 def test_every_field_has_a_description():
     assert all(field.description for field in JobSpec.model_fields.values())
+
+
+def test_framework_options_nest_and_flatten_back():
+    spec = make_spec(run_id="r1", workers=3, collective="auto", steps_per_execution=7)
+    assert spec.framework.name == "tensorflow" and spec.framework.collective == "auto"
+    assert spec.flat()["collective"] == "auto" and "framework" in spec.flat() and "roles" not in spec.flat()
+    assert make_spec(**spec.flat()) == spec
+    assert spec.replace(steps_per_execution=9).framework.steps_per_execution == 9
+    assert JobSpec.model_validate(spec.model_dump(mode="json")) == spec
+
+
+def test_roles_default_to_the_workers_and_follow_replace():
+    spec = make_spec(run_id="r1", workers=3)
+    assert [(r.name, r.replicas) for r in spec.roles] == [("worker", 3)]
+    assert spec.replica_keys() == [("worker", 0), ("worker", 1), ("worker", 2)]
+    assert spec.replace(workers=2).replica_keys() == [("worker", 0), ("worker", 1)]
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"roles": [{"name": "worker", "replicas": 2}]}, "the role worker must have `workers` (1) replicas"),
+    ({"roles": [{"name": "worker", "replicas": 1}, {"name": "ps", "replicas": 1}]}, "runs only the role worker"),
+    ({"roles": [{"name": "Bad Role", "replicas": 1}]}, "roles.0.name"),
+    ({"framework": "torch"}, "framework: torch is not one orch runs"),
+    ({"collective": "nccl"}, "collective: Input should be 'ring' or 'auto'"),
+])
+def test_roles_and_framework_are_validated(fields, message):
+    with pytest.raises(InvalidSpec) as info:
+        make_spec(run_id="r1", **fields)
+    assert message in info.value.message
+
+
+def test_every_framework_option_has_a_description():
+    from orchestrator.framework_options import TensorFlowOptions
+
+    assert all(field.description for field in TensorFlowOptions.model_fields.values())

@@ -9,9 +9,9 @@ from orchestrator.errors import OrchError
 from orchestrator.experiments import expand, parse
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.spec import JobSpec, make_spec
+from orchestrator.spec import JobSpec, flat_field_names, make_spec
 
-FIELDS = sorted(JobSpec.model_fields)
+FIELDS = flat_field_names()  # as experiment files and make_spec name them
 NASTY_TEXT = st.one_of(
     st.text(max_size=40),
     st.sampled_from(["", " ", "a b", "x\ny: z", '"quoted"', "'q'", "$(reboot)", "`id`", "; rm -rf /", "${HOME}",
@@ -29,7 +29,7 @@ FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthC
 
 
 def _check_plan(spec: JobSpec) -> None:
-    doc = yaml.safe_load(plan(spec, PATHS).compose_text)
+    doc = yaml.safe_load(plan(spec, PATHS).artifact)
     assert set(doc) == {"name", "services", "networks"}
     assert sorted(doc["services"]) == [f"worker-{i}" for i in range(spec.workers)]
     for service in doc["services"].values():

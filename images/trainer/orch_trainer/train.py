@@ -1,7 +1,6 @@
 """Entry point of a worker container: train, emit events, write results."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -10,65 +9,9 @@ import traceback
 import numpy as np
 
 from . import contract
+from .reporter import Reporter, job_from_env
 
 process_started = time.time() - 1.0  # a result older than this is from an earlier attempt of the group
-
-
-class Reporter:
-    """Writes structured events to the run directory and a readable line to stdout."""
-
-    def __init__(self, out_dir: str, worker: int) -> None:
-        self.worker = worker
-        self.out_dir = out_dir
-        self.dir = os.path.join(out_dir, contract.worker_dir(worker))
-        os.makedirs(self.dir, exist_ok=True)
-        self._events = open(os.path.join(self.dir, contract.EVENTS_FILE), "a", buffering=1)
-
-    def event(self, kind: str, **fields) -> None:
-        record = {"v": contract.CONTRACT_VERSION, "event": kind, "worker": self.worker, "time": time.time(), **fields}
-        self._events.write(json.dumps(record) + "\n")
-
-    def heartbeat(self, now: float) -> None:
-        path = os.path.join(self.dir, contract.HEARTBEAT_FILE)
-        with open(path + ".tmp", "w") as f:
-            f.write(f"{now:.3f}\n")
-        os.replace(path + ".tmp", path)
-
-    def say(self, text: str) -> None:
-        print(f"[orch] {text}", flush=True)
-
-    def wait_for_results(self, num_workers: int, since: float, timeout: float = 60.0) -> bool:
-        """Wait until every worker has written its result in this attempt; False on timeout."""
-        paths = [os.path.join(self.out_dir, contract.worker_dir(w), contract.RESULT_FILE) for w in range(num_workers)]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if all(os.stat(path).st_mtime >= since for path in paths):
-                    return True
-            except FileNotFoundError:
-                pass
-            time.sleep(0.05)
-        return False
-
-    def write_json(self, name: str, payload: dict) -> None:
-        tmp = os.path.join(self.dir, name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(payload, f, indent=2)
-        os.replace(tmp, os.path.join(self.dir, name))
-
-
-def _job() -> tuple[dict, int, int, str, str]:
-    job = json.loads(os.environ[contract.ENV_JOB])
-    missing = [k for k in contract.TRAINING_FIELDS if k not in job]
-    if missing:
-        raise SystemExit(f"{contract.ENV_JOB} lacks {', '.join(missing)}")
-    return (
-        job,
-        int(os.environ.get(contract.ENV_WORKER_INDEX, "0")),
-        int(os.environ.get(contract.ENV_NUM_WORKERS, "1")),
-        os.environ.get(contract.ENV_DATA_DIR, contract.DATA_MOUNT),
-        os.environ.get(contract.ENV_OUT_DIR, contract.OUT_MOUNT),
-    )
 
 
 def _pin(cpus: str | None) -> list[int]:
@@ -306,7 +249,7 @@ def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: 
 
 
 def main() -> int:
-    job, worker, num_workers, data_dir, out_dir = _job()
+    job, worker, num_workers, data_dir, out_dir = job_from_env()
     reporter = Reporter(out_dir, worker)
     try:
         run(reporter, job, worker, num_workers, data_dir)

@@ -1,0 +1,111 @@
+"""The interface every backend implements, and the engine-neutral replica state it reports.
+
+The shape follows a torchx scheduler: ``addresses`` and ``render`` are pure (the dry run); ``preflight``,
+``apply``, ``states``, ``logs``, ``stats`` and ``cancel`` talk to the engine. Replica state comes back
+in one engine-neutral shape, ``ReplicaState``, which the supervisor judges the same for every backend.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+if TYPE_CHECKING:
+    from ..replicas import Plan
+    from ..spec import JobSpec
+
+Key = tuple[str, int]
+
+
+class Status(str, enum.Enum):
+    """Where one replica is, in any engine's terms."""
+
+    PENDING = "pending"  # created, not running yet (or restarting)
+    RUNNING = "running"
+    PAUSED = "paused"
+    SUCCEEDED = "succeeded"  # exited 0
+    FAILED = "failed"  # exited non-zero, or the engine gave up on it
+    UNKNOWN = "unknown"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (Status.SUCCEEDED, Status.FAILED)
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """One replica as the engine reports it."""
+
+    id: str  # the engine's handle (a container id, a task id, a pod name)
+    name: str
+    run: str
+    role: str
+    index: int
+    status: Status
+    exit_code: Optional[int] = None
+    oom_killed: bool = False
+    finished_at: Optional[float] = None  # Unix seconds, for a replica that ended
+
+    @property
+    def key(self) -> Key:
+        return (self.role, self.index)
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+class Backend:
+    """The interface every engine implements; the docstrings are the contract."""
+
+    name = ""
+    artifact_name = ""  # the file the rendered artifact is kept in, in the run directory
+
+    # -- pure: the dry run -------------------------------------------------------------------------
+    def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
+        """Where each replica can be reached by its peers, as host:port, in the order of ``keys``."""
+        raise NotImplementedError
+
+    def engine_name(self, run_id: str) -> str:
+        """What the engine calls the run (a Compose project, a stack, a Job)."""
+        raise NotImplementedError
+
+    def render(self, plan: "Plan") -> str:
+        """The engine's artifact for ``plan``: exactly what ``apply`` runs."""
+        raise NotImplementedError
+
+    # -- the engine --------------------------------------------------------------------------------
+    def preflight(self, plan: "Plan") -> None:
+        """Raise an OrchError naming what to do unless the engine can run ``plan`` now."""
+        raise NotImplementedError
+
+    def apply(self, plan: "Plan", artifact: Path) -> None:
+        """Start every replica of ``plan`` from the artifact written at ``artifact``."""
+        raise NotImplementedError
+
+    def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
+        """Every replica of ``run_id`` (of every orch run when None) that the engine still has."""
+        raise NotImplementedError
+
+    def logs(self, replica: ReplicaState, tail: Optional[int] = None) -> str:
+        """A replica's output so far (its last ``tail`` lines), or "" if it is gone."""
+        raise NotImplementedError
+
+    def log_lines(self, replica: ReplicaState, stream: str, follow: bool = False,
+                  since: Optional[float] = None) -> Iterator[str]:
+        """Lines of one output stream (stdout or stderr), each prefixed with the engine's RFC 3339 time."""
+        raise NotImplementedError
+
+    def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
+        """Resource records of a replica in the Engine API's stats shape, about one a second, until it ends."""
+        raise NotImplementedError
+
+    def stats_once(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
+        """One resource record of a running replica, or None."""
+        raise NotImplementedError
+
+    def cancel(self, run_id: str, artifact: Optional[Path], grace: int) -> None:
+        """Stop and remove every replica and network of the run; ``grace`` seconds to stop before a kill.
+        Each step runs even when an earlier one failed."""
+        raise NotImplementedError

@@ -1,0 +1,131 @@
+"""Docker Compose on one host: a Compose file per run, one service per replica, found again by labels."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+from .. import __version__
+from ..engine import LABEL_RUN, ContainerState, Engine
+from ..timestamps import parse_timestamp
+from ..render import render_template
+from .base import Backend, Key, ReplicaState, Status
+
+if TYPE_CHECKING:
+    from ..replicas import Plan
+    from ..spec import JobSpec
+
+TEMPLATE = "job.yml.j2"
+
+
+def port_base(spec: "JobSpec", port: int) -> int:
+    """First loopback port of a run's replicas when they share one network namespace. On the host's
+    network, runs share the port space, so each run takes a block derived from its id (deterministic,
+    so the plan stays pure)."""
+    if spec.network != "host":
+        return port
+    return 20_000 + int(hashlib.sha256(spec.run_id.encode()).hexdigest(), 16) % 1000 * 32
+
+
+def replica_state(c: ContainerState) -> ReplicaState:
+    """A container as an engine-neutral replica state."""
+    if c.status in ("exited", "dead"):
+        status = Status.SUCCEEDED if c.exit_code == 0 else Status.FAILED
+    else:
+        status = {"running": Status.RUNNING, "paused": Status.PAUSED, "created": Status.PENDING,
+                  "restarting": Status.PENDING}.get(c.status, Status.UNKNOWN)
+    finished = None
+    if c.finished_at and status.is_terminal:
+        try:
+            finished = parse_timestamp(c.finished_at)
+        except ValueError:
+            finished = None
+    return ReplicaState(id=c.id, name=c.name, run=c.run, role=c.role, index=c.index, status=status,
+                        exit_code=c.exit_code, oom_killed=c.oom_killed, finished_at=finished)
+
+
+class ComposeBackend(Backend):
+    """`docker compose` v2 through python-on-whales, and the Engine API for state, logs and stats."""
+
+    name = "compose"
+    artifact_name = "compose.yml"
+
+    def __init__(self, engine: Optional[Engine] = None) -> None:
+        self._engine = engine
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine()
+        return self._engine
+
+    # -- pure ----------------------------------------------------------------------------------
+    def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
+        if spec.network in ("shared", "host"):
+            # One network namespace: each replica takes its own loopback port.
+            base = port_base(spec, port)
+            return {key: f"localhost:{base + i}" for i, key in enumerate(keys)}
+        return {(role, index): f"{role}-{index}:{port}" for role, index in keys}
+
+    def engine_name(self, run_id: str) -> str:
+        return f"orch-{run_id}"
+
+    def render(self, plan: "Plan") -> str:
+        spec = plan.spec
+        services = [
+            {
+                "service": r.name,
+                "image": r.image,
+                "env": r.env,
+                "labels": r.labels,
+                "mounts": r.mounts,
+                "host_network": spec.network == "host",
+                "shares_network": spec.network == "shared" and i > 0,
+            }
+            for i, r in enumerate(plan.replicas)
+        ]
+        return render_template(TEMPLATE, {
+            "version": __version__,
+            "run_id": spec.run_id,
+            "project": self.engine_name(spec.run_id),
+            "workers": services,
+            "user": plan.user,
+            "memory_mb": spec.memory_mb,
+            "pids_limit": spec.pids_limit,
+            "cpus": spec.cpus,
+            "run_label": LABEL_RUN,
+        })
+
+    # -- the engine ----------------------------------------------------------------------------
+    def preflight(self, plan: "Plan") -> None:
+        self.engine.ping()
+        self.engine.compose_version()
+        hint = "run `orch build` first" if plan.spec.image is None else "pull or build it first"
+        self.engine.require_image(plan.image, hint)
+
+    def apply(self, plan: "Plan", artifact: Path) -> None:
+        self.engine.compose_up(artifact, self.engine_name(plan.spec.run_id))
+
+    def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
+        return [replica_state(c) for c in self.engine.containers(run_id)]
+
+    def logs(self, replica: ReplicaState, tail: Optional[int] = None) -> str:
+        return self.engine.logs(replica.id, tail=tail)
+
+    def log_lines(self, replica: ReplicaState, stream: str, follow: bool = False,
+                  since: Optional[float] = None) -> Iterator[str]:
+        return self.engine.log_lines(replica.id, stream, follow=follow, since=since)
+
+    def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
+        return self.engine.stats_stream(replica.id)
+
+    def stats_once(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
+        return self.engine.stats_once(replica.id)
+
+    def cancel(self, run_id: str, artifact: Optional[Path], grace: int) -> None:
+        try:
+            if artifact is not None and artifact.is_file():
+                self.engine.compose_down(artifact, self.engine_name(run_id), timeout=grace)  # and the network
+        finally:
+            for leftover in self.engine.containers(run_id):
+                self.engine.remove_container(leftover.id)

@@ -1,0 +1,146 @@
+"""The `orch` command: parse, call one library function, print.
+
+Results go to stdout (tables, or JSON with --format json); progress and errors go to stderr. Each verb
+lives in its own ``cmd_*`` module; ``main`` is the one error boundary. Library modules are imported
+inside the verbs, so `orch --help` and every verb work while another module is broken.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import signal
+import sys
+from typing import Any, Iterator, Optional
+
+import click
+
+from .. import __version__
+from ..errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, OrchError
+from .cmd_build import build
+from .cmd_collect import collect
+from .cmd_doctor import doctor
+from .cmd_down import down
+from .cmd_experiment import experiment
+from .cmd_logs import logs
+from .cmd_ps import ps
+from .cmd_render import render
+from .cmd_stats import stats
+from .cmd_up import up
+from .env import Environment
+
+__all__ = ["cli", "main", "Environment"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="orch")
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """orch: run and measure distributed TensorFlow training on Docker.
+
+    \b
+    Typical session:
+      orch doctor --fix          check the host, link Compose v2, fetch MNIST
+      orch build --bootstrap-base   build the trainer images offline
+      orch up --workers 3        train on 3 containers and wait for the result
+      orch ps                    list runs and their results
+    """
+    env = ctx.ensure_object(Environment)
+    env.debug = env.debug or debug
+
+
+for _command in (build, render, up, ps, down, stats, collect, experiment, logs, doctor):
+    cli.add_command(_command)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: handled like Ctrl-C (stop, save, remove), reported as "terminated" with exit 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _termination_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into Terminated while the command runs; restore the handlers after."""
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            previous[signum] = signal.signal(signum, _raise_terminated)
+        except ValueError:  # not the main thread: signals are not ours to change
+            pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run(argv: Optional[list[str]], env: Environment) -> int:
+    """Run the command; its exit code, or an exception for the boundary."""
+    # click prints --help, --version and its Ctrl-C newline with click.echo to sys.stdout / sys.stderr:
+    # point those at the environment's streams, so every byte of output goes where env says.
+    with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
+        rv = cli.main(args=argv, prog_name="orch", standalone_mode=False, obj=env)
+    return rv if isinstance(rv, int) else 0  # an int: click's exit code (ctx.exit, --help)
+
+
+def _fail(env: Environment, code: int, message: str, details: str = "") -> int:
+    env.error(message)
+    if details:
+        env.error("\n".join("  " + line for line in details.splitlines()))
+    return code
+
+
+def _boundary(argv: Optional[list[str]], env: Environment) -> int:
+    """The exit code of running ``argv``; every failure becomes a one-line message on stderr."""
+    try:
+        return _run(argv, env)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        return _fail(env, EXIT_USAGE, f"orch: error: {exc.format_message()}")
+    except click.ClickException as exc:
+        return _fail(env, exc.exit_code, f"orch: error: {exc.format_message()}")
+    except click.Abort as exc:  # click turns KeyboardInterrupt (and so Terminated) into Abort
+        if isinstance(exc.__cause__, Terminated):
+            return _fail(env, EXIT_TERMINATED, "orch: terminated")
+        return _fail(env, EXIT_INTERRUPTED, "orch: interrupted")
+    except Terminated:
+        return _fail(env, EXIT_TERMINATED, "orch: terminated")
+    except KeyboardInterrupt:
+        return _fail(env, EXIT_INTERRUPTED, "orch: interrupted")
+    except OrchError as exc:
+        if env.debug:
+            env.err.print_exception()
+        return _fail(env, exc.exit_code, f"orch: error: {exc.message}", exc.details)
+    except OSError as exc:
+        if env.debug:
+            env.err.print_exception()
+        if exc.errno == errno.ENOSPC:
+            return _fail(env, EXIT_USAGE, f"orch: error: no space left on device writing {exc.filename or 'results'}; "
+                                          "free some space (what was written before is kept)")
+        return _fail(env, 1, f"orch: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+    except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes as a bare traceback
+        if env.debug:
+            raise
+        return _fail(env, 1, f"orch: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+
+
+def main(argv: Optional[list[str]] = None, env: Optional[Environment] = None) -> None:
+    """The error boundary of `orch`: run ``argv`` (default: sys.argv[1:]) and exit with its code.
+
+    ``env`` gives the consoles to write to (default: the process's stdout and stderr). Exit codes:
+    0 success; an OrchError's own code (1 failed, 2 bad input or host); 2 a usage error; 130 Ctrl-C;
+    143 SIGTERM or SIGHUP. Always ends with SystemExit.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = env or Environment()
+    env.debug = env.debug or "--debug" in args
+    with _termination_signals():
+        code = _boundary(args, env)
+    sys.exit(code)

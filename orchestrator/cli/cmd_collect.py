@@ -1,0 +1,45 @@
+"""`orch collect`: a run's results, CSVs and plots, and a comparison of several runs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from .env import Environment, pass_env
+from .options import format_option
+from .tables import comparison_table, containers_table
+
+
+@click.command()
+@click.argument("runs", nargs=-1)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder that receives <run>/ folders. [default: $ORCH_RESULTS_DIR, else results]")
+@format_option
+@pass_env
+def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt: str) -> None:
+    """Gather RUNS (default: the newest) into results/<run>/: summary.json, CSVs and PNG plots.
+
+    \b
+    Per run: summary.json (spec, times, accuracy, per-container CPU/memory/network), stats.csv,
+    host.csv, epochs.csv, cpu.png, network.png, training.png, predictions-worker-<i>.png.
+    Given several runs it also prints one comparison: time ratio T(N)/T(1), speedup T(1)/T(N) and
+    efficiency speedup/N against the 1-worker run with the same data, epochs and batch.
+    Failed runs are collected too, with what they recorded.
+    """
+    from ..collect import collect as gather, compare
+    from ..paths import default_paths
+
+    paths = default_paths()
+    summaries = gather(list(runs) or None, out_root=Path(out_dir) if out_dir else paths.results, paths=paths)
+    rows = compare(summaries)
+    if fmt == "json":
+        payload: Any = summaries[0] if len(summaries) == 1 else {"runs": summaries, "comparison": rows}
+        env.out.print_json(json.dumps(payload, default=str))
+        return
+    env.out.print(comparison_table(rows))
+    if len(summaries) == 1:
+        env.out.print(containers_table(summaries[0]))
+    for s in summaries:
+        env.say(f"{s['run_id']}: wrote {', '.join(s['files'])} to {s['results_dir']}")

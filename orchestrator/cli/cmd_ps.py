@@ -1,0 +1,27 @@
+"""`orch ps`: the runs and their results."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from .env import Environment, pass_env
+from .options import format_option
+from .tables import runs_table
+
+
+@click.command()
+@click.argument("runs", nargs=-1)
+@format_option
+@pass_env
+def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:
+    """List runs (or the RUNS named) with their state and results, oldest first."""
+    from ..runs import ps as list_runs
+
+    infos = list_runs(list(runs) or None)
+    if fmt == "json":
+        env.out.print_json(json.dumps([i.to_dict() for i in infos], default=str))
+    elif not infos:
+        env.say("no runs yet; start one with `orch up`")
+    else:
+        env.out.print(runs_table(infos))

@@ -1,0 +1,41 @@
+"""`orch stats`: live resource figures of a running run."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Optional
+
+import click
+
+from .env import Environment, pass_env
+from .options import format_option
+from .tables import stats_table
+
+
+@click.command()
+@click.argument("run", required=False)
+@click.option("--interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True, help="Seconds between updates.")
+@format_option
+@pass_env
+def stats(env: Environment, run: Optional[str], interval: float, fmt: str) -> None:
+    """Live CPU (100 = one core), memory, network and disk figures per container of a running RUN.
+
+    RUN defaults to the newest run. On a terminal the table updates until the run ends or you press
+    Ctrl-C; otherwise (or with --format json) one snapshot is printed.
+    """
+    from rich.live import Live
+
+    from ..runs import stats_snapshots
+
+    run_id, snapshots = stats_snapshots(run, interval)
+    if fmt == "json" or not env.stdout_isatty:
+        snapshot = next(snapshots, {})
+        snapshots.close()
+        if fmt == "json":
+            env.out.print_json(json.dumps([asdict(s) for s in snapshot.values()]))
+        else:
+            env.out.print(stats_table(run_id, snapshot))
+        return
+    with Live(stats_table(run_id, {}), console=env.out, refresh_per_second=2) as live:
+        for snapshot in snapshots:
+            live.update(stats_table(run_id, snapshot))

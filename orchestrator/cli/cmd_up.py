@@ -1,0 +1,99 @@
+"""`orch up`: launch a training job and watch it."""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from .env import Environment, pass_env
+from .options import format_option, spec_from, spec_options
+from .tables import runs_table, workers_table
+
+
+class Watcher:
+    """Shows per-worker progress on stderr: bars on a terminal, one line per epoch otherwise.
+
+    Called with each event model (orchestrator.records) the run's replicas write. Worker text is
+    never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is.
+    """
+
+    def __init__(self, env: Environment, workers: int, epochs: int) -> None:
+        self.env = env
+        self.progress: Optional[Progress] = None
+        self.tasks: dict[int, Any] = {}
+        if env.stderr_isatty:
+            self.progress = Progress(
+                TextColumn("{task.description}", markup=False), BarColumn(),
+                TextColumn("{task.completed}/{task.total} epochs"), TextColumn("{task.fields[metrics]}", markup=False),
+                TimeElapsedColumn(), console=env.err, transient=False,
+            )
+            for i in range(workers):
+                self.tasks[i] = self.progress.add_task(f"worker-{i} starting", total=epochs, metrics="")
+
+    def __enter__(self) -> "Watcher":
+        if self.progress:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress:
+            self.progress.stop()
+
+    def _describe(self, worker: int, description: str, **fields: Any) -> None:
+        if self.progress and worker in self.tasks:
+            self.progress.update(self.tasks[worker], description=description, **fields)
+
+    def __call__(self, event: Any) -> None:
+        worker, kind = event.worker, event.event
+        if kind == "epoch":
+            metrics = (f"loss {event.loss or 0:.4f} acc {event.accuracy or 0:.4f} "
+                       f"val_acc {event.val_accuracy or 0:.4f} ({event.samples} samples)")
+            if self.progress:
+                self._describe(worker, f"worker-{worker} training", completed=event.epoch, metrics=metrics)
+            else:
+                self.env.say(f"worker-{worker} epoch {event.epoch}/{event.epochs} {metrics} {event.seconds or 0:.1f}s")
+        elif kind == "start":
+            if self.progress:
+                self._describe(worker, f"worker-{worker} {event.stage}")
+            elif event.stage == "training" and worker == 0:
+                self.env.say(f"workers connected; training ({event.steps_per_epoch} steps per epoch)")
+        elif kind == "resumed":
+            self.env.say(f"worker-{worker} resumed from its checkpoint at epoch {event.epoch}")
+        elif kind == "done":
+            self._describe(worker, f"worker-{worker} done")
+        elif kind == "error":
+            self.env.err.print(Text.assemble(("orch:", "dim"), " ", (f"worker-{worker} error:", "red"), " ",
+                                             str(event.message)), soft_wrap=True)
+
+
+@click.command()
+@spec_options
+@click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
+@click.option("--stats-interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True,
+              help="Seconds between resource samples of each container (written to runs/<id>/stats.csv).")
+@format_option
+@pass_env
+def up(env: Environment, detach: bool, stats_interval: float, fmt: str, **flags: Any) -> None:
+    """Launch a training job on N containers and wait for it.
+
+    Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs, and exits
+    0 when every worker succeeded, 1 when one failed (the others are stopped, all containers
+    removed, and whatever was written kept).
+    """
+    from ..runner import up as run_up
+
+    spec = spec_from(flags)
+    with Watcher(env, spec.workers, spec.epochs) as watcher:
+        info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval)
+    if detach:
+        env.say(f"run {info.run_id} started; `orch ps` shows it, `orch down {info.run_id}` removes it")
+        env.out.print(Text(info.run_id))
+        return
+    if fmt == "json":
+        env.out.print_json(json.dumps(info.to_dict(), default=str))
+        return
+    env.out.print(runs_table([info]))
+    env.out.print(workers_table(info.workers))

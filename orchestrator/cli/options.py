@@ -1,0 +1,139 @@
+"""The job-spec flags of `orch render` and `orch up`, generated from the spec's field metadata.
+
+``JobSpec`` and each framework's options model are the one source of truth: a field's
+``json_schema_extra`` names its flag (``flag``, default ``--field-name``; ``{"flag": False}`` for none),
+its short form (``short``) and the default shown in the help (``default_text``); the field's type gives
+the click type (bool fields become ``--x/--no-x``, Literal fields a choice) and its description the help.
+Every flag defaults to None, and only the flags a user set reach ``make_spec``, so the spec's own
+defaults apply to the rest.
+"""
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Optional, Union
+
+import click
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from ..framework_options import OPTION_MODELS
+from ..spec import JobSpec
+
+# Fields that are never flags whatever their metadata: the discriminator of the framework options.
+_NOT_FLAGS = {"name"}
+
+
+@dataclass(frozen=True)
+class SpecFlag:
+    """One generated flag: the spec field it sets and how click parses it."""
+
+    field: str
+    flag: str  # the long form, e.g. --batch-size
+    short: Optional[str]
+    type: Any  # a click type, or bool for an on/off flag
+    choices: tuple[str, ...]
+    default_text: Optional[str]  # what the help shows as the default, None for nothing
+    help: str
+
+    @property
+    def decls(self) -> list[str]:
+        if self.type is bool:
+            return [f"{self.flag}/--no-{self.flag[2:]}", self.field]
+        return [self.flag, *([self.short] if self.short else []), self.field]
+
+    def option(self) -> Callable[[Callable], Callable]:
+        if self.type is bool:
+            return click.option(*self.decls, default=None, help=self.help)
+        return click.option(*self.decls, type=self.type, default=None, help=self.help)
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    """``X`` for ``Optional[X]``; the annotation itself otherwise."""
+    origin = typing.get_origin(annotation)
+    if origin is Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _click_type(name: str, annotation: Any) -> tuple[Any, tuple[str, ...]]:
+    """The click type of a field (bool for an on/off flag) and its choices."""
+    annotation = _unwrap_optional(annotation)
+    if typing.get_origin(annotation) is Literal:
+        choices = tuple(str(v) for v in typing.get_args(annotation))
+        return click.Choice(choices), choices
+    simple = {bool: bool, int: click.INT, float: click.FLOAT, str: click.STRING}
+    if annotation in simple:
+        return simple[annotation], ()
+    raise TypeError(f"spec field {name}: no CLI flag for type {annotation!r}; give it json_schema_extra "
+                    "{'flag': False} or a supported type (int, float, str, bool, Literal)")
+
+
+def _shown_default(info: FieldInfo, default_text: Optional[str]) -> Optional[str]:
+    if default_text is not None:
+        return default_text
+    if info.default is PydanticUndefined or info.default is None:  # required, a factory, or Optional unset
+        return None
+    if isinstance(info.default, bool):
+        return "yes" if info.default else "no"
+    return str(info.default)
+
+
+def _flag(name: str, info: FieldInfo) -> Optional[SpecFlag]:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if extra.get("flag") is False or name in _NOT_FLAGS:
+        return None
+    click_type, choices = _click_type(name, info.annotation)
+    shown = _shown_default(info, extra.get("default_text"))  # type: ignore[arg-type]
+    description = (info.description or "").strip()
+    help_text = f"{description} [default: {shown}]" if shown is not None else description
+    flag = extra.get("flag") or "--" + name.replace("_", "-")
+    return SpecFlag(field=name, flag=str(flag), short=extra.get("short") or None,  # type: ignore[arg-type]
+                    type=click_type, choices=choices, default_text=shown, help=help_text)
+
+
+def _model_flags(model: type[BaseModel]) -> list[SpecFlag]:
+    return [f for name, info in model.model_fields.items() if (f := _flag(name, info)) is not None]
+
+
+@functools.lru_cache(maxsize=None)
+def spec_flags() -> tuple[SpecFlag, ...]:
+    """Every spec flag: the generic fields in JobSpec's order, then each framework's own options."""
+    flags = _model_flags(JobSpec)
+    for model in OPTION_MODELS.values():
+        for f in _model_flags(model):
+            if f.field not in {g.field for g in flags}:  # frameworks may share an option name
+                flags.append(f)
+    seen: dict[str, str] = {}
+    for f in flags:
+        for decl in (f.flag, f.short):
+            if decl and seen.setdefault(decl, f.field) != f.field:
+                raise ValueError(f"spec fields {seen[decl]} and {f.field} both want the flag {decl}")
+    return tuple(flags)
+
+
+def spec_options(fn: Callable) -> Callable:
+    """Decorate a command with every spec flag; unset flags take the spec's defaults."""
+    return functools.reduce(lambda f, flag: flag.option()(f), reversed(spec_flags()), fn)
+
+
+def set_spec_fields(params: dict[str, Any]) -> dict[str, Any]:
+    """The spec fields among a command's ``params`` that the user set (the flat names make_spec takes)."""
+    names = {f.field for f in spec_flags()}
+    return {k: v for k, v in params.items() if k in names and v is not None}
+
+
+def spec_from(params: dict[str, Any]):
+    """A validated spec from the flags the user set; InvalidSpec otherwise."""
+    from ..spec import make_spec
+
+    return make_spec(**set_spec_fields(params))
+
+
+format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                             show_default=True, help="Output format on stdout.")

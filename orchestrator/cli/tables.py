@@ -1,0 +1,115 @@
+"""The tables the verbs print on stdout. Every cell is plain text: values never pass through markup."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
+    """``value`` formatted, or "-" when there is none."""
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _cells(*values: Any) -> list[Text]:
+    return [v if isinstance(v, Text) else Text(str(v)) for v in values]
+
+
+def _spec_value(spec: Any, name: str) -> str:
+    return "?" if spec is None else str(getattr(spec, name, "?"))
+
+
+def runs_table(runs: Iterable[Any]) -> Table:
+    """One row per RunInfo: its spec's shape, state and results."""
+    table = Table("run", "state", "workers", "dataset", "samples", "batch", "epochs", "train s", "wall s",
+                  "test acc", "samples/epoch per worker")
+    for r in runs:
+        per_worker = sorted({(w.get("samples_per_epoch") or [None])[-1] for w in r.workers} - {None})
+        table.add_row(*_cells(
+            r.run_id, str(r.state), _spec_value(r.spec, "workers"), _spec_value(r.spec, "dataset"),
+            _spec_value(r.spec, "samples"), _spec_value(r.spec, "global_batch"), _spec_value(r.spec, "epochs"),
+            fmt(r.train_seconds), fmt(r.wall_seconds, ".1f"), fmt(r.test_accuracy, ".4f"),
+            ", ".join(str(s) for s in per_worker) or "-",
+        ))
+    return table
+
+
+def workers_table(workers: Iterable[dict[str, Any]]) -> Table:
+    """One row per worker of a finished run (RunInfo.workers)."""
+    table = Table("worker", "train s", "test acc", "samples per epoch", "exit")
+    for w in workers:
+        table.add_row(*_cells(
+            f"worker-{w['worker']}", fmt(w.get("train_seconds")), fmt(w.get("test_accuracy"), ".4f"),
+            ", ".join(str(s) for s in w.get("samples_per_epoch") or []) or "-", str(w.get("exit_code")),
+        ))
+    return table
+
+
+def stats_table(run_id: str, snapshot: dict[int, Any]) -> Table:
+    """The latest StatsSample of each container of a run."""
+    table = Table("container", "CPU %", "memory", "limit", "net rx", "net tx", "disk read", "disk write", "pids",
+                  title=Text(f"run {run_id}"))
+    for index in sorted(snapshot):
+        s = snapshot[index]
+        table.add_row(*_cells(
+            s.container, f"{s.cpu_percent:.1f}", f"{s.mem_used_bytes / 2**20:.0f} MiB",
+            f"{s.mem_limit_bytes / 2**20:.0f} MiB", f"{s.net_rx_bytes / 1e6:.2f} MB", f"{s.net_tx_bytes / 1e6:.2f} MB",
+            f"{s.blk_read_bytes / 1e6:.2f} MB", f"{s.blk_write_bytes / 1e6:.2f} MB", str(s.pids),
+        ))
+    return table
+
+
+def comparison_table(rows: Iterable[dict[str, Any]]) -> Table:
+    """`orch collect`: one row per run, with time ratio, speedup and efficiency (collect.compare)."""
+    table = Table("run", "state", "workers", "samples", "test acc", "train s", "T(N)/T(1)", "speedup", "efficiency",
+                  "mean CPU %", "network MB")
+    for r in rows:
+        table.add_row(*_cells(
+            r["run_id"], r["state"], r["workers"], r["samples"], fmt(r["test_accuracy"], ".4f"),
+            fmt(r["train_seconds"]), fmt(r["time_ratio"], ".2f", "x"), fmt(r["speedup"]), fmt(r["efficiency"]),
+            fmt(r["cpu_mean_percent"], ".1f"), fmt(r["net_mb"], ".1f"),
+        ))
+    return table
+
+
+def containers_table(summary: dict[str, Any]) -> Table:
+    """`orch collect` of one run: its per-container figures."""
+    table = Table("container", "train s", "test acc", "CPU mean %", "CPU max %", "mem max", "net rx MB", "net tx MB",
+                  "samples", title=Text(f"per container, run {summary['run_id']}"))
+    for w in summary["workers"]:
+        mem, rx, tx = w["mem_max_bytes"], w["net_rx_bytes"], w["net_tx_bytes"]
+        table.add_row(*_cells(
+            f"worker-{w['worker']}", fmt(w["train_seconds"]), fmt(w["test_accuracy"], ".4f"),
+            fmt(w["cpu_mean_percent"], ".1f"), fmt(w["cpu_max_percent"], ".1f"),
+            fmt(mem and mem / 2**20, ".0f", " MiB"), fmt(rx and rx / 1e6, ".2f"), fmt(tx and tx / 1e6, ".2f"),
+            w["stats_samples"],
+        ))
+    return table
+
+
+def images_table(results: Iterable[Any]) -> Table:
+    """`orch build`: each image, built or up to date."""
+    table = Table("image", "status", "seconds", "size")
+    for r in results:
+        table.add_row(*_cells(r.tag, "built" if r.built else "up to date", f"{r.seconds:.1f}", f"{r.size / 1e9:.2f} GB"))
+    return table
+
+
+def checks_table(checks: Iterable[Any]) -> Table:
+    """`orch doctor`: each check, whether it passed, and how to fix it."""
+    table = Table("check", "ok", "detail", "fix")
+    for c in checks:
+        ok = Text("yes", style="green") if c.ok else Text("no", style="red")
+        table.add_row(*_cells(c.name, ok, c.detail, "" if c.ok else c.hint))
+    return table
+
+
+def cells_table(name: str, cells: list[Any], done: dict[str, bool], title: Optional[str] = None) -> Table:
+    """`orch experiment run --dry-run`: each cell, whether it would run, and its spec fields."""
+    keys = sorted({k for c in cells for k in c.fields})
+    table = Table("cell", "status", *keys, title=Text(title or f"{name}: {len(cells)} cells"))
+    for c in cells:
+        table.add_row(*_cells(c.key, "done, skipped" if done.get(c.key) else "to run",
+                              *(str(c.fields.get(k, "")) for k in keys)))
+    return table

@@ -1,0 +1,40 @@
+"""Frameworks, host side: how the replicas of a job find each other, and which image they run.
+
+A framework is a module with one ``FRAMEWORK`` object. To add one: its options model in ``framework_options.py``
+(and in ``FrameworkOptions``), a module here, and an entry in ``FRAMEWORKS``. Its trainer, inside the
+image, reuses ``orch_trainer.reporter`` for events, heartbeats and results.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..spec import JobSpec
+
+Key = tuple[str, int]  # (role, index within the role)
+
+
+class Framework(Protocol):
+    """What orch needs of a framework to plan a job."""
+
+    name: str
+    port: int  # where a replica listens for its peers, inside its own network namespace
+
+    def image(self, spec: "JobSpec") -> str:
+        """The image every replica of ``spec`` runs."""
+
+    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+        """The rendezvous environment of replica ``key``, given every replica's address."""
+
+    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+        """The rendezvous of replica ``key`` as `orch render --format json` shows it."""
+
+
+# name -> module; each module has a FRAMEWORK object. Modules load only when a framework is asked for.
+FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow"}
+
+
+def get(name: str) -> Framework:
+    """The framework called ``name`` (the spec has validated it)."""
+    return importlib.import_module(f".{FRAMEWORKS[name]}", __name__).FRAMEWORK

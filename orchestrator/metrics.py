@@ -1,0 +1,183 @@
+"""Scaling figures, in one place: time ratio, speedup, efficiency, baselines, repeats and synchronisation.
+
+As in seed 002: speedup = T(1) / T(N) and efficiency = speedup / N. The time ratio T(N) / T(1) is the
+figure seed 000 reported (its 4.33x). A run is compared with the 1-worker run on the same data, samples,
+epochs and global batch; a grid point of an experiment with the 1-worker point whose other parameters are
+the same. ``collect.compare``, the experiment aggregation and the experiment report all use these.
+Pure functions of plain data: no files, no engine.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from statistics import median
+from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence, TypeVar
+
+T = TypeVar("T")
+Index = Mapping[Hashable, Mapping[str, Any]]  # baselines by key, from run_baselines or point_baselines
+MedianRange = tuple[float, float, float]  # (median, min, max)
+
+
+# -- ratios ---------------------------------------------------------------------------------------
+def time_ratio(t_n: Optional[float], t_1: Optional[float]) -> Optional[float]:
+    """T(N) / T(1): 1.0 means distributing cost nothing. None without both (non-zero) times."""
+    return t_n / t_1 if t_n and t_1 else None
+
+
+def speedup(t_n: Optional[float], t_1: Optional[float]) -> Optional[float]:
+    """T(1) / T(N): how many times faster N workers are than one. None without both (non-zero) times."""
+    return t_1 / t_n if t_n and t_1 else None
+
+
+def efficiency(t_n: Optional[float], t_1: Optional[float], workers: int) -> Optional[float]:
+    """Speedup / N: 1.0 is perfect scaling. None without both times or with no workers."""
+    s = speedup(t_n, t_1)
+    return s / workers if s is not None and workers else None
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """The three figures of N workers against one."""
+
+    time_ratio: Optional[float]
+    speedup: Optional[float]
+    efficiency: Optional[float]
+
+    def to_dict(self) -> dict[str, Optional[float]]:
+        return {"time_ratio": self.time_ratio, "speedup": self.speedup, "efficiency": self.efficiency}
+
+
+def scaling(t_n: Optional[float], t_1: Optional[float], workers: int) -> Scaling:
+    """Time ratio, speedup and efficiency of ``workers`` workers taking ``t_n`` against one taking ``t_1``."""
+    return Scaling(time_ratio(t_n, t_1), speedup(t_n, t_1), efficiency(t_n, t_1, workers))
+
+
+# -- baselines ------------------------------------------------------------------------------------
+def baselines(items: Iterable[T], key: Callable[[T], Hashable], workers: Callable[[T], int],
+              usable: Callable[[T], bool]) -> dict[Hashable, T]:
+    """The usable 1-worker item of each key (the last one where there are several)."""
+    return {key(item): item for item in items if workers(item) == 1 and usable(item)}
+
+
+def run_key(spec: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a run must share with its baseline: data set, samples, epochs and global batch."""
+    return spec.get("dataset"), spec.get("samples"), spec.get("epochs"), spec.get("global_batch")
+
+
+def run_workers(summary: Mapping[str, Any]) -> int:
+    """The workers of a collected run (its summary's spec), 0 if it names none."""
+    return int((summary.get("spec") or {}).get("workers") or 0)
+
+
+def run_baselines(summaries: Iterable[Mapping[str, Any]]) -> dict[Hashable, Mapping[str, Any]]:
+    """The 1-worker runs that succeeded with a train time, by ``run_key``."""
+    return baselines(summaries, lambda s: run_key(s.get("spec") or {}), run_workers,
+                     lambda s: not s.get("failed") and bool(s.get("train_seconds")))
+
+
+def run_baseline(summary: Mapping[str, Any], index: Index) -> Optional[Mapping[str, Any]]:
+    """The baseline of one collected run in ``index`` (from ``run_baselines``), or None."""
+    return index.get(run_key(summary.get("spec") or {}))
+
+
+def point_key(params: Mapping[str, Any]) -> str:
+    """What a grid point must share with its baseline: every parameter but ``workers``."""
+    return json.dumps({k: v for k, v in params.items() if k != "workers"}, sort_keys=True, default=str)
+
+
+def point_workers(row: Mapping[str, Any]) -> int:
+    """The workers of a grid point (1 where the grid does not sweep them)."""
+    return int(row["params"].get("workers", 1))
+
+
+def point_baselines(rows: Iterable[Mapping[str, Any]]) -> dict[Hashable, Mapping[str, Any]]:
+    """The 1-worker grid points with a train time, by ``point_key``."""
+    return baselines(rows, lambda r: point_key(r["params"]), point_workers, lambda r: bool(r.get("train_seconds")))
+
+
+def point_baseline(row: Mapping[str, Any], index: Index) -> Optional[Mapping[str, Any]]:
+    """The baseline of one grid point in ``index`` (from ``point_baselines``), or None."""
+    return index.get(point_key(row["params"]))
+
+
+# -- repeats and steps ----------------------------------------------------------------------------
+def median_range(values: Sequence[float]) -> Optional[MedianRange]:
+    """(median, min, max) of the repeats' values; None if there are none."""
+    return (median(values), min(values), max(values)) if values else None
+
+
+def step_seconds(train_seconds: Optional[float], epochs: int, steps_per_epoch: Optional[int]) -> Optional[float]:
+    """Seconds per training step: train time over every step of every epoch. None if unknown."""
+    if not train_seconds or not steps_per_epoch or epochs < 1:
+        return None
+    return train_seconds / (epochs * steps_per_epoch)
+
+
+@dataclass(frozen=True)
+class SyncCost:
+    """What synchronisation adds to a step of N workers against one: seconds, and share of the step."""
+
+    seconds_per_step: float
+    share: float
+
+
+def sync_cost(step_n: Optional[float], step_1: Optional[float], workers: int) -> Optional[SyncCost]:
+    """The step time of N workers minus that of one (never below 0), and its share of the N-worker step.
+
+    With the same global batch a step is the same arithmetic for every N on the same cores, so the
+    difference is the all-reduce and the wait for the slowest worker. None for one worker or unknown times.
+    """
+    if workers < 2 or not step_n or not step_1:
+        return None
+    extra = max(step_n - step_1, 0.0)
+    return SyncCost(seconds_per_step=extra, share=extra / step_n)
+
+
+# -- an experiment's cells, aggregated --------------------------------------------------------------
+def _point(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {"params": record["params"], "runs": 0, "failed": 0, "acc": [], "train": [], "wall": [], "cpu": [],
+            "net": [], "step": []}
+
+
+def aggregate(cells: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per grid point of an experiment's recorded cells (cells.json): the median and range over
+    repeats of accuracy, train, wall and step time, CPU and network per worker; the scaling figures of the
+    medians against the matching 1-worker point; the synchronisation cost per step. Failed cells count in
+    ``runs`` and ``failed`` only."""
+    groups: dict[str, dict[str, Any]] = {}
+    for record in cells.values():
+        group = groups.setdefault(json.dumps(record["params"], sort_keys=True, default=str), _point(record))
+        group["runs"] += 1
+        if record.get("state") != "succeeded":
+            group["failed"] += 1
+            continue
+        summary = record.get("summary") or {}
+        spec = summary.get("spec") or {}
+        workers = int(record["fields"].get("workers", spec.get("workers", 1)))
+        for name, value in (("acc", summary.get("test_accuracy")), ("train", summary.get("train_seconds")),
+                            ("wall", summary.get("wall_seconds")), ("cpu", summary.get("cpu_mean_percent"))):
+            if value is not None:
+                group[name].append(value)
+        if summary.get("net_bytes") is not None:
+            group["net"].append(summary["net_bytes"] / workers)
+        steps = ((summary.get("workers") or [{}])[0]).get("steps_per_epoch")
+        step = step_seconds(summary.get("train_seconds"), int(spec.get("epochs", 1)), steps)
+        if step is not None:
+            group["step"].append(step)
+    rows = [{
+        "params": g["params"], "runs": g["runs"], "failed": g["failed"],
+        "test_accuracy": median_range(g["acc"]), "train_seconds": median_range(g["train"]),
+        "wall_seconds": median_range(g["wall"]), "cpu_mean_percent": median_range(g["cpu"]),
+        "net_bytes_per_worker": median_range(g["net"]), "step_seconds": median_range(g["step"]),
+    } for g in groups.values()]
+    index = point_baselines(rows)
+    for row in rows:
+        base = point_baseline(row, index)
+        n = point_workers(row)
+        t_1 = base["train_seconds"][0] if base else None
+        row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
+        sync = sync_cost(row["step_seconds"][0] if row["step_seconds"] else None,
+                         base["step_seconds"][0] if base and base["step_seconds"] else None, n)
+        row["sync_seconds_per_step"] = sync.seconds_per_step if sync else None
+        row["sync_share"] = sync.share if sync else None
+    return sorted(rows, key=lambda r: [str(r["params"].get(k)).zfill(12) for k in sorted(r["params"])])

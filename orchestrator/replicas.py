@@ -1,0 +1,78 @@
+"""What a plan holds: the replicas of a run and the backend's artifact. Data only; ``plan.py`` computes it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .spec import JobSpec
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder seen inside a replica."""
+
+    source: str
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One container (task, pod) of a run."""
+
+    role: str
+    index: int
+    image: str
+    env: dict[str, str]
+    labels: dict[str, str]
+    mounts: tuple[Mount, ...]
+    rendezvous: dict[str, Any]  # the framework's view, for `orch render --format json`
+
+    @property
+    def name(self) -> str:
+        """Its name on the engine and on the cluster network."""
+        return f"{self.role}-{self.index}"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.role, self.index)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``apply`` will do for a spec."""
+
+    spec: JobSpec
+    backend: str
+    engine_name: str
+    run_dir: Path
+    data_dir: Path
+    image: str
+    user: str
+    replicas: tuple[Replica, ...]
+    artifact_name: str
+    artifact: str
+
+    @property
+    def artifact_file(self) -> Path:
+        return self.run_dir / self.artifact_name
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view, as `orch render --format json` prints it and plan.json records it."""
+        return {
+            "run_id": self.spec.run_id,
+            "backend": self.backend,
+            "project": self.engine_name,
+            "image": self.image,
+            "run_dir": str(self.run_dir),
+            "data_dir": str(self.data_dir),
+            "artifact_file": str(self.artifact_file),
+            "user": self.user,
+            "spec": self.spec.model_dump(mode="json"),
+            "replicas": [
+                {"role": r.role, "index": r.index, "name": r.name, **r.rendezvous, "labels": r.labels}
+                for r in self.replicas
+            ],
+            "artifact": self.artifact,
+        }

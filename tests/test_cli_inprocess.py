@@ -1,0 +1,390 @@
+"""The `orch` command run in-process: main(argv, env=...) with consoles writing to StringIO. No engine."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import typing
+
+import pytest
+import yaml
+from pydantic_core import PydanticUndefined
+
+from orchestrator import __version__
+from orchestrator.cli import main
+from orchestrator.cli.env import Environment
+from orchestrator.cli.options import spec_flags
+from orchestrator.errors import ImageMissing
+from orchestrator.framework_options import TensorFlowOptions
+from orchestrator.spec import JobSpec, make_spec
+
+from .conftest import ROOT
+
+VERBS = [[], ["build"], ["render"], ["up"], ["ps"], ["down"], ["stats"], ["collect"], ["experiment"],
+         ["experiment", "run"], ["logs"], ["doctor"]]
+
+# Every flag the hand-written list had, and the field it set.
+OLD_FLAGS = {
+    "--workers": "workers", "-n": "workers", "--epochs": "epochs", "-e": "epochs", "--batch-size": "global_batch",
+    "-b": "global_batch", "--dataset": "dataset", "--samples": "samples", "-s": "samples", "--seed": "seed",
+    "--learning-rate": "learning_rate", "--steps-per-execution": "steps_per_execution", "--network": "network",
+    "--threads": "threads", "--pin-cpus": "pin_cpus", "--log-reduction": "log_reduction", "--cache": "cache",
+    "--prefetch": "prefetch", "--shuffle-buffer": "shuffle_buffer", "--collective": "collective",
+    "--bytes-per-pack": "bytes_per_pack", "--collective-timeout": "collective_timeout",
+    "--stall-timeout": "stall_timeout", "--checkpoint-every": "checkpoint_every", "--max-restarts": "max_restarts",
+    "--startup-timeout": "startup_timeout", "--cpus": "cpus", "--memory": "memory_mb", "--image": "image",
+    "--run-id": "run_id", "--backend": "backend",
+}
+
+
+class Result(typing.NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+def orch(*argv: str, isatty: bool = False) -> Result:
+    """Run `orch argv` in this process; its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv), env=Environment.from_streams(out, err, isatty=isatty))
+    return Result(exc.value.code, out.getvalue(), err.getvalue())
+
+
+def one_line_error(result: Result, code: int, needle: str) -> None:
+    assert result.code == code, result
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("orch:") and needle in lines[0], result.err
+    assert result.out == ""
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(autouse=True)
+def folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCH_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ORCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ORCH_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("COLUMNS", "200")
+    return tmp_path
+
+
+class FakeBackend:
+    """A backend with no replicas on it: what an engine with no orch runs reports."""
+
+    name = "compose"
+
+    def states(self, run_id=None):
+        return []
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    from orchestrator import backends
+
+    monkeypatch.setattr(backends, "get", lambda name, engine=None: FakeBackend())
+
+
+# -- help and version ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("verb", VERBS, ids=lambda v: " ".join(v) or "orch")
+def test_help_of_every_verb(verb):
+    result = orch(*verb, "--help")
+    assert result.code == 0, result
+    assert result.out.startswith(f"Usage: orch {' '.join(verb)}".rstrip()), result.out
+    assert result.err == ""
+
+
+def test_version():
+    assert orch("--version") == (0, f"orch, version {__version__}\n", "")
+
+
+def test_help_shows_the_results_default_and_global_batch():
+    assert "GLOBAL batch" in orch("up", "--help").out
+    assert "ORCH_RESULTS_DIR" in orch("collect", "--help").out
+    assert "ORCH_RESULTS_DIR" in orch("experiment", "run", "--help").out
+
+
+# -- the generated spec flags -------------------------------------------------------------------------
+def _expected_flags():
+    """(field, flag, short, annotation, shown default) of every field with a flag, from the models themselves."""
+    fields = list(JobSpec.model_fields.items()) + [(n, f) for n, f in TensorFlowOptions.model_fields.items()
+                                                   if n != "name"]
+    for name, info in fields:
+        extra = info.json_schema_extra or {}
+        if extra.get("flag") is False:
+            continue
+        shown = extra.get("default_text")
+        if shown is None and info.default not in (PydanticUndefined, None) and not isinstance(info.default, bool):
+            shown = str(info.default)
+        yield name, extra.get("flag") or "--" + name.replace("_", "-"), extra.get("short"), info, shown
+
+
+@pytest.mark.parametrize("verb", ["up", "render"])
+def test_every_spec_field_with_a_flag_is_in_the_help(verb):
+    helptext = flat(orch(verb, "--help").out)
+    for name, flag, short, info, shown in _expected_flags():
+        annotation = info.annotation
+        if annotation is bool:
+            assert f"{flag} / --no-{flag[2:]}" in helptext, name
+        else:
+            assert flag in helptext, name
+        if short:
+            assert f"{short}, {flag}" in helptext, name
+        assert flat(info.description) in helptext, name
+        if shown is not None:
+            assert f"{flat(info.description)} [default: {shown}]" in helptext, name
+        if typing.get_origin(annotation) is typing.Literal:
+            assert "[" + "|".join(typing.get_args(annotation)) + "]" in helptext, name
+
+
+def test_the_generated_flags_cover_the_old_list():
+    by_decl = {}
+    for f in spec_flags():
+        by_decl[f.flag] = f.field
+        if f.short:
+            by_decl[f.short] = f.field
+    for decl, field in OLD_FLAGS.items():
+        assert by_decl.get(decl) == field, decl
+    helptext = orch("up", "--help").out
+    assert "--no-pin-cpus" in helptext and "--no-cache" in helptext
+
+
+def test_an_optional_field_without_a_default_shows_none():
+    helps = {f.field: f.help for f in spec_flags()}
+    assert helps["cpus"].endswith("[default: none]")  # default_text
+    assert helps["memory_mb"].endswith("[default: 2048]")  # the field's default
+    assert helps["run_id"].endswith("[default: time-based]")  # required, with default_text
+
+
+def spec_of(*flags: str) -> dict:
+    result = orch("render", "--format", "json", "--run-id", "r1", *flags)
+    assert result.code == 0, result
+    return json.loads(result.out)["spec"]
+
+
+def test_unset_flags_take_the_spec_defaults():
+    assert spec_of() == make_spec(run_id="r1").model_dump(mode="json")
+
+
+@pytest.mark.parametrize("flags, field, value", [
+    (["-n", "2", "-b", "100"], "global_batch", 100),
+    (["--memory", "4096"], "memory_mb", 4096),
+    (["--no-pin-cpus"], "pin_cpus", False),
+    (["--cpus", "1.5"], "cpus", 1.5),
+    (["--network", "shared"], "network", "shared"),
+    (["--backend", "compose"], "backend", "compose"),
+    (["--collective", "auto"], "collective", "auto"),
+    (["--no-cache"], "cache", False),
+    (["--steps-per-execution", "7"], "steps_per_execution", 7),
+])
+def test_set_flags_reach_the_spec(flags, field, value):
+    spec = spec_of(*flags)
+    assert {**spec, **spec["framework"]}[field] == value
+
+
+# -- render ------------------------------------------------------------------------------------------
+def test_render_compose_prints_the_file_and_starts_nothing(folders):
+    result = orch("render", "--workers", "3", "--run-id", "render-only")
+    assert result.code == 0, result
+    assert sorted(yaml.safe_load(result.out)["services"]) == ["worker-0", "worker-1", "worker-2"]
+    assert result.err == ""
+    assert not (folders / "runs").exists()
+
+
+def test_render_json_has_every_tf_config():
+    result = orch("render", "-n", "2", "--run-id", "r", "--format", "json")
+    plan = json.loads(result.out)
+    assert [r["tf_config"]["task"]["index"] for r in plan["replicas"]] == [0, 1]
+    assert plan["run_id"] == "r" and plan["backend"] == "compose"
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, needle", [
+    (["up", "--workers", "0"], "workers"),
+    (["render", "--workers", "abc"], "'abc' is not a valid integer"),
+    (["up", "--dataset", "cifar10"], "'cifar10' is not one of"),
+    (["render", "--backend", "k8s"], "'k8s' is not 'compose'"),
+    (["up", "--samples", "60001"], "samples: mnist has 60000 training images"),
+    (["render", "-n", "3", "-b", "100"], "not divisible by 3 workers"),
+    (["up", "--run-id", "Bad Id"], "run_id"),
+    (["up", "--bogus"], "No such option"),
+    (["render", "--format", "yaml"], "'yaml' is not one of"),
+    (["logs", "--grep", "("], "not a regular expression"),
+    (["logs", "--tail", "-1"], "must be 0 or more"),
+    (["experiment", "run"], "Missing argument"),
+    (["nosuchverb"], "No such command"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    one_line_error(orch(*args), 2, needle)
+
+
+# -- ps ----------------------------------------------------------------------------------------------
+def test_ps_on_an_empty_runs_folder(no_engine):
+    result = orch("ps")
+    assert result.code == 0 and result.out == "", result
+    assert "no runs yet" in result.err
+    assert json.loads(orch("ps", "--format", "json").out) == []
+
+
+def test_ps_lists_a_recorded_run_and_one_without_a_spec(folders, no_engine):
+    spec = make_spec(workers=2, global_batch=64, run_id="done-run")
+    for run_id, record_spec in (("done-run", spec.model_dump(mode="json")), ("no-spec", {})):
+        (folders / "runs" / run_id).mkdir(parents=True)
+        record = {"state": "succeeded", "spec": record_spec, "started": 1.0 if record_spec else 2.0,
+                  "workers": [{"worker": 0, "train_seconds": 3.5, "test_accuracy": 0.9, "samples_per_epoch": [100]}]}
+        (folders / "runs" / run_id / "run.json").write_text(json.dumps(record))
+    result = orch("ps")
+    assert result.code == 0, result
+    rows = [line for line in result.out.splitlines() if "done-run" in line or "no-spec" in line]
+    assert len(rows) == 2
+    assert "succeeded" in rows[0] and " 64 " in rows[0] and "3.50" in rows[0] and "0.9000" in rows[0]
+    assert "?" in rows[1]
+    [listed] = json.loads(orch("ps", "done-run", "--format", "json").out)
+    assert listed["state"] == "succeeded" and listed["spec"]["global_batch"] == 64
+
+
+# -- the progress watcher ----------------------------------------------------------------------------
+@pytest.mark.parametrize("isatty", [False, True])
+def test_watcher_prints_worker_text_as_it_is(isatty):
+    from orchestrator.cli.cmd_up import Watcher
+    from orchestrator.records import parse_event
+
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment.from_streams(out, err, isatty=isatty)
+    events = [
+        {"event": "start", "stage": "training", "steps_per_epoch": 10},
+        {"event": "epoch", "epoch": 1, "epochs": 2, "loss": 0.5, "accuracy": 0.8, "val_accuracy": 0.7,
+         "seconds": 1.5, "samples": 640},
+        {"event": "resumed", "epoch": 1},
+        {"event": "error", "message": "[/job:worker/replica:0/task:1] collective [bold]failed"},
+        {"event": "done", "train_seconds": 3.0, "test_accuracy": 0.9},
+    ]
+    from orchestrator import contract
+
+    with Watcher(env, workers=2, epochs=2) as watcher:
+        for raw in events:
+            watcher(parse_event({"v": contract.CONTRACT_VERSION, "worker": 0, "time": 1.0, **raw}))
+    text = err.getvalue()
+    assert "[/job:worker/replica:0/task:1] collective [bold]failed" in text
+    assert "resumed from its checkpoint at epoch 1" in text
+    if not isatty:
+        assert "worker-0 epoch 1/2 loss 0.5000 acc 0.8000 val_acc 0.7000 (640 samples) 1.5s" in text
+        assert "training (10 steps per epoch)" in text
+    assert out.getvalue() == ""
+
+
+# -- the error boundary ------------------------------------------------------------------------------
+def _raising(exc):
+    def fail(*args, **kwargs):
+        raise exc
+    return fail
+
+
+@pytest.mark.parametrize("exc, code, needle", [
+    (ImageMissing("image x is not present; run `orch build`", details="more"), 2, "orch: error: image x"),
+    (RuntimeError("boom [/job:x]"), 1, "orch: internal error: RuntimeError: boom [/job:x] (run with --debug"),
+    (OSError(28, "No space left on device", "results/x"), 2, "no space left on device writing results/x"),
+    (OSError(13, "Permission denied", "runs/x"), 1, "orch: error: Permission denied: runs/x"),
+    (KeyboardInterrupt(), 130, "orch: interrupted"),
+])
+def test_failures_map_to_one_message_and_an_exit_code(monkeypatch, exc, code, needle):
+    from orchestrator import runs
+
+    monkeypatch.setattr(runs, "ps", _raising(exc))
+    result = orch("ps")
+    assert result.code == code, result
+    assert needle in result.err and result.out == ""
+    assert result.err.strip().splitlines()[0].startswith("orch:") or isinstance(exc, KeyboardInterrupt)
+
+
+def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
+    from orchestrator import runs
+
+    monkeypatch.setattr(runs, "ps", _raising(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["--debug", "ps"], env=Environment.from_streams(io.StringIO(), io.StringIO()))
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_are_terminated_143(monkeypatch, signame):
+    from orchestrator import runs
+
+    signum = getattr(signal, signame)
+    before = signal.getsignal(signum)
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signum)
+        raise AssertionError("the signal should have interrupted")
+
+    monkeypatch.setattr(runs, "ps", killed)
+    result = orch("ps")
+    assert result.code == 143, result
+    assert "orch: terminated" in result.err and result.out == ""
+    assert signal.getsignal(signum) == before  # main put the handler back
+
+
+def test_doctor_exits_1_when_a_check_fails(monkeypatch):
+    from orchestrator import doctor
+
+    checks = [doctor.Check("engine", True, "answers"), doctor.Check("disk", False, "1 GB [free]", "free some")]
+    monkeypatch.setattr(doctor, "doctor", lambda fix=False: checks)
+    result = orch("doctor")
+    assert result.code == 1, result
+    assert "1 GB [free]" in result.out and "free some" in result.out
+    assert json.loads(orch("doctor", "--format", "json").out)[1]["ok"] is False
+
+
+# -- structure ---------------------------------------------------------------------------------------
+def test_no_module_level_consoles():
+    from rich.console import Console
+
+    import orchestrator.cli as package
+
+    modules = [m for name, m in sys.modules.items() if name.startswith("orchestrator.cli")]
+    assert package in modules and len(modules) > 5
+    for module in modules:
+        assert not [n for n, v in vars(module).items() if isinstance(v, Console)], module.__name__
+
+
+def test_help_imports_no_verb_library():
+    code = ("import sys\nfrom orchestrator.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "loaded = [m for m in ('orchestrator.collect', 'orchestrator.experiments', 'orchestrator.report', "
+            "'orchestrator.images', 'orchestrator.runner') if m in sys.modules]\nprint(loaded, file=sys.stderr)\n"
+            "sys.exit(1 if loaded else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+# -- up, with the runner replaced ----------------------------------------------------------------------
+@pytest.mark.parametrize("extra", [[], ["--detach"], ["--format", "json"]])
+def test_up_prints_the_run_and_its_workers(monkeypatch, extra):
+    from orchestrator import contract, runner
+    from orchestrator.records import parse_event
+    from orchestrator.rundir import RunInfo, RunState
+
+    def fake_up(spec, detach=False, say=None, on_event=None, stats_interval=1.0, **kwargs):
+        assert spec.workers == 2 and spec.global_batch == 64 and spec.framework.collective == "auto"
+        say(f"starting run {spec.run_id}")
+        on_event(parse_event({"v": contract.CONTRACT_VERSION, "worker": 1, "event": "epoch", "epoch": 1,
+                              "epochs": 1, "loss": 0.1, "samples": 100}))
+        workers = [{"worker": i, "train_seconds": 2.0 + i, "test_accuracy": 0.95, "samples_per_epoch": [100],
+                    "exit_code": 0} for i in range(2)]
+        return RunInfo(run_id=spec.run_id, state=RunState.RUNNING if detach else RunState.SUCCEEDED, spec=spec,
+                       wall_seconds=9.0, workers=[] if detach else workers)
+
+    monkeypatch.setattr(runner, "up", fake_up)
+    result = orch("up", "-n", "2", "-b", "64", "--collective", "auto", "--run-id", "fake", *extra)
+    assert result.code == 0, result
+    assert "orch: starting run fake" in result.err and "worker-1 epoch 1/1 loss 0.1000" in result.err
+    if extra == ["--detach"]:
+        assert result.out == "fake\n" and "`orch down fake` removes it" in result.err
+    elif extra:
+        record = json.loads(result.out)
+        assert record["state"] == "succeeded" and record["train_seconds"] == 3.0
+    else:
+        assert "succeeded" in result.out and "3.00" in result.out and "worker-1" in result.out

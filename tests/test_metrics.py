@@ -1,0 +1,108 @@
+"""Scaling arithmetic (pure): ratios, baselines, medians over repeats, synchronisation per step."""
+import pytest
+
+from orchestrator import metrics
+
+
+def test_ratio_speedup_and_efficiency():
+    assert metrics.time_ratio(30.0, 10.0) == pytest.approx(3.0)
+    assert metrics.speedup(8.0, 10.0) == pytest.approx(1.25)
+    assert metrics.efficiency(8.0, 10.0, 2) == pytest.approx(0.625)
+    same = metrics.scaling(10.0, 10.0, 1)
+    assert (same.time_ratio, same.speedup, same.efficiency) == (1.0, 1.0, 1.0)
+    assert metrics.scaling(40.0, 10.0, 4).to_dict() == pytest.approx(
+        {"time_ratio": 4.0, "speedup": 0.25, "efficiency": 0.0625})
+
+
+@pytest.mark.parametrize("t_n, t_1, workers", [(None, 10.0, 2), (10.0, None, 2), (0.0, 10.0, 2), (10.0, 0.0, 2)])
+def test_missing_or_zero_times_give_none(t_n, t_1, workers):
+    assert metrics.scaling(t_n, t_1, workers) == metrics.Scaling(None, None, None)
+
+
+def test_efficiency_needs_workers():
+    assert metrics.efficiency(5.0, 10.0, 0) is None and metrics.speedup(5.0, 10.0) == 2.0
+
+
+def _summary(run_id, workers, seconds, failed=False, samples=60000, epochs=5, batch=96):
+    return {"run_id": run_id, "failed": failed, "train_seconds": seconds,
+            "spec": {"workers": workers, "dataset": "mnist", "samples": samples, "epochs": epochs,
+                     "global_batch": batch, "framework": {"name": "tensorflow", "collective": "ring"}}}
+
+
+def test_run_baseline_matches_data_samples_epochs_and_batch():
+    one, other_batch = _summary("one", 1, 10.0), _summary("b", 1, 9.0, batch=192)
+    index = metrics.run_baselines([one, other_batch, _summary("three", 3, 30.0)])
+    assert metrics.run_baseline(_summary("x", 3, 30.0), index) is one
+    assert metrics.run_baseline(_summary("y", 2, 5.0, batch=192), index) is other_batch
+    assert metrics.run_baseline(_summary("z", 3, 5.0, samples=5000), index) is None
+    assert metrics.run_baseline(_summary("w", 3, 5.0, epochs=2), index) is None
+
+
+def test_failed_or_untimed_runs_are_no_baseline():
+    index = metrics.run_baselines([_summary("f", 1, 10.0, failed=True), _summary("u", 1, None)])
+    assert index == {} and metrics.run_baseline(_summary("x", 3, 30.0), index) is None
+
+
+def test_no_baseline_at_all():
+    assert metrics.run_baselines([]) == {}
+    assert metrics.point_baseline({"params": {"workers": 2}}, metrics.point_baselines([])) is None
+
+
+def test_grid_point_baseline_matches_the_other_params():
+    rows = [{"params": {"workers": 1, "samples": 5000}, "train_seconds": (2.0, 2.0, 2.0)},
+            {"params": {"workers": 1, "samples": 60000}, "train_seconds": (20.0, 20.0, 20.0)},
+            {"params": {"workers": 1, "samples": 9000}, "train_seconds": None}]
+    index = metrics.point_baselines(rows)
+    assert metrics.point_baseline({"params": {"samples": 60000, "workers": 3}}, index) is rows[1]
+    assert metrics.point_baseline({"params": {"workers": 3, "samples": 9000}}, index) is None  # no time
+    # A grid without workers: every point is its own (1-worker) baseline.
+    alone = {"params": {"samples": 5000}, "train_seconds": (1.0, 1.0, 1.0)}
+    assert metrics.point_baseline(alone, metrics.point_baselines([alone])) is alone
+
+
+def test_median_and_range():
+    assert metrics.median_range([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+    assert metrics.median_range([4.0, 1.0]) == (2.5, 1.0, 4.0)
+    assert metrics.median_range([]) is None
+
+
+def test_step_seconds():
+    assert metrics.step_seconds(30.0, 5, 100) == pytest.approx(0.06)
+    assert metrics.step_seconds(None, 5, 100) is None and metrics.step_seconds(30.0, 5, None) is None
+
+
+def test_sync_cost_per_step():
+    cost = metrics.sync_cost(0.060, 0.006, 3)
+    assert cost.seconds_per_step == pytest.approx(0.054) and cost.share == pytest.approx(0.9)
+    faster = metrics.sync_cost(0.005, 0.006, 2)  # faster than one worker: no synchronisation cost to show
+    assert faster.seconds_per_step == 0.0 and faster.share == 0.0
+    assert metrics.sync_cost(0.006, 0.006, 1) is None
+    assert metrics.sync_cost(None, 0.006, 3) is None and metrics.sync_cost(0.06, None, 3) is None
+
+
+def _cell(workers, samples, seconds, state="succeeded", acc=0.9):
+    summary = {"test_accuracy": acc, "train_seconds": seconds, "wall_seconds": seconds + 10, "cpu_mean_percent": 80.0,
+               "net_bytes": 3_000_000 * workers, "spec": {"epochs": 5, "workers": workers},
+               "workers": [{"steps_per_epoch": 100}]}
+    return {"params": {"workers": workers, "samples": samples}, "fields": {"workers": workers, "samples": samples},
+            "state": state, "summary": summary if state == "succeeded" else {}}
+
+
+def test_aggregate_medians_ratios_and_sync_share():
+    cells = {"a": _cell(1, 5000, 2.0), "b": _cell(1, 5000, 4.0), "c": _cell(1, 5000, 3.0),
+             "d": _cell(3, 5000, 30.0), "e": _cell(3, 5000, 0, state="failed")}
+    rows = {r["params"]["workers"]: r for r in metrics.aggregate(cells)}
+    assert rows[1]["train_seconds"] == (3.0, 2.0, 4.0) and rows[1]["time_ratio"] == 1.0
+    assert rows[1]["sync_seconds_per_step"] is None
+    assert rows[3]["time_ratio"] == pytest.approx(10.0) and rows[3]["efficiency"] == pytest.approx(1 / 30)
+    assert rows[3]["runs"] == 2 and rows[3]["failed"] == 1
+    # 30 s / 500 steps = 60 ms per step against 6 ms: 54 ms, 90 % of the step, is synchronisation.
+    assert rows[3]["sync_seconds_per_step"] == pytest.approx(0.054) and rows[3]["sync_share"] == pytest.approx(0.9)
+    assert rows[3]["net_bytes_per_worker"][0] == 3_000_000
+
+
+def test_aggregate_without_a_baseline_point():
+    rows = metrics.aggregate({"a": _cell(2, 5000, 4.0), "b": _cell(3, 5000, 0, state="failed")})
+    assert [r["params"]["workers"] for r in rows] == [2, 3]
+    assert all(r["time_ratio"] is None and r["speedup"] is None and r["sync_share"] is None for r in rows)
+    assert rows[1]["train_seconds"] is None and rows[1]["failed"] == 1

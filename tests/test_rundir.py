@@ -1,0 +1,86 @@
+"""The run directory handle: records, events attributed by file, results, and finding runs."""
+import json
+
+import pytest
+
+from orchestrator import contract
+from orchestrator.errors import RunNotFound
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+from orchestrator.rundir import RunDir, RunInfo, RunState, resolve, runs_in
+from orchestrator.spec import make_spec
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+
+
+def _made(paths, run_id="r1", workers=2, started=1.0, state=RunState.SUCCEEDED):
+    spec = make_spec(run_id=run_id, workers=workers, dataset="synthetic")
+    p = plan(spec, paths)
+    run = RunDir(p.run_dir)
+    run.create(p)
+    run.write_record(RunInfo(run_id=run_id, state=state, spec=spec, started=started))
+    return run, spec
+
+
+def test_create_lays_out_the_folder_and_refuses_a_used_id(paths):
+    run, spec = _made(paths)
+    assert sorted(p.name for p in run.path.iterdir()) == ["checkpoints", "compose.yml", "plan.json", "run.json",
+                                                          "worker-0", "worker-1"]
+    assert run.artifact() == run.path / "compose.yml"
+    assert run.plan_record()["backend"] == "compose"
+    with pytest.raises(Exception, match="already used"):
+        run.create(plan(spec, paths))
+
+
+def test_record_round_trips_with_a_typed_spec_and_state(paths):
+    run, spec = _made(paths, state=RunState.TIMED_OUT)
+    info = run.record()
+    assert info.state is RunState.TIMED_OUT and info.state.is_terminal and info.spec == spec
+    assert json.loads((run.path / "run.json").read_text())["state"] == "timed-out"
+
+
+def test_a_record_of_the_flat_spec_earlier_orch_wrote_still_reads(paths):
+    run, spec = _made(paths)
+    (run.path / "run.json").write_text(json.dumps({"run_id": "r1", "state": "succeeded", "spec": spec.flat()}))
+    assert run.record().spec == spec
+
+
+def test_the_run_id_is_the_folders_name_not_what_the_record_says(paths):
+    run, _ = _made(paths)
+    (run.path / "run.json").write_text(json.dumps({"run_id": "../../etc", "state": "running"}))
+    info = run.record()
+    assert info.run_id == "r1" and info.state is RunState.RUNNING and info.spec is None
+
+
+def test_events_are_attributed_to_the_file_they_came_from(paths):
+    run, spec = _made(paths)
+    lines = [{"v": 1, "event": "epoch", "worker": 0, "time": 2.0, "epoch": 1},
+             {"v": 1, "event": "start", "worker": 0, "time": 1.0, "stage": "training"}]
+    (run.replica_dir(("worker", 1)) / contract.EVENTS_FILE).write_text(
+        "".join(json.dumps(e) + "\n" for e in lines) + "not json\n" + '{"v": 1, "event": "epo')
+    tailer = run.events(spec.replica_keys())
+    read = tailer.read()
+    assert [(key, e.event) for key, e in read] == [(("worker", 1), "start"), (("worker", 1), "epoch")]
+    assert tailer.read() == []  # the half-written line waits for its newline
+
+
+def test_results_fill_in_what_each_worker_wrote(paths):
+    run, spec = _made(paths)
+    (run.replica_dir(("worker", 0)) / contract.RESULT_FILE).write_text(json.dumps(
+        {"v": 1, "worker": 0, "train_seconds": 3.0, "test_accuracy": 0.9, "samples_per_epoch": [5]}))
+    results = run.results(spec.replica_keys())
+    assert results[0]["test_accuracy"] == 0.9 and results[1]["test_accuracy"] is None
+    assert RunInfo(run_id="r1", state=RunState.SUCCEEDED, spec=spec, workers=results).train_seconds == 3.0
+
+
+def test_resolve_finds_the_newest_or_the_named_run(paths):
+    _made(paths, "old", started=1.0)
+    _made(paths, "new", started=2.0)
+    assert [r.run_id for r in runs_in(paths)] == ["new", "old"]
+    assert resolve(paths, None).run_id == "new" and resolve(paths, "old").run_id == "old"
+    for bad in ("nope", "../runs", ".."):
+        with pytest.raises(RunNotFound):
+            resolve(paths, bad)
