@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 ORCH   := $(BIN)/orch
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps images demo test clean
+.PHONY: setup system-deps images lock demo test clean
 
 $(ORCH): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,16 +13,26 @@ $(ORCH): setup.cfg pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@touch $@
 
-# debootstrap builds the base image on hosts that cannot pull one.
+# debootstrap builds the base image on hosts that cannot pull one, checking the archive's signatures
+# with Debian's keyring (gpgv reads it).
+KEYRING := /usr/share/keyrings/debian-archive-keyring.gpg
 system-deps:
-	@command -v debootstrap >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq debootstrap; }
+	@{ command -v debootstrap || [ -x /usr/sbin/debootstrap ]; } >/dev/null && [ -f $(KEYRING) ] \
+	  && command -v gpgv >/dev/null || { $(SUDO) apt-get update -qq \
+	  && $(SUDO) apt-get install -y -qq debootstrap debian-archive-keyring gpgv; }
 
 # A venv with orch, Compose v2 linked as the docker CLI plugin, and MNIST cached.
 setup: $(ORCH) system-deps
 	@$(ORCH) doctor --fix || true
 
+# As the invoking user: orch runs only debootstrap (and the tar and removal of its tree) through sudo.
 images: setup
-	$(SUDO) env "PATH=$$PATH" $(ORCH) build --bootstrap-base
+	$(ORCH) build --bootstrap-base
+
+# Regenerate images/requirements.lock (every wheel's version and sha256) after editing
+# images/requirements*.txt, or to take new releases of the dependencies; review the diff and commit it.
+lock: $(ORCH)
+	$(BIN)/python images/lock.py
 
 # The container-count comparison on full MNIST, 1 worker vs 3 at the same global batch, collected side
 # by side; then the container-count experiment in its --quick form.

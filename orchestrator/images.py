@@ -1,4 +1,4 @@
-"""`orch build`: the trainer images, built offline from a wheelhouse the host downloads."""
+"""`orch build`: the trainer images, built offline from a wheelhouse the host downloads (see wheels.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +19,7 @@ from .engine import LABEL_INPUTS, LABEL_KIND, Engine
 from .errors import BuildError, ImageMissing, OrchError
 from .frameworks.tensorflow import IMAGE_KINDS, image_ref
 from .paths import Paths, asset_dir, default_paths
+from .wheels import LOCK_NAME, REQUIREMENTS, check_fresh, fetch, read_lock, select
 
 DEFAULT_BASE = "orch-base:bookworm"
 # The interpreter, packages and environment: every trainer image is this plus the trainer code.
@@ -26,13 +27,14 @@ RUNTIME_TAG = f"orch-trainer-runtime:{__version__}"
 # The trainer lands in /opt/orch/trainer, the image's PYTHONPATH.
 TRAINER_PARENT = "/opt"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# The image's interpreter: Debian bookworm's python3 is CPython 3.11 on glibc 2.36.
-IMAGE_PYTHON = "3.11"
-IMAGE_GLIBC_MINOR = 36
+# debootstrap checks the Release file's signature against Debian's archive keys, then every package
+# against the signed checksums, so a plain-http mirror cannot slip in anything else.
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 BASE_PACKAGES = ("python3", "python3-venv")
-# Parts of a minbase tree no container needs; dropping them keeps the base small.
+# Parts of a minbase tree no container needs; left out of the imported tar, they keep the base small.
 BASE_PRUNE = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt/archives",
               "var/lib/apt/lists")
+ROOT_HINT = "run `orch build --bootstrap-base` as root once, or use --base IMAGE"
 
 Say = Callable[[str], None]
 
@@ -48,65 +50,96 @@ class BuiltImage:
 
 
 def _requirements(images: Path) -> list[Path]:
-    return [images / "requirements.txt", images / "requirements-nodeps.txt"]
-
-
-def _platform_args() -> list[str]:
-    tags = [f"manylinux_2_{minor}_x86_64" for minor in range(17, IMAGE_GLIBC_MINOR + 1)]
-    tags += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
-    args = []
-    for tag in tags:
-        args += ["--platform", tag]
-    return args
+    """What the lock is generated from; the image installs the lock alone."""
+    return [images / name for name in REQUIREMENTS]
 
 
 def wheelhouse(paths: Paths, say: Say) -> Path:
-    """Download the images' Python packages with the host's pip, for the image's Python; cached."""
-    images = asset_dir("images")
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _requirements(images))).hexdigest()[:16]
-    target = paths.wheelhouse / digest
-    if (target / ".complete").is_file():
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    common = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--python-version", IMAGE_PYTHON,
-              "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none", *_platform_args(),
-              "--platform", "any", "--progress-bar", "off", "-d", str(target)]
-    for req, extra in zip(_requirements(images), ([], ["--no-deps"])):
-        say(f"downloading wheels for {req.name} (host pip, for CPython {IMAGE_PYTHON} manylinux)")
-        proc = subprocess.run([*common, *extra, "-r", str(req)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            raise BuildError(f"pip could not download the wheels in {req.name}; check the host's pip can reach "
-                             f"the package index", details=tail)
-    (target / ".complete").write_text("ok\n")
+    """The images' wheels, exactly the lock's: downloaded by the host's pip with --require-hashes into a cache
+    folder named by the lock's digest, and checked against the lock's hashes at every use."""
+    lock = read_lock(asset_dir("images") / LOCK_NAME)
+    target = paths.wheelhouse / lock.digest
+    try:
+        fetch(target, lock, say)
+    except PermissionError as exc:
+        raise OrchError(f"cannot write the wheelhouse cache ({exc.filename}), perhaps left by an earlier `sudo orch "
+                        f"build`; `sudo chown -R $USER {paths.cache}`, or set ORCH_CACHE_DIR") from None
     return target
 
 
+def _root_prefix(say: Say) -> list[str]:
+    """How the root step runs: directly when orch is root, else through sudo (`sudo -n` without a terminal)."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") is None:
+        raise OrchError(f"--bootstrap-base runs debootstrap as root and sudo is not installed; {ROOT_HINT}")
+    interactive = sys.stdin.isatty()
+    if interactive:
+        say("debootstrap needs root: sudo may ask for your password")
+    probe = subprocess.run(["sudo", "-v"] if interactive else ["sudo", "-n", "true"],
+                           stdout=subprocess.DEVNULL, stderr=None if interactive else subprocess.DEVNULL)
+    if probe.returncode != 0:
+        raise OrchError(f"--bootstrap-base runs debootstrap as root and sudo refused"
+                        f"{'' if interactive else ' without a password (no terminal)'}; {ROOT_HINT}")
+    return ["sudo"] if interactive else ["sudo", "-n"]
+
+
+def _debootstrap(mirror: str) -> tuple[str, str]:
+    """debootstrap's path and the keyring it verifies with; a one-line error says what to install."""
+    found = shutil.which("debootstrap", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+    if found is None:
+        raise OrchError("debootstrap is not installed; install it (`apt-get install debootstrap`, or `make "
+                        "system-deps`) or use --base IMAGE")
+    if not KEYRING.is_file() or shutil.which("gpgv") is None:
+        raise OrchError(f"{KEYRING if not KEYRING.is_file() else 'gpgv'} is missing, so debootstrap cannot check "
+                        f"{mirror}'s signatures; install it (`apt-get install debian-archive-keyring gpgv`, or "
+                        "`make system-deps`) or use --base IMAGE")
+    return found, str(KEYRING)
+
+
+def debootstrap_command(debootstrap: str, target: Path, mirror: str, keyring: str = str(KEYRING)) -> list[str]:
+    return [debootstrap, "--variant=minbase", "--keyring", keyring, "--force-check-gpg",
+            f"--include={','.join(BASE_PACKAGES)}", "bookworm", str(target), mirror]
+
+
+def tar_command(target: Path) -> list[str]:
+    """The bootstrapped tree as a tar on stdout, without BASE_PRUNE (root reads it; no root-owned file is removed)."""
+    excludes = [f"--exclude=./{rel}" for rel in BASE_PRUNE]
+    return ["tar", "-C", str(target), "--numeric-owner", "--anchored", *excludes, "-c", "."]
+
+
 def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
-    """Create a Debian bookworm base image with python3 by debootstrap and `docker import`."""
-    if shutil.which("debootstrap") is None:
-        raise OrchError("debootstrap is not installed; install it (`apt-get install debootstrap`) or use --base IMAGE")
-    if os.geteuid() != 0:
-        raise OrchError("--bootstrap-base runs debootstrap, which needs root; run it with sudo, or use --base IMAGE")
+    """Create a Debian bookworm base image with python3 by debootstrap and `docker import`.
+
+    Only debootstrap, the tar of its tree and the tree's removal run as root (through sudo unless orch is
+    root); the import into the engine runs as the invoking user.
+    """
+    debootstrap, keyring = _debootstrap(mirror)
+    prefix = _root_prefix(say)
     repo, _, version = tag.partition(":")
-    with tempfile.TemporaryDirectory(prefix="orch-rootfs-") as root:
-        say(f"debootstrap bookworm ({', '.join(BASE_PACKAGES)}) from {mirror}")
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", "bookworm", root, mirror]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+    scratch = Path(tempfile.mkdtemp(prefix="orch-rootfs-"))
+    root = scratch / "rootfs"  # created by debootstrap, as root with mode 0755: the image's /
+    try:
+        say(f"debootstrap bookworm ({', '.join(BASE_PACKAGES)}) from {mirror}, signatures checked")
+        proc = subprocess.run([*prefix, *debootstrap_command(debootstrap, root, mirror, keyring)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-            raise BuildError(f"debootstrap failed (exit {proc.returncode}); check that {mirror} is reachable",
-                             details=tail)
-        for rel in BASE_PRUNE:
-            shutil.rmtree(Path(root, rel), ignore_errors=True)
+            raise BuildError(f"debootstrap failed (exit {proc.returncode}); check that {mirror} is reachable and "
+                             "its Release file is signed by a key in the keyring", details=tail)
         say(f"importing the root filesystem as {tag}")
-        tar = subprocess.Popen(["tar", "-C", root, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        tar = subprocess.Popen([*prefix, *tar_command(root)], stdout=subprocess.PIPE)
         try:
             engine.import_image(tar.stdout, repo, version or "latest")
         finally:
             tar.stdout.close()
             if tar.wait() != 0:
                 raise BuildError("tar of the bootstrapped root filesystem failed")
+    finally:
+        rm = subprocess.run([*prefix, "rm", "-rf", "--one-file-system", "--", str(root)], capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        if rm.returncode != 0 or scratch.exists():
+            say(f"could not remove {scratch}; remove it as root")
 
 
 def _trainer_files(images: Path) -> list[tuple[str, Path]]:
@@ -119,8 +152,8 @@ def _trainer_files(images: Path) -> list[tuple[str, Path]]:
 
 def _runtime_files(images: Path) -> list[tuple[str, Path]]:
     """(name in the build context, file) pairs of the runtime image's own inputs; the wheels follow
-    from the requirements."""
-    return [("Dockerfile", images / "Dockerfile"), *[(p.name, p) for p in _requirements(images)]]
+    from the lock, which names each one's sha256."""
+    return [("Dockerfile", images / "Dockerfile"), (LOCK_NAME, images / LOCK_NAME)]
 
 
 def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
@@ -141,9 +174,10 @@ def _tar_info(name: str, mode: int, size: int = 0, directory: bool = False) -> t
 
 
 def _runtime_context(fileobj, images: Path, wheels: Path) -> None:
-    """The runtime image's build context: Dockerfile, requirements and the wheelhouse."""
+    """The runtime image's build context: Dockerfile, the lock and the lock's wheels (nothing else)."""
     with tarfile.open(fileobj=fileobj, mode="w") as tar:
-        wheel_files = [(f"wheelhouse/{w.name}", w) for w in sorted(wheels.glob("*.whl"))]
+        locked = select(wheels, read_lock(images / LOCK_NAME))
+        wheel_files = [(f"wheelhouse/{w.name}", w) for w in locked]
         for name, path in [*_runtime_files(images), *wheel_files]:
             with open(path, "rb") as f:
                 tar.addfile(_tar_info(name, 0o644, path.stat().st_size), f)
@@ -183,6 +217,7 @@ def build(
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
     images = asset_dir("images")
+    check_fresh(read_lock(images / LOCK_NAME), images)  # requirements edited without `make lock`
     engine.ping()
     base_ref = base or DEFAULT_BASE
     if engine.image_labels(base_ref) is None:
@@ -190,7 +225,8 @@ def build(
             bootstrap_base(engine, base_ref, mirror, say)
         elif base is None:
             raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` "
-                               "(debootstrap, needs root) or `orch build --base IMAGE` with an image you have")
+                               "(debootstrap, as root through sudo) or `orch build --base IMAGE` with an image "
+                               "you have")
         else:
             raise ImageMissing(f"base image {base_ref} is not present; `docker pull` or `docker load` it first")
     base_id = engine.image_id(base_ref)

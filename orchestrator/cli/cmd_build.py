@@ -14,7 +14,9 @@ from .tables import images_table
 
 @click.command()
 @click.option("--base", help="Base image with python3.11 (e.g. python:3.11-slim-bookworm). [default: orch-base:bookworm]")
-@click.option("--bootstrap-base", is_flag=True, help="Create orch-base:bookworm with debootstrap if it is missing (root).")
+@click.option("--bootstrap-base", is_flag=True,
+              help="Create orch-base:bookworm with debootstrap if it is missing, checking the Debian archive's "
+                   "signatures; only debootstrap runs as root (through sudo when orch is not root).")
 @click.option("--mirror", default="http://deb.debian.org/debian", show_default=True, help="Debian mirror for --bootstrap-base.")
 @click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
 @format_option

@@ -1,0 +1,35 @@
+"""Regenerate images/requirements.lock: `make lock`, or `python images/lock.py` with orch's venv.
+
+Resolves requirements.txt (with its dependencies) and requirements-nodeps.txt (without) with the host's
+pip for the image's interpreter (CPython 3.11, manylinux x86_64 up to glibc 2.36: the same target
+`orch build` downloads for), downloads every wheel (about 320 MB) into a temporary folder, and writes
+each package's exact version and sha256. The wheels then seed orch's wheelhouse cache under the new
+lock's digest, so the next `orch build` does not download them again. Review the lock's diff and commit it.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's orchestrator, installed or not
+
+from orchestrator.errors import OrchError  # noqa: E402
+from orchestrator.paths import default_paths  # noqa: E402
+from orchestrator.wheels import generate_lock  # noqa: E402
+
+
+def main() -> int:
+    images = Path(__file__).resolve().parent
+    try:
+        lock = generate_lock(images, default_paths().wheelhouse, lambda msg: print(msg, file=sys.stderr))
+    except OrchError as exc:
+        print(f"lock: error: {exc.message}", file=sys.stderr)
+        if exc.details:
+            print(exc.details, file=sys.stderr)
+        return 1
+    print(f"wrote {lock.path} ({len(lock.packages)} packages, digest {lock.digest})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
