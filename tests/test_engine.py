@@ -1,9 +1,9 @@
 """The Docker boundary against captured Engine API JSON and injected fakes."""
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from orchestrator.engine import Engine, parse_container
 from orchestrator.errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing
@@ -55,35 +55,43 @@ def test_containers_are_found_by_label_and_sorted_by_index():
     assert [s.index for s in states] == [0, 1, 2]
 
 
-class FakeCompose:
-    def __init__(self, error):
-        self.error = error
+class FakeRunner:
+    """The command runner: records each argv and time limit, answers with a canned result."""
+
+    def __init__(self, returncode=0, stdout="", stderr="", raises=None):
+        self.result = subprocess.CompletedProcess([], returncode, stdout, stderr)
+        self.raises = raises
         self.calls = []
 
-    def up(self, **kwargs):
-        self.calls.append(("up", kwargs))
-        if self.error:
-            raise self.error
-
-    def down(self, **kwargs):
-        self.calls.append(("down", kwargs))
+    def __call__(self, argv, timeout):
+        self.calls.append((argv, timeout))
+        if self.raises:
+            raise self.raises
+        return self.result
 
 
-class FakeWhales:
-    def __init__(self, error=None):
-        self.compose = FakeCompose(error)
-        self.kwargs = None
+def test_compose_up_is_called_detached_with_the_project_and_a_time_limit(tmp_path):
+    runner = FakeRunner()
+    Engine(client=object(), runner=runner).compose_up(tmp_path / "compose.yml", "orch-r1")
+    ((argv, timeout),) = runner.calls
+    assert argv == ["docker", "compose", "--file", str(tmp_path / "compose.yml"), "--project-name", "orch-r1", "up",
+                    "--detach", "--pull", "never"]
+    assert 0 < timeout <= 600
 
-    def __call__(self, **kwargs):
-        self.kwargs = kwargs
-        return self
+
+def test_compose_down_waits_the_grace_and_no_longer_than_its_limit(tmp_path):
+    runner = FakeRunner()
+    Engine(client=object(), runner=runner).compose_down(tmp_path / "c.yml", "p", timeout=5)
+    ((argv, timeout),) = runner.calls
+    assert argv == ["docker", "compose", "--file", str(tmp_path / "c.yml"), "--project-name", "p", "down",
+                    "--remove-orphans", "--volumes", "--timeout", "5"]
+    assert 5 < timeout <= 600
 
 
-def test_compose_up_is_called_detached_with_the_project(tmp_path):
-    whales = FakeWhales()
-    Engine(client=object(), whales=whales).compose_up(tmp_path / "compose.yml", "orch-r1")
-    assert whales.kwargs == {"compose_files": [tmp_path / "compose.yml"], "compose_project_name": "orch-r1"}
-    assert whales.compose.calls == [("up", {"detach": True, "quiet": True})]
+def test_a_compose_call_that_hangs_is_stopped_with_a_message(tmp_path):
+    runner = FakeRunner(raises=subprocess.TimeoutExpired(["docker"], 300))
+    with pytest.raises(DockerError, match=r"compose up did not finish within \d+ s"):
+        Engine(client=object(), runner=runner).compose_up(tmp_path / "c.yml", "p")
 
 
 @pytest.mark.parametrize(
@@ -97,12 +105,32 @@ def test_compose_up_is_called_detached_with_the_project(tmp_path):
     ],
 )
 def test_compose_errors_are_translated(tmp_path, stderr, error):
-    exc = DockerException(["docker", "compose", "up"], 1, stdout=b"", stderr=stderr.encode())
     with pytest.raises(error):
-        Engine(client=object(), whales=FakeWhales(exc)).compose_up(tmp_path / "c.yml", "p")
+        Engine(client=object(), runner=FakeRunner(1, stderr=stderr)).compose_up(tmp_path / "c.yml", "p")
+
+
+def test_compose_version_is_read_from_the_cli():
+    runner = FakeRunner(stdout="2.40.3\n")
+    assert Engine(client=object(), runner=runner).compose_version() == "2.40.3"
+    assert runner.calls[0][0] == ["docker", "compose", "version", "--short"]
 
 
 def test_unreachable_engine_is_reported(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(EngineUnreachable, match="cannot reach the Docker engine at unix:///nonexistent"):
         Engine().ping()
+
+
+def test_doctor_fix_never_replaces_a_users_own_compose_plugin(tmp_path, monkeypatch):
+    from orchestrator import doctor
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    plugin = tmp_path / "cli-plugins" / "docker-compose"
+    plugin.parent.mkdir()
+    plugin.write_text("#!/bin/sh\necho mine\n")
+    doctor.link_compose_plugin()
+    assert plugin.read_text() == "#!/bin/sh\necho mine\n" and not plugin.is_symlink()
+    plugin.unlink()
+    if doctor.compose_plugin_source() is not None:
+        doctor.link_compose_plugin()
+        assert plugin.is_symlink() and plugin.resolve() == doctor.compose_plugin_source().resolve()

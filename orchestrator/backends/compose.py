@@ -45,7 +45,7 @@ def replica_state(c: ContainerState) -> ReplicaState:
 
 
 class ComposeBackend(Backend):
-    """`docker compose` v2 through python-on-whales, and the Engine API for state, logs and stats."""
+    """The `docker compose` v2 CLI for up and down, and the Engine API for state, logs and stats."""
 
     name = "compose"
     artifact_name = "compose.yml"
