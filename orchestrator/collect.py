@@ -1,12 +1,14 @@
 """`orch collect`: bring a run's results, events and stats together into files, tables and plots.
 
 Runs are read through ``rundir`` only: the record, the replicas' events and results, their predictions.
+A predictions.npz is a container's file: read bounded and checked, and skipped with a warning if it is not
+sane. Every file is written atomically, with the output folder locked (``safeio``).
 """
 from __future__ import annotations
 
 import csv
-import json
-import shutil
+import io
+import zipfile
 from pathlib import Path
 from statistics import mean
 from typing import Any, NamedTuple, Optional
@@ -18,9 +20,13 @@ from .errors import RunNotFound
 from .paths import Paths, default_paths
 from .records import EpochEvent
 from .rundir import Key, RunDir, RunState, resolve
+from .safeio import Unsafe, atomic_write, locked, read_bounded, write_json
 from .stats import HOST_FILE, STATS_FILE, read_samples
 
 SUMMARY_SCHEMA_VERSION = 1
+PREDICTIONS_LIMIT = 8 << 20  # bytes of a predictions.npz; the trainer's is about 20 KB
+MEMBER_LIMIT = 1 << 20  # bytes of one array in it, unpacked
+MAX_PREDICTIONS = 100  # images in it
 EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time"]
 Events = list[tuple[Key, Any]]
 
@@ -111,15 +117,66 @@ def summarize(run: RunDir) -> Collected:
         "stats_samples": len(stats),
         "restarts": info.restarts,
         "workers": per_worker,
+        "warnings": [],  # what collect skipped, one line each
     }
     return Collected(summary, epochs, stats, events, keys)
 
 
-def _write_csv(path: Path, fieldnames: list[str], rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fieldnames, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+def _csv(fieldnames: list[str], rows: list[dict[str, Any]]) -> str:
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fieldnames, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return text.getvalue()
+
+
+def _array(raw: bytes, name: str) -> np.ndarray:
+    """The array in .npy bytes, its header checked before numpy allocates anything: x is uint8 [k, 784],
+    y_true and y_pred are integers [k], 1 <= k <= MAX_PREDICTIONS."""
+    f = io.BytesIO(raw)
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise Unsafe(f"{name} is a .npy of version {version}")
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(f)
+    if name == "x":
+        sane, want = dtype == np.uint8 and len(shape) == 2 and shape[1] == 784, "uint8 [k, 784]"
+    else:
+        sane, want = dtype.kind in "iu" and len(shape) == 1, "integers [k]"
+    if not sane or not 1 <= shape[0] <= MAX_PREDICTIONS:
+        raise Unsafe(f"{name} is {dtype.str[:20]} {str(list(shape))[:40]}, not {want}, k from 1 to {MAX_PREDICTIONS}")
+    return np.load(io.BytesIO(raw), allow_pickle=False)
+
+
+def read_predictions(path: Path) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """x, y_true and y_pred of a worker's predictions.npz (``_array``), or None if it wrote none.
+
+    The file is a container's: Unsafe (one line) if it is a link or FIFO, over PREDICTIONS_LIMIT, unpacks to
+    more than MEMBER_LIMIT per array (a zip bomb), is truncated, pickled, or of other arrays or shapes."""
+    try:
+        data = read_bounded(path, PREDICTIONS_LIMIT)
+        if data is None:
+            return None
+        arrays = {}
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            if sorted(m.filename for m in members) != ["x.npy", "y_pred.npy", "y_true.npy"]:
+                raise Unsafe(f"{path.name} holds other arrays than x, y_true and y_pred")
+            for member in members:
+                if member.file_size > MEMBER_LIMIT:
+                    raise Unsafe(f"{member.filename} unpacks to {member.file_size} bytes")
+                with archive.open(member) as f:
+                    raw = f.read(MEMBER_LIMIT + 1)  # whatever the header claims
+                if len(raw) > MEMBER_LIMIT:
+                    raise Unsafe(f"{member.filename} unpacks to more than {MEMBER_LIMIT} bytes")
+                arrays[member.filename[:-4]] = _array(raw, member.filename[:-4])
+    except Unsafe:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a hostile archive can fail in any of zipfile's, zlib's or numpy's ways
+        raise Unsafe(f"{path.name} is not a readable .npz ({type(exc).__name__})") from None
+    if not len(arrays["x"]) == len(arrays["y_true"]) == len(arrays["y_pred"]):
+        raise Unsafe(f"{path.name} holds arrays of different lengths")
+    return arrays["x"], arrays["y_true"], arrays["y_pred"]
 
 
 def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:
@@ -136,12 +193,14 @@ def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:
     if chief_epochs:
         made.append(report.training_plot(chief_epochs, f"Loss and accuracy, run {run_id}", out / "training.png"))
     for role, index in keys:
-        path = run.predictions((role, index))
-        if path.is_file():
-            with np.load(path) as grid:
-                made.append(report.prediction_grid(grid["x"], grid["y_true"], grid["y_pred"],
-                                                   f"{role} {index}'s own predictions",
-                                                   out / f"predictions-{role}-{index}.png"))
+        try:
+            predictions = read_predictions(run.predictions((role, index)))
+        except Unsafe as exc:
+            summary["warnings"].append(f"{role}-{index}: no prediction plot: {str(exc)[:200]}")
+            continue
+        if predictions is not None:
+            made.append(report.prediction_grid(*predictions, f"{role} {index}'s own predictions",
+                                               out / f"predictions-{role}-{index}.png"))
     return [p.name for p in made]
 
 
@@ -149,26 +208,29 @@ def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None
             paths: Optional[Paths] = None) -> list[dict[str, Any]]:
     """Write ``<out_root>/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, plots) for each run.
 
-    ``run_ids`` None means the newest run; ``out_root`` None means ``paths.results``.
+    ``run_ids`` None means the newest run; ``out_root`` None means ``paths.results``. ``out_root`` is locked
+    meanwhile (FolderBusy if another orch writes there); every file is written atomically, summary.json last.
     """
     paths = paths or default_paths()
     out_root = paths.results if out_root is None else Path(out_root)
+    runs = [resolve(paths, run_id) for run_id in run_ids] if run_ids else [resolve(paths, None)]
     summaries = []
-    for run in [resolve(paths, run_id) for run_id in run_ids] if run_ids else [resolve(paths, None)]:
-        got = summarize(run)
-        summary = got.summary
-        out = out_root / summary["run_id"]
-        out.mkdir(parents=True, exist_ok=True)
-        _write_csv(out / "epochs.csv", EPOCH_FIELDS, got.epochs)
-        copied = []
-        for name in (STATS_FILE, HOST_FILE):
-            if (run.path / name).is_file():
-                shutil.copyfile(run.path / name, out / name)
-                copied.append(name)
-        summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
-        summary["results_dir"] = str(out)
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        summaries.append(summary)
+    with locked(out_root, "collect"):
+        for run in runs:
+            got = summarize(run)
+            summary = got.summary
+            out = out_root / summary["run_id"]
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write(out / "epochs.csv", _csv(EPOCH_FIELDS, got.epochs))
+            copied = []
+            for name in (STATS_FILE, HOST_FILE):  # the host wrote these, not a container
+                if (run.path / name).is_file():
+                    atomic_write(out / name, (run.path / name).read_bytes())
+                    copied.append(name)
+            summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
+            summary["results_dir"] = str(out)
+            write_json(out / "summary.json", summary)
+            summaries.append(summary)
     return summaries
 
 

@@ -2,6 +2,7 @@
 
 Pure functions of data collected and aggregated elsewhere: this module reads no run and runs nothing.
 The figures in the report come from ``metrics``; matplotlib (Agg backend) is imported on the first plot.
+Every file is written atomically (``safeio``): an interrupted or failed write leaves the old file whole.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from . import metrics
+from .safeio import atomic_write, atomic_write_with
 
 
 def _pyplot() -> Any:
@@ -31,9 +33,11 @@ def _per_container(stats: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, 
 
 
 def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
+    try:
+        fig.tight_layout()
+        atomic_write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    finally:
+        _pyplot().close(fig)
     return path
 
 
@@ -252,5 +256,5 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         lines.append(f"| {key} | {c.get('state')} | {c.get('run_id')} | {_opt(s.get('test_accuracy'), '.4f')} | "
                      f"{_opt(s.get('train_seconds'), '.2f')} | {_opt(s.get('wall_seconds'), '.1f')} |")
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n")
     return path

@@ -1,6 +1,11 @@
 """`orch collect`: comparison rows (pure), a run folder written by hand, and files, plots and JSON from real runs."""
 import csv
+import io
 import json
+import os
+import struct
+import time
+import zipfile
 from pathlib import Path
 
 import jsonschema
@@ -8,10 +13,11 @@ import numpy as np
 import pytest
 
 from orchestrator import contract
-from orchestrator.collect import collect, compare, summarize
+from orchestrator.collect import PREDICTIONS_LIMIT, collect, compare, read_predictions, summarize
 from orchestrator.errors import RunNotFound
 from orchestrator.paths import Paths
 from orchestrator.rundir import RunDir, RunInfo, RunState
+from orchestrator.safeio import FolderBusy, Unsafe, locked
 from orchestrator.spec import make_spec
 from orchestrator.stats import STATS_FIELDS
 
@@ -66,7 +72,7 @@ def _fake_run(paths: Paths, run_id: str, workers: int = 2, state: RunState = Run
                 "v": contract.CONTRACT_VERSION, "worker": i, "replicas": workers, "global_batch": 96,
                 "steps_per_epoch": 40, "samples_per_epoch": [1920, 1920], "train_seconds": 30.0 + i,
                 "test_accuracy": 0.8}))
-            np.savez(run.predictions(key), x=np.zeros((3, 784)), y_true=np.array([1, 2, 3]),
+            np.savez(run.predictions(key), x=np.zeros((3, 784), dtype=np.uint8), y_true=np.array([1, 2, 3]),
                      y_pred=np.array([1, 2, 0]))
     with open(run.path / "stats.csv", "w") as f:
         f.write(",".join(STATS_FIELDS) + "\n")
@@ -165,3 +171,176 @@ def test_failed_run_is_collected_as_failed(images, orch_env, tmp_path, cleanup):
     jsonschema.validate(summary, SCHEMA)
     assert summary["failed"] and summary["state"] == "failed" and "worker-0" in summary["error"]
     assert summary["workers"][0]["exit_code"] == 137
+
+
+# -- a container's predictions.npz is input, not trusted --------------------------------------------------
+def _npz(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def _good(k=3, **override) -> bytes:
+    arrays = {"x": np.zeros((k, 784), dtype=np.uint8), "y_true": np.arange(k), "y_pred": np.arange(k)}
+    return _npz(**{**arrays, **override})
+
+
+def _bomb(lie: bool) -> bytes:
+    """A zip whose x.npy unpacks to 64 MiB from a few KiB; with ``lie``, its headers claim 1,000 bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("x.npy", b"\0" * (64 << 20))
+        archive.writestr("y_true.npy", b"")
+        archive.writestr("y_pred.npy", b"")
+    data = bytearray(buf.getvalue())
+    if lie:
+        struct.pack_into("<I", data, 22, 1000)  # the local header's uncompressed size
+        struct.pack_into("<I", data, data.find(b"PK\x01\x02") + 24, 1000)  # the central directory's
+    return bytes(data)
+
+
+def _claims_too_much() -> bytes:
+    """A .npy header claiming 10**12 rows, with no data: numpy would allocate first and read after."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": (10**12, 784)})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("x.npy", header.getvalue())
+        archive.writestr("y_true.npy", _npy(np.arange(3)))
+        archive.writestr("y_pred.npy", _npy(np.arange(3)))
+    return buf.getvalue()
+
+
+def _npy(array) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+HOSTILE = {
+    "truncated": lambda path: path.write_bytes(_good()[:300]),
+    "not a zip": lambda path: path.write_bytes(b"not a zip at all"),
+    "empty": lambda path: path.write_bytes(b""),
+    "zip bomb": lambda path: path.write_bytes(_bomb(lie=False)),
+    "zip bomb with lying sizes": lambda path: path.write_bytes(_bomb(lie=True)),
+    "header claims 10**12 rows": lambda path: path.write_bytes(_claims_too_much()),
+    "pickled objects": lambda path: path.write_bytes(_good(x=np.array([{"a": 1}] * 3, dtype=object))),
+    "float images": lambda path: path.write_bytes(_good(x=np.zeros((3, 784)))),
+    "images of another shape": lambda path: path.write_bytes(_good(x=np.zeros((3, 28, 28), dtype=np.uint8))),
+    "float labels": lambda path: path.write_bytes(_good(y_pred=np.zeros(3))),
+    "too many": lambda path: path.write_bytes(_good(k=101)),
+    "none": lambda path: path.write_bytes(_good(k=0)),
+    "lengths differ": lambda path: path.write_bytes(_good(y_true=np.arange(2))),
+    "another array": lambda path: path.write_bytes(_npz(x=np.zeros((3, 784), np.uint8), y_true=np.arange(3),
+                                                        y_pred=np.arange(3), extra=np.arange(3))),
+    "an array missing": lambda path: path.write_bytes(_npz(x=np.zeros((3, 784), np.uint8), y_true=np.arange(3))),
+    "larger than the limit": lambda path: path.write_bytes(b"\0" * (PREDICTIONS_LIMIT + 1)),
+    "a link to /etc/passwd": lambda path: path.symlink_to("/etc/passwd"),
+    "a link to /dev/zero": lambda path: path.symlink_to("/dev/zero"),
+    "a FIFO": lambda path: os.mkfifo(path),
+    "a folder": lambda path: path.mkdir(),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def test_a_hostile_predictions_file_is_refused_fast_in_one_line(tmp_path, attack):
+    target = tmp_path / "predictions.npz"
+    HOSTILE[attack](target)
+    started = time.monotonic()
+    with pytest.raises(Unsafe) as info:
+        read_predictions(target)
+    assert time.monotonic() - started < 1.0
+    assert "\n" not in str(info.value) and len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize("attack", ["truncated", "zip bomb with lying sizes", "pickled objects", "a FIFO"])
+def test_a_hostile_predictions_file_skips_that_plot_with_a_warning(tmp_path, attack):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    run = _fake_run(paths, "hostile")
+    (run.path / "stats.csv").unlink()  # fewer plots to draw
+    target = run.predictions(("worker", 1))
+    target.unlink()
+    HOSTILE[attack](target)
+    [summary] = collect(["hostile"], paths=paths)
+    jsonschema.validate(summary, SCHEMA)
+    assert "predictions-worker-0.png" in summary["files"] and "predictions-worker-1.png" not in summary["files"]
+    [warning] = summary["warnings"]
+    assert warning.startswith("worker-1: no prediction plot: ") and "\n" not in warning and len(warning) < 300
+    assert not (tmp_path / "results" / "hostile" / "predictions-worker-1.png").exists()
+
+
+def test_good_predictions_are_read_and_checked(tmp_path):
+    path = tmp_path / "predictions.npz"
+    path.write_bytes(_good(k=100, y_true=np.arange(100, dtype=np.uint8)))
+    x, y_true, y_pred = read_predictions(path)
+    assert x.shape == (100, 784) and x.dtype == np.uint8 and list(y_true[:3]) == [0, 1, 2] and len(y_pred) == 100
+    assert read_predictions(tmp_path / "missing.npz") is None
+
+
+# -- integrity of collect's files --------------------------------------------------------------------------
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".orch.lock"}
+
+
+def assert_whole(folder: Path, before: dict[str, bytes]) -> None:
+    """Every file of ``before`` is still in ``folder`` and complete; no temporary file is left."""
+    assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+    for name in before:
+        data = (folder / name).read_bytes()
+        if name.endswith(".json"):
+            json.loads(data)
+        elif name.endswith(".csv"):
+            rows = list(csv.reader(io.StringIO(data.decode())))
+            assert rows and data.endswith(b"\n") and {len(r) for r in rows} == {len(rows[0])}, name
+        elif name.endswith(".png"):
+            assert data.startswith(PNG_MAGIC) and data.endswith(b"IEND\xaeB`\x82"), name
+        elif name.endswith(".md"):
+            assert data.startswith(b"# ") and data.endswith(b"|\n"), name
+
+
+def interrupt_replace(monkeypatch, under: Path, n: int) -> list:
+    """os.replace raises KeyboardInterrupt at its ``n``th call that writes under ``under`` (0: never); returns
+    the targets of those calls, as they come."""
+    real, calls = os.replace, []
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(dst).is_relative_to(under):
+            calls.append(dst)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    return calls
+
+
+def test_a_crash_at_each_write_of_collect_leaves_every_earlier_file_whole(tmp_path, monkeypatch):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    _fake_run(paths, "crash", workers=1)
+    (paths.runs / "crash" / "host.csv").write_text("time,cpu\n1,2\n")
+    with monkeypatch.context() as patch:
+        writes = interrupt_replace(patch, paths.results, 0)
+        collect(["crash"], paths=paths)
+    out = tmp_path / "results" / "crash"
+    assert sorted(Path(w).name for w in writes) == sorted(_tree(out)) == [  # each file once
+        "cpu.png", "epochs.csv", "host.csv", "network.png", "predictions-worker-0.png", "stats.csv", "summary.json",
+        "training.png"]
+    for n in range(1, len(writes) + 1):
+        before = _tree(out)
+        with monkeypatch.context() as patch:
+            interrupt_replace(patch, paths.results, n)
+            with pytest.raises(KeyboardInterrupt):
+                collect(["crash"], paths=paths)
+        assert set(_tree(out)) == set(before)
+        assert_whole(out, before)
+        assert json.loads((out / "summary.json").read_text())["run_id"] == "crash"
+
+
+def test_collect_into_a_folder_another_orch_writes_fails_at_once_and_writes_nothing(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    _fake_run(paths, "busy", workers=1)
+    with locked(paths.results, "collect"):
+        with pytest.raises(FolderBusy) as info:
+            collect(["busy"], paths=paths)
+    assert "\n" not in info.value.message and not (paths.results / "busy").exists()

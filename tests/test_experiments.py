@@ -1,15 +1,21 @@
 """Experiment files: loading, grid expansion, quick mode, resume, the sweep with faked runs; and a live --quick sweep."""
 import json
+import os
+import re
+import time
 
 import pytest
 
-from orchestrator import experiments, report
+from orchestrator import experiment_file, experiments, report
 from orchestrator.errors import InvalidSpec, WorkerFailed
-from orchestrator.experiments import SWEEPABLE, Cell, expand, is_done, load, load_cells, parse, results_dir
+from orchestrator.experiment_file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
+from orchestrator.experiments import is_done, load_cells, results_dir
 from orchestrator.paths import Paths
-from orchestrator.spec import flat_field_names
+from orchestrator.safeio import FolderBusy
+from orchestrator.spec import RUN_ID_PATTERN, flat_field_names
 
 from .conftest import ROOT, run_orch
+from .test_collect import _fake_run, _good, _tree, assert_whole, interrupt_replace
 
 GRID = """
 name: t
@@ -137,6 +143,143 @@ def test_run_records_cells_writes_the_report_and_resumes(monkeypatch, tmp_path):
     assert (out / "time-vs-workers.png").is_file()
     out_again, _ = experiments.run(exp, paths=paths)
     assert out_again == out and len(started) == 4  # only the failed cell ran again
+
+
+# -- reading experiment files ------------------------------------------------------------------------------
+def test_load_follows_a_link_the_user_made(tmp_path):
+    (tmp_path / "real.yaml").write_text(GRID)
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "real.yaml")
+    assert load(tmp_path / "link.yaml").name == "t"
+
+
+@pytest.mark.parametrize("kind, needle", [("fifo", "not a regular file"), ("device", "not a regular file"),
+                                          ("folder", "not a regular file"), ("large", "larger than"),
+                                          ("missing", "no such file"), ("binary", "not UTF-8 text")])
+def test_load_refuses_what_is_not_a_small_text_file_at_once(tmp_path, kind, needle):
+    path = tmp_path / "exp.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "large":
+        path.write_text("name: t\n" + "#" * experiment_file.MAX_BYTES)
+    elif kind == "binary":
+        path.write_bytes(b"name: \xff\xfe\n")
+    started = time.monotonic()
+    with pytest.raises(InvalidSpec) as info:
+        load(path)
+    assert time.monotonic() - started < 1.0
+    assert needle in info.value.message and "\n" not in info.value.message
+
+
+# -- the sweep: run ids, the folder lock, crashes, hostile results ----------------------------------------
+def _paths(tmp_path) -> Paths:
+    return Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+
+
+def _fake_sweep(monkeypatch, started=None, on_up=None):
+    """runner.up and collect faked: cells succeed with a made-up summary; ``on_up(spec)`` runs inside up."""
+    specs = {}
+
+    def fake_up(spec, paths=None, say=None, **_kwargs):
+        specs[spec.run_id] = spec
+        if started is not None:
+            started.append(spec.run_id)
+        if on_up is not None:
+            on_up(spec)
+
+    def fake_collect(run_ids, out_root=None, paths=None):
+        return [_summary(specs[run_ids[0]], 10.0 * specs[run_ids[0]].workers)]
+
+    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments, "collect", fake_collect)
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+
+
+def test_the_sweep_gives_each_cell_the_run_id_expand_validated(monkeypatch, tmp_path):
+    started = []
+    _fake_sweep(monkeypatch, started)
+    exp = parse("name: lr\nbase: {dataset: synthetic}\nrepeats: 2\n"
+                "grid: {learning_rate: [0.001, 0.01], prefetch: [-1, 1]}\n")
+    _, cells = experiments.run(exp, paths=_paths(tmp_path))
+    assert len(cells) == len(started) == 8 == len(set(started))
+    for cell in expand(exp):
+        run_id = cells[cell.key]["run_id"]
+        assert re.fullmatch(RUN_ID_PATTERN, run_id) and run_id in started
+        assert run_id[:-4] == cell_run_id(exp.name, cell.key, cell.repeat, "0000")[:-4]
+
+
+def test_a_second_sweep_of_the_same_folder_fails_at_once_and_changes_nothing(monkeypatch, tmp_path):
+    paths = _paths(tmp_path)
+    exp = parse("name: race\nbase: {dataset: synthetic, epochs: 1, samples: 6000}\ngrid: {workers: [1, 2]}\n")
+    out = results_dir(exp, False, paths.results)
+    seen = []
+
+    def second_sweep(spec):  # the first sweep holds the folder while its cells run
+        if seen:
+            return
+        before = _tree(out)
+        started = time.monotonic()
+        with pytest.raises(FolderBusy) as info:
+            experiments.run(exp, paths=paths, force=True)
+        seen.append((time.monotonic() - started, info.value.message))
+        assert _tree(out) == before
+
+    _fake_sweep(monkeypatch, on_up=second_sweep)
+    experiments.run(exp, paths=paths)  # the first runs every cell
+    [(elapsed, message)] = seen
+    assert elapsed < 1.0 and str(out) in message and "\n" not in message
+    cells = load_cells(out)
+    assert [c["state"] for c in cells.values()] == ["succeeded", "succeeded"]
+    experiments.run(exp, paths=paths)  # and the folder is free again
+
+
+def test_a_crash_at_each_write_of_a_sweep_leaves_every_earlier_result_whole(monkeypatch, tmp_path):
+    paths = _paths(tmp_path)
+    exp = parse("name: crash\nbase: {dataset: synthetic, epochs: 1, samples: 6000}\ngrid: {workers: [1, 2, 3]}\n")
+    out = results_dir(exp, False, paths.results)
+    _fake_sweep(monkeypatch)
+    with monkeypatch.context() as patch:
+        writes = interrupt_replace(patch, paths.results, 0)
+        experiments.run(exp, paths=paths)
+    names = {"experiment.json", "cells.json", "report.md", "time-vs-workers.png", "accuracy-vs-workers.png"}
+    assert set(_tree(out)) == names
+    assert len(writes) == 1 + 3 + 3  # experiment.json, cells.json after each cell, two plots and report.md
+    for n in range(1, len(writes) + 1):
+        before = _tree(out)
+        with monkeypatch.context() as patch:
+            interrupt_replace(patch, paths.results, n)
+            with pytest.raises(KeyboardInterrupt):
+                experiments.run(exp, paths=paths, force=True)
+        assert set(_tree(out)) == names
+        assert_whole(out, before)
+        assert len(load_cells(out)) == 3
+    experiments.run(exp, paths=paths, force=True)  # the lock went with the crash
+
+
+def test_a_hostile_predictions_file_does_not_stop_the_sweep(monkeypatch, tmp_path):
+    """Real collect into <out>/runs while the sweep holds <out>: its own lock, no deadlock; a truncated
+    predictions.npz becomes a warning in the cell's summary."""
+    paths = _paths(tmp_path)
+
+    def fake_up(spec, paths=None, say=None, **_kwargs):
+        run = _fake_run(paths, spec.run_id, workers=spec.workers)
+        (run.path / "stats.csv").unlink()
+        run.predictions(("worker", 0)).write_bytes(_good()[:200])
+
+    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+    exp = parse("name: hostile\nbase: {dataset: synthetic, epochs: 2, samples: 6000, collective: auto}\n"
+                "grid: {workers: [1, 2]}\n")
+    out, cells = experiments.run(exp, paths=paths)
+    assert [c["state"] for c in cells.values()] == ["succeeded", "succeeded"]
+    for cell in cells.values():
+        assert "collect_error" not in cell
+        assert [w.split(":")[0] for w in cell["summary"]["warnings"]] == ["worker-0"]
+        assert (out / "runs" / cell["run_id"] / "summary.json").is_file()
+    assert (out / "runs" / cells["workers2-r0"]["run_id"] / "predictions-worker-1.png").is_file()
 
 
 @pytest.mark.docker

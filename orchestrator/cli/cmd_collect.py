@@ -43,3 +43,5 @@ def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt
         env.out.print(containers_table(summaries[0]))
     for s in summaries:
         env.say(f"{s['run_id']}: wrote {', '.join(s['files'])} to {s['results_dir']}")
+        for warning in s.get("warnings") or []:
+            env.say(f"{s['run_id']}: {warning}")

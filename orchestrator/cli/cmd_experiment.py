@@ -33,13 +33,13 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     with the same spec (unless --force), so an interrupted sweep resumes. A failed cell is recorded
     and the sweep goes on; the report shows it.
     """
-    from .. import experiments
+    from .. import experiment_file, experiments
     from ..paths import default_paths
 
     root = Path(out_dir) if out_dir else default_paths().results
-    exp = experiments.load(Path(file))
+    exp = experiment_file.load(Path(file))
     if dry_run:
-        cells = experiments.expand(exp, quick)
+        cells = experiment_file.expand(exp, quick)
         recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, root))
         done = {c.key: experiments.is_done(recorded.get(c.key), c) for c in cells}
         env.out.print(cells_table(exp.name, cells, done))
