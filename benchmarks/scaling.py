@@ -43,7 +43,7 @@ SETTINGS = {
     "orch defaults (+ metrics read once per epoch)": {},
     "+ threads 1": {"threads": 1},
     "+ shared network namespace": {"network": "shared"},
-    "+ host network": {"network": "host"},
+    "+ host network": {"network": "host", "expose_ports_on_host": True},
     "+ shared + threads 1": {"network": "shared", "threads": 1},
     "+ pinned": {"pin_cpus": True},
     "+ threads 1 + pinned": {"threads": 1, "pin_cpus": True},

@@ -5,7 +5,7 @@ outside the standard library.
 """
 from __future__ import annotations
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 # Environment variables the orchestrator sets in every worker container.
 ENV_RUN_ID = "ORCH_RUN_ID"
@@ -42,13 +42,18 @@ TRAINING_FIELDS = (
     "shuffle_buffer",
 )
 
-# Files a worker writes under ENV_OUT_DIR/worker-<index>/.
+# What a worker sees under ENV_OUT_DIR: its own folder worker-<index>/ (no other worker's), and SHARED_DIR,
+# the one folder every worker of the job shares. Nothing else of the host's run directory is mounted.
+# Files a worker writes into its own folder, which the host reads as untrusted input:
 EVENTS_FILE = "events.jsonl"  # one JSON object per line, see EVENT_* below
 RESULT_FILE = "result.json"
 PREDICTIONS_FILE = "predictions.npz"
 HEARTBEAT_FILE = "heartbeat"  # rewritten about once a second while the worker trains or validates
-# Shared by all workers under ENV_OUT_DIR: BackupAndRestore's checkpoints, so a restarted group resumes.
-CHECKPOINT_DIR = "checkpoints"
+SHARED_DIR = "shared"
+# Under SHARED_DIR: the framework's checkpoints, so a restarted group resumes, and one marker per worker
+# that has written its result, so every worker knows when all have.
+CHECKPOINT_DIR = f"{SHARED_DIR}/checkpoints"
+DONE_DIR = f"{SHARED_DIR}/done"
 
 # Event kinds; every event has "v", "event", "worker" and "time" (Unix seconds).
 EVENT_START = "start"  # {"stage": "importing" | "connecting" | "training"}; "training" means joined

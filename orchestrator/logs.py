@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import queue
 import re
+import shutil
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from .backends import Backend, ReplicaState
-from .timestamps import format_timestamp, parse_timestamp
 from .rundir import RunDir
+from .safeio import atomic_write_with
+from .timestamps import format_timestamp, parse_timestamp
 
-SAVED_LOG = "container.log"  # per worker: "<RFC 3339 time> <stdout|stderr> <line>" per line
 
 # TensorFlow's C++ noise: absl-formatted info and warning lines, and the CPU feature banners. Error
 # and fatal lines (E..., F...) stay: a failing collective explains itself there.
@@ -57,7 +59,7 @@ def parse_engine_line(raw: str, worker: int, stream: str, role: str = "worker") 
 
 
 def parse_saved_line(raw: str, worker: int, role: str = "worker") -> Optional[LogRecord]:
-    """A record from a line of a saved ``container.log``."""
+    """A record from a line of a saved log (``logs/<role>-<i>.log``)."""
     parts = raw.split(" ", 2)
     if len(parts) < 2 or parts[1] not in ("stdout", "stderr"):
         return None
@@ -84,28 +86,37 @@ def replica_records(backend: Backend, replica: ReplicaState) -> list[LogRecord]:
 
 
 def save(backend: Backend, run: RunDir, replicas: Iterable[ReplicaState], append: bool = False) -> None:
-    """Write each replica's log to ``<role>-<i>/container.log`` so it outlives the replica.
+    """Write each replica's log to the run's ``logs/<role>-<i>.log``, orch's own folder that no replica
+    can write to, so it outlives the replica. Written whole and then renamed: never half a file.
 
     With ``append`` (before a restart replaces the replicas) earlier attempts' lines are kept.
     """
     for r in replicas:
         if r.index < 0:
             continue
-        lines = [format_saved_line(record) for record in replica_records(backend, r)]
-        with open(run.replica_dir(r.key) / SAVED_LOG, "a" if append else "w") as f:
-            f.write("".join(line + "\n" for line in lines))
+        path = run.saved_log(r.key)
+
+        def write(f, replica: ReplicaState = r, path: Path = path) -> None:
+            if append and path.is_file():
+                with open(path, "rb") as before:
+                    shutil.copyfileobj(before, f)
+            for record in replica_records(backend, replica):
+                f.write((format_saved_line(record) + "\n").encode("utf-8", "replace"))
+
+        atomic_write_with(path, write)
 
 
 def saved_records(run: RunDir, keys: list[tuple[str, int]]) -> list[LogRecord]:
-    """The saved logs of a finished run, merged in time order."""
+    """The saved logs of a finished run, merged in time order (read line by line)."""
     records = []
     for role, index in keys:
-        path = run.replica_dir((role, index)) / SAVED_LOG
+        path = run.saved_log((role, index))
         if path.is_file():
-            for raw in path.read_text(errors="replace").splitlines():
-                record = parse_saved_line(raw, index, role)
-                if record is not None:
-                    records.append(record)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for raw in f:
+                    record = parse_saved_line(raw.rstrip("\n"), index, role)
+                    if record is not None:
+                        records.append(record)
     return sorted(records, key=lambda r: r.time)
 
 

@@ -43,7 +43,10 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
     keys = spec.replica_keys()
     addresses = backend.addresses(spec, keys, framework.port)
     job_json = json.dumps(spec.training_fields(), sort_keys=True, separators=(",", ":"))
-    mounts = (Mount(str(data_dir), contract.DATA_MOUNT, True), Mount(str(run_dir), contract.OUT_MOUNT, False))
+    # The trust boundary: a replica sees the data read-only, its own folder, and the folder its job shares
+    # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
+    common = (Mount(str(data_dir), contract.DATA_MOUNT, True),
+              Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False))
     replicas = []
     for position, key in enumerate(keys):
         role, index = key
@@ -61,7 +64,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
         if spec.threads:
             env["OMP_NUM_THREADS"] = str(spec.threads)  # read at the framework's import, before the trainer runs
         labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: role, LABEL_INDEX: str(index), "orch.version": __version__}
-        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=mounts,
+        own = Mount(str(run_dir / f"{role}-{index}"), f"{contract.OUT_MOUNT}/{role}-{index}", False)
+        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=(*common, own),
                                 rendezvous=framework.describe(spec, key, addresses)))
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),

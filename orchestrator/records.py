@@ -14,8 +14,9 @@ from .errors import ContractMismatch
 
 
 class _Record(BaseModel):
-    # Unknown fields are ignored: a newer trainer of the same contract version may add figures.
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Unknown fields are ignored: a newer trainer of the same contract version may add figures. Every
+    # number must be finite: a container's NaN or infinity never reaches a table or a ratio.
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     v: int
     worker: int = Field(ge=0)
@@ -47,8 +48,8 @@ class EpochEvent(_Record):
 
 class DoneEvent(_Record):
     event: Literal["done"]
-    train_seconds: float
-    test_accuracy: float
+    train_seconds: float = Field(ge=0)
+    test_accuracy: float = Field(ge=0, le=1)
 
 
 class ErrorEvent(_Record):
@@ -66,7 +67,7 @@ class _EventAdapter(BaseModel):
 class Result(BaseModel):
     """A worker's result.json: what it trained, how long, and its own test accuracy."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     v: int
     worker: int = Field(ge=0)
@@ -78,11 +79,11 @@ class Result(BaseModel):
     train_samples: Optional[int] = None
     validation_samples: Optional[int] = None
     test_samples: Optional[int] = None
-    epochs: list[dict[str, Any]] = Field(default_factory=list)
-    samples_per_epoch: list[int] = Field(default_factory=list)
+    epochs: list[dict[str, Union[int, float, None]]] = Field(default_factory=list, max_length=10_000)
+    samples_per_epoch: list[int] = Field(default_factory=list, max_length=10_000)
     resumed_from_epoch: Optional[int] = None
-    train_seconds: Optional[float] = None
-    test_accuracy: Optional[float] = None
+    train_seconds: Optional[float] = Field(None, ge=0)
+    test_accuracy: Optional[float] = Field(None, ge=0, le=1)
 
 
 def _check_version(raw: dict[str, Any], what: str) -> None:

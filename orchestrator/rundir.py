@@ -18,6 +18,7 @@ from . import contract
 from .errors import DiskFull, InvalidSpec, OrchError, RunNotFound
 from .paths import Paths
 from .records import parse_event, parse_result
+from .safeio import Tail, atomic_write, mtime, read_json_bounded, write_json
 from .spec import JobSpec, load_spec, make_spec
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 RUN_FILE = "run.json"
 PLAN_FILE = "plan.json"
+LOGS_DIR = "logs"  # the replicas' saved output, <role>-<i>.log: written by orch, never mounted
+RESULT_LIMIT = 1 << 20  # bytes of a result.json orch will read
 CONTAINER_UID = 1000  # replicas never run as root; a root host hands them their folders
 Key = tuple[str, int]
 
@@ -39,6 +42,7 @@ class RunState(str, enum.Enum):
     TIMED_OUT = "timed-out"
     INTERRUPTED = "interrupted"
     STOPPED = "stopped"
+    LOST = "lost"  # recorded as running, but its replicas are gone and nothing recorded an end
     UNKNOWN = "unknown"
 
     @property
@@ -62,6 +66,7 @@ class RunInfo:
     workers: list[dict[str, Any]] = field(default_factory=list)
     run_dir: Optional[str] = None
     restarts: list[dict[str, Any]] = field(default_factory=list)
+    supervisor_pid: Optional[int] = None  # the orch process watching the run; None once it ends, or detached
 
     @property
     def train_seconds(self) -> Optional[float]:
@@ -88,22 +93,13 @@ class RunInfo:
             "workers": self.workers,
             "run_dir": self.run_dir,
             "restarts": self.restarts,
+            "supervisor_pid": self.supervisor_pid,
         }
 
 
 def read_json(path: Path) -> Optional[Any]:
-    """The JSON in ``path``, or None if it is missing or unreadable."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_json(path: Path, payload: Any) -> None:
-    """Write ``payload`` as JSON through a temporary file and a rename, so a reader never sees half of it."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    """The JSON in ``path``, or None if it is missing, unreadable, not a regular file, or over 16 MiB."""
+    return read_json_bounded(path, 16 << 20)
 
 
 def _spec_of(record: Any) -> Optional[JobSpec]:
@@ -120,31 +116,24 @@ def _spec_of(record: Any) -> Optional[JobSpec]:
 
 
 class EventTailer:
-    """Reads the replicas' event files incrementally; each event is attributed to the file it came from."""
+    """Reads the replicas' event files incrementally, as untrusted input: each file through a bounded
+    ``Tail`` (no links, no FIFOs, no unbounded lines), each line validated, and each event attributed to
+    the file it came from; an event that names another worker than its file's is dropped."""
 
     def __init__(self, run: "RunDir", keys: list[Key]) -> None:
-        self.files = {key: run.replica_dir(key) / contract.EVENTS_FILE for key in keys}
-        self.offsets = {key: 0 for key in keys}
+        self.tails = {key: Tail(run.replica_dir(key) / contract.EVENTS_FILE) for key in keys}
 
     def read(self) -> list[tuple[Key, Any]]:
         """New complete events since the last call, as (replica, event), in time order."""
         out = []
-        for key, path in self.files.items():
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self.offsets[key])
-                    chunk = f.read()
-            except FileNotFoundError:
-                continue
-            complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next read
-            self.offsets[key] += len(complete)
-            for line in complete.splitlines():
+        for key, tail in self.tails.items():
+            for line in tail.read():
                 try:
                     raw = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 event = parse_event(raw, f"an event of {key[0]}-{key[1]}")
-                if event is not None:
+                if event is not None and event.worker == key[1]:
                     out.append((key, event))
         return sorted(out, key=lambda pair: pair[1].time)
 
@@ -165,30 +154,44 @@ class RunDir:
         return self.path / f"{key[0]}-{key[1]}"
 
     @property
-    def checkpoints(self) -> Path:
-        return self.path / contract.CHECKPOINT_DIR
+    def shared(self) -> Path:
+        """The folder every replica of the run shares (checkpoints, result markers)."""
+        return self.path / contract.SHARED_DIR
+
+    def saved_log(self, key: Key) -> Path:
+        return self.path / LOGS_DIR / f"{key[0]}-{key[1]}.log"
 
     def exists(self) -> bool:
         return (self.path / RUN_FILE).is_file()
 
     # -- creation -----------------------------------------------------------------------------
     def create(self, plan: "Plan") -> None:
-        """Claim the folder and make what the replicas write into, plus the plan and its artifact."""
-        if self.path.exists():
-            raise InvalidSpec(f"run_id: {self.run_id} is already used ({self.path}); pick another or omit --run-id")
+        """Claim the run id, atomically (one mkdir), and make the folders the replicas write into, plus
+        orch's own: the plan, its artifact and the logs folder. A run id another orch holds is refused
+        and its folder left alone."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.path.mkdir(parents=True)
-            for folder in [self.checkpoints, *(self.replica_dir(r.key) for r in plan.replicas)]:
+            self.path.mkdir()
+        except FileExistsError:
+            raise InvalidSpec(f"run_id: {self.run_id} is already used ({self.path}); pick another or omit --run-id")
+        except OSError as exc:
+            raise self._create_error(exc) from None
+        try:
+            (self.path / LOGS_DIR).mkdir()
+            for folder in [self.shared, *(self.replica_dir(r.key) for r in plan.replicas)]:
                 folder.mkdir()
                 if os.getuid() == 0:
                     os.chown(folder, CONTAINER_UID, CONTAINER_UID)
-            (self.path / plan.artifact_name).write_text(plan.artifact)
+            atomic_write(self.path / plan.artifact_name, plan.artifact)
             write_json(self.path / PLAN_FILE, {k: v for k, v in plan.to_dict().items() if k != "artifact"})
         except OSError as exc:
-            shutil.rmtree(self.path, ignore_errors=True)  # nothing half-made is left behind
-            if exc.errno == errno.ENOSPC:
-                raise DiskFull(f"no space left in {self.path.parent}; free some, or point ORCH_RUNS_DIR elsewhere") from None
-            raise OrchError(f"cannot create the run directory {self.path}: {exc.strerror or exc}") from None
+            shutil.rmtree(self.path, ignore_errors=True)  # ours: nothing half-made is left behind
+            raise self._create_error(exc) from None
+
+    def _create_error(self, exc: OSError) -> OrchError:
+        if exc.errno == errno.ENOSPC:
+            return DiskFull(f"no space left in {self.path.parent}; free some, or point ORCH_RUNS_DIR elsewhere")
+        return OrchError(f"cannot create the run directory {self.path}: {exc.strerror or exc}")
 
     # -- the record and the plan --------------------------------------------------------------
     def record(self) -> Optional[RunInfo]:
@@ -202,7 +205,8 @@ class RunDir:
             state = RunState.UNKNOWN
         return RunInfo(run_id=self.run_id, state=state, spec=_spec_of(raw.get("spec")), started=raw.get("started"),
                        wall_seconds=raw.get("wall_seconds"), error=raw.get("error"), workers=raw.get("workers") or [],
-                       run_dir=str(self.path), restarts=raw.get("restarts") or [])
+                       run_dir=str(self.path), restarts=raw.get("restarts") or [],
+                       supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None)
 
     def write_record(self, info: RunInfo) -> None:
         write_json(self.path / RUN_FILE, info.to_dict())
@@ -223,15 +227,16 @@ class RunDir:
         return EventTailer(self, keys)
 
     def heartbeat(self, key: Key) -> float:
-        """When replica ``key`` last reported training progress (0 if it has not yet)."""
-        try:
-            return (self.replica_dir(key) / contract.HEARTBEAT_FILE).stat().st_mtime
-        except OSError:
-            return 0.0
+        """When replica ``key`` last reported training progress (0 if it has not yet, or its heartbeat is
+        not a regular file)."""
+        return mtime(self.replica_dir(key) / contract.HEARTBEAT_FILE)
 
     def result(self, key: Key) -> Optional[Any]:
-        """Replica ``key``'s validated result.json, or None."""
-        return parse_result(read_json(self.replica_dir(key) / contract.RESULT_FILE), f"the result of {key[0]}-{key[1]}")
+        """Replica ``key``'s validated result.json, or None (missing, unsafe, too large, invalid, or of
+        another worker)."""
+        raw = read_json_bounded(self.replica_dir(key) / contract.RESULT_FILE, RESULT_LIMIT)
+        result = parse_result(raw, f"the result of {key[0]}-{key[1]}")
+        return result if result is not None and result.worker == key[1] else None
 
     def results(self, keys: list[Key]) -> list[dict[str, Any]]:
         """Per-worker result figures (``{"worker": i}`` and Nones where a worker wrote none)."""

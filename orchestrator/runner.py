@@ -120,7 +120,8 @@ def apply(
     datasets.prepare(paths.data, spec.dataset, say)
     run = RunDir(p.run_dir)
     run.create(p)
-    info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path))
+    info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path),
+                   supervisor_pid=None if detach else os.getpid())
     run.write_record(info)
     started = time.monotonic()
     say(f"starting run {spec.run_id}: {spec.workers} worker(s), image {p.image}")
@@ -219,9 +220,11 @@ def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: floa
         finally:
             if info.state == RunState.SUCCEEDED:
                 # The checkpoints exist to resume a failed group; a finished run has nothing to resume.
-                shutil.rmtree(run.checkpoints, ignore_errors=True)
+                # rmtree works through file descriptors and never follows a link a replica planted.
+                shutil.rmtree(run.shared, ignore_errors=True)
             info.wall_seconds = time.monotonic() - started
             try:
+                info.supervisor_pid = None
                 info.workers = run.results(keys)
             except OrchError as exc:  # e.g. a result of another contract version: the run has no result
                 if not info.error:

@@ -5,6 +5,7 @@ Runs are found two ways: their folders under the runs root, and their replicas o
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Iterator, Optional
 
@@ -39,6 +40,19 @@ def _live_state(states: list[ReplicaState]) -> RunState:
     return RunState.FAILED if first_failure(states) else RunState.SUCCEEDED
 
 
+def _alive(pid: Optional[int]) -> bool:
+    """Whether process ``pid`` exists on this host."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _keys(info: Optional[RunInfo]) -> list[tuple[str, int]]:
     return info.spec.replica_keys() if info is not None and info.spec is not None else []
 
@@ -53,6 +67,8 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
     for run in runs_in(paths):
         info = run.record()
         if info is not None:
+            if not info.state.is_terminal and info.run_id not in live and not _alive(info.supervisor_pid):
+                info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
             runs[info.run_id] = info
     for run_id, states in live.items():
         info = runs.setdefault(run_id, RunInfo(run_id=run_id, state=RunState.UNKNOWN, spec=None))

@@ -65,6 +65,11 @@ class JobSpec(BaseModel):
         description="bridge: an internal network, a host name per worker; shared: one network namespace on "
                     "loopback; host: the host's network (not isolated).",
     )
+    expose_ports_on_host: bool = Field(
+        False, json_schema_extra=flag(default_text="no"),
+        description="Accept that --network host exposes every worker's unauthenticated rendezvous and all-reduce "
+                    "(TensorFlow gRPC) ports on all of this host's interfaces; --network host is refused without it.",
+    )
     threads: int = Field(0, ge=0, le=256,
                          description="Intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = the framework's default.")
     pin_cpus: bool = Field(True, json_schema_extra=flag(default_text="pinned"),
@@ -113,6 +118,9 @@ class JobSpec(BaseModel):
         if names != [DEFAULT_ROLE]:
             raise ValueError(f"roles: the {self.framework.name} framework runs only the role worker, got "
                              f"{', '.join(names)}")
+        if self.network == "host" and not self.expose_ports_on_host:
+            raise ValueError("network: host exposes every worker's unauthenticated gRPC server on all of this host's "
+                             "interfaces; pass --expose-ports-on-host to accept that, or use --network bridge or shared")
         available = contract.DATASET_SIZES[self.dataset]
         if self.samples > available:
             raise ValueError(f"samples: {self.dataset} has {available} training images, got {self.samples}")

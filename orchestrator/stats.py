@@ -165,12 +165,18 @@ class Sampler:
 
 
 def read_samples(path: Path) -> list[dict[str, Any]]:
-    """Rows of a ``stats.csv`` with numbers as numbers."""
+    """Rows of a ``stats.csv`` with numbers as numbers.
+
+    The file is an append-only log, flushed row by row: a crash of orch can cut its last row, so a row
+    that does not parse is skipped rather than failing the reader."""
     if not path.is_file():
         return []
     out = []
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            out.append({k: (v if k == "container" else float(v) if k in ("time", "cpu_percent") else int(float(v)))
-                        for k, v in row.items()})
+            try:
+                out.append({k: (v if k == "container" else float(v) if k in ("time", "cpu_percent") else int(float(v)))
+                            for k, v in row.items() if k in STATS_FIELDS})
+            except (TypeError, ValueError):
+                continue
     return out

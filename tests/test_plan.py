@@ -41,8 +41,12 @@ def test_rendered_compose_is_what_the_plan_says():
         assert svc["image"] == f"orch-trainer:{__version__}-multi"
         assert svc["cpus"] == 0.5
         assert "ports" not in svc
-        assert svc["volumes"][0]["read_only"] is True
-        assert svc["volumes"][1]["source"] == "/srv/orch/runs/r3"
+        # The trust boundary: the data read-only, the shared folder, and the worker's own folder; nothing else
+        # of the run directory (records, the Compose file, logs) is mounted.
+        assert [(v["source"], v["target"], v.get("read_only", False)) for v in svc["volumes"]] == [
+            ("/srv/orch/cache/data/mnist", "/orch/data", True), ("/srv/orch/runs/r3/shared", "/orch/run/shared", False),
+            (f"/srv/orch/runs/r3/worker-{i}", f"/orch/run/worker-{i}", False)]
+        assert svc["logging"] == {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}}
     assert doc["networks"]["cluster"]["internal"] is True
 
 
@@ -70,8 +74,8 @@ def test_quoting_cannot_add_keys_or_interpolate():
 
 
 def test_host_network_uses_a_port_block_of_its_own():
-    a = plan(make_spec(run_id="host-a", workers=2, network="host"), PATHS)
-    b = plan(make_spec(run_id="host-b", workers=2, network="host"), PATHS)
+    a = plan(make_spec(run_id="host-a", workers=2, network="host", expose_ports_on_host=True), PATHS)
+    b = plan(make_spec(run_id="host-b", workers=2, network="host", expose_ports_on_host=True), PATHS)
     doc = yaml.safe_load(a.artifact)
     assert all(svc["network_mode"] == "host" for svc in doc["services"].values())
     assert "networks" not in doc["services"]["worker-0"]

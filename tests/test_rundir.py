@@ -27,7 +27,7 @@ def _made(paths, run_id="r1", workers=2, started=1.0, state=RunState.SUCCEEDED):
 
 def test_create_lays_out_the_folder_and_refuses_a_used_id(paths):
     run, spec = _made(paths)
-    assert sorted(p.name for p in run.path.iterdir()) == ["checkpoints", "compose.yml", "plan.json", "run.json",
+    assert sorted(p.name for p in run.path.iterdir()) == ["compose.yml", "logs", "plan.json", "run.json", "shared",
                                                           "worker-0", "worker-1"]
     assert run.artifact() == run.path / "compose.yml"
     assert run.plan_record()["backend"] == "compose"
@@ -57,8 +57,10 @@ def test_the_run_id_is_the_folders_name_not_what_the_record_says(paths):
 
 def test_events_are_attributed_to_the_file_they_came_from(paths):
     run, spec = _made(paths)
-    lines = [{"v": 1, "event": "epoch", "worker": 0, "time": 2.0, "epoch": 1},
-             {"v": 1, "event": "start", "worker": 0, "time": 1.0, "stage": "training"}]
+    v = contract.CONTRACT_VERSION
+    lines = [{"v": v, "event": "epoch", "worker": 1, "time": 2.0, "epoch": 1},
+             {"v": v, "event": "start", "worker": 1, "time": 1.0, "stage": "training"},
+             {"v": v, "event": "epoch", "worker": 0, "time": 3.0, "epoch": 2}]  # forged: worker 0's, in worker-1's file
     (run.replica_dir(("worker", 1)) / contract.EVENTS_FILE).write_text(
         "".join(json.dumps(e) + "\n" for e in lines) + "not json\n" + '{"v": 1, "event": "epo')
     tailer = run.events(spec.replica_keys())
@@ -70,7 +72,8 @@ def test_events_are_attributed_to_the_file_they_came_from(paths):
 def test_results_fill_in_what_each_worker_wrote(paths):
     run, spec = _made(paths)
     (run.replica_dir(("worker", 0)) / contract.RESULT_FILE).write_text(json.dumps(
-        {"v": 1, "worker": 0, "train_seconds": 3.0, "test_accuracy": 0.9, "samples_per_epoch": [5]}))
+        {"v": contract.CONTRACT_VERSION, "worker": 0, "train_seconds": 3.0, "test_accuracy": 0.9,
+         "samples_per_epoch": [5]}))
     results = run.results(spec.replica_keys())
     assert results[0]["test_accuracy"] == 0.9 and results[1]["test_accuracy"] is None
     assert RunInfo(run_id="r1", state=RunState.SUCCEEDED, spec=spec, workers=results).train_seconds == 3.0
@@ -84,3 +87,67 @@ def test_resolve_finds_the_newest_or_the_named_run(paths):
     for bad in ("nope", "../runs", ".."):
         with pytest.raises(RunNotFound):
             resolve(paths, bad)
+
+
+def test_two_claims_of_one_run_id_leave_the_winners_folder_alone(paths):
+    import threading
+
+    spec = make_spec(run_id="race", workers=2, dataset="synthetic")
+    p = plan(spec, paths)
+    start, outcomes = threading.Barrier(8), []
+
+    def claim():
+        start.wait()
+        try:
+            RunDir(p.run_dir).create(p)
+            outcomes.append("won")
+        except Exception as exc:  # noqa: BLE001 - the loser's error is what the test checks
+            outcomes.append(type(exc).__name__ + ": " + str(exc))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("won") == 1
+    assert all("already used" in o for o in outcomes if o != "won")
+    assert sorted(x.name for x in p.run_dir.iterdir()) == ["compose.yml", "logs", "plan.json", "shared", "worker-0",
+                                                          "worker-1"]
+
+
+def test_results_and_heartbeats_refuse_links_fifos_and_forgeries(paths, tmp_path):
+    import os
+
+    run, spec = _made(paths)
+    w0, w1 = run.replica_dir(("worker", 0)), run.replica_dir(("worker", 1))
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"v": contract.CONTRACT_VERSION, "worker": 0, "test_accuracy": 0.5}))
+    os.symlink(secret, w0 / contract.RESULT_FILE)
+    os.symlink(secret, w0 / contract.HEARTBEAT_FILE)
+    os.mkfifo(w1 / contract.RESULT_FILE)  # must not block
+    os.mkfifo(w1 / contract.HEARTBEAT_FILE)
+    assert run.result(("worker", 0)) is None and run.result(("worker", 1)) is None
+    assert run.heartbeat(("worker", 0)) == 0.0 and run.heartbeat(("worker", 1)) == 0.0
+    os.unlink(w1 / contract.RESULT_FILE)
+    (w1 / contract.RESULT_FILE).write_text(json.dumps({"v": contract.CONTRACT_VERSION, "worker": 0, "test_accuracy": 0.5}))
+    assert run.result(("worker", 1)) is None  # worker 0's result in worker 1's folder
+    (w1 / contract.RESULT_FILE).write_text(json.dumps({"v": contract.CONTRACT_VERSION, "worker": 1, "test_accuracy": 7}))
+    assert run.result(("worker", 1)) is None  # out of range
+    (w1 / contract.RESULT_FILE).write_text("[" * 100000)
+    assert run.result(("worker", 1)) is None  # too deep to parse
+
+
+def test_removing_the_shared_folder_never_follows_a_planted_link(paths, tmp_path):
+    import os
+    import shutil
+
+    run, _ = _made(paths)
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "precious").write_text("x")
+    (run.shared / "checkpoints").mkdir()
+    os.symlink(keep, run.shared / "checkpoints" / "evil")
+    os.symlink(tmp_path, run.shared / "evil-root")
+    assert shutil.rmtree.avoids_symlink_attacks
+    shutil.rmtree(run.shared)
+    assert (keep / "precious").read_text() == "x" and not run.shared.exists()

@@ -12,7 +12,6 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.errors import ContractMismatch, DockerError, ImageMissing, JobTimedOut, WorkerFailed
-from orchestrator.logs import SAVED_LOG
 from orchestrator.paths import Paths
 from orchestrator.plan import Plan, plan
 from orchestrator.rundir import RunDir, RunInfo, RunState
@@ -74,7 +73,7 @@ def assert_failed_record(h: Harness, p: Plan, error: str, state: RunState = RunS
     assert info.state == state and info.error == error
     assert info.spec == p.spec and info.wall_seconds is not None
     assert [w["worker"] for w in info.workers] == [0, 1, 2][: p.spec.workers]
-    assert (p.run_dir / contract.CHECKPOINT_DIR).is_dir()  # kept: a failed run may be resumed
+    assert (p.run_dir / contract.SHARED_DIR).is_dir()  # kept: a failed run may be resumed
     return info
 
 
@@ -103,7 +102,7 @@ def test_worker_exiting_non_zero_fails_the_run_with_its_logs(h):
     assert backend.call_names.count("apply") == 1 and backend.cancels == [5]
     stopped_within(backend, 4, 4 + POLL)
     for i in range(3):  # every replica's output outlives it
-        assert f"worker-{i} attempt 1: epoch 1/2" in (p.run_dir / f"worker-{i}" / SAVED_LOG).read_text()
+        assert f"worker-{i} attempt 1: epoch 1/2" in (p.run_dir / "logs" / f"worker-{i}.log").read_text()
 
 
 def test_worker_killed_by_a_signal_fails_when_no_restart_is_allowed(h):
@@ -133,7 +132,7 @@ def test_vanished_worker_is_named_and_the_rest_stopped(h):
     assert exit_codes(info) == [None, None, None]
     assert backend.cancels == [5]
     stopped_within(backend, 4, 4 + POLL)
-    assert not (p.run_dir / "worker-2" / SAVED_LOG).exists() and (p.run_dir / "worker-0" / SAVED_LOG).exists()
+    assert not (p.run_dir / "logs" / "worker-2.log").exists() and (p.run_dir / "logs" / "worker-0.log").exists()
 
 
 def test_paused_worker_fails_the_run_after_the_stall_timeout(h):
@@ -228,9 +227,9 @@ def test_restartable_failure_restarts_the_group_and_then_succeeds(h):
     assert isinstance(restart["time"], float)
     assert exit_codes(record) == [0, 0, 0] and record.test_accuracy == 0.9
     assert [e.epoch for e in h.events if e.event == "resumed"] == [2, 2, 2]
-    log = (p.run_dir / "worker-1" / SAVED_LOG).read_text()
+    log = (p.run_dir / "logs" / "worker-1.log").read_text()
     assert "worker-1 attempt 1:" in log and "worker-1 attempt 2:" in log  # both attempts' output kept
-    assert not (p.run_dir / contract.CHECKPOINT_DIR).exists()
+    assert not (p.run_dir / contract.SHARED_DIR).exists()
 
 
 def test_stalled_group_restarts_with_no_named_worker(h):
@@ -271,14 +270,14 @@ def test_success_when_every_replica_exits_zero(h):
     assert record.workers[0]["replicas"] == 3 and record.workers[0]["global_batch"] == 96
     assert backend.call_names[:2] == ["preflight", "apply"] and backend.cancels == [0]
     stopped_within(backend, end + 0.5, end + 0.5 + POLL)
-    assert not (p.run_dir / contract.CHECKPOINT_DIR).exists()
+    assert not (p.run_dir / contract.SHARED_DIR).exists()
     assert h.said[0] == f"starting run fake-run: 3 worker(s), image {p.image}"
     kinds = [(e.worker, e.event, getattr(e, "stage", None)) for e in h.events]
     for i in range(3):
         assert [k for k in kinds if k[0] == i] == [
             (i, "start", "importing"), (i, "start", "connecting"), (i, "start", "training"),
             (i, "epoch", None), (i, "epoch", None), (i, "done", None)]
-    assert all((p.run_dir / f"worker-{i}" / SAVED_LOG).stat().st_size > 0 for i in range(3))
+    assert all((p.run_dir / "logs" / f"worker-{i}.log").stat().st_size > 0 for i in range(3))
 
 
 def test_success_when_every_result_is_written_but_one_replica_lingers(h):
@@ -306,7 +305,7 @@ def test_ctrl_c_stops_the_run_and_is_re_raised(h):
     assert exit_codes(info) == [None, None, None]
     assert backend.cancels == [5]
     assert h.said[-1] == f"interrupted: containers removed; what was written is in {p.run_dir}"
-    assert (p.run_dir / "worker-0" / SAVED_LOG).exists()
+    assert (p.run_dir / "logs" / "worker-0.log").exists()
 
 
 @pytest.mark.parametrize("where", ["saving-logs", "stopping"])
@@ -412,3 +411,35 @@ def test_fake_clock_sleeps_without_sleeping():
     clock = FakeClock()
     clock.sleep(100.0)
     assert clock.monotonic() == 100.0 and clock.time() == clock.start + 100.0 and clock.sleeps == [100.0]
+
+
+def test_two_ups_with_one_run_id_leave_the_winner_alone(tmp_path):
+    import threading
+
+    results: dict[str, object] = {}
+    start = threading.Barrier(2)
+
+    def up(name: str) -> None:
+        h = Harness(tmp_path)  # each its own clock and backend, the same runs folder
+        p = h.plan(workers=2)
+        backend = h.backend({i: trainer() for i in range(2)})
+        start.wait()
+        try:
+            results[name] = h.apply(p, backend).state
+        except Exception as exc:  # noqa: BLE001 - the loser's error is what the test checks
+            results[name] = exc
+        results[name + "-cancels"] = backend.cancels
+
+    threads = [threading.Thread(target=up, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    outcomes = [results["a"], results["b"]]
+    assert RunState.SUCCEEDED in outcomes
+    (loser,) = [o for o in outcomes if o != RunState.SUCCEEDED]
+    assert "run_id: fake-run is already used" in str(loser)
+    loser_name = "a" if results["a"] is loser else "b"
+    assert results[loser_name + "-cancels"] == []  # it started nothing and removed nothing
+    info = RunDir(tmp_path / "runs" / "fake-run").record()
+    assert info.state == RunState.SUCCEEDED and [w["test_accuracy"] for w in info.workers] == [0.9, 0.9]

@@ -44,7 +44,7 @@ def test_three_workers_shard_once_and_agree(images, orch_env, tmp_path, cleanup)
     workers = info["workers"]
     # Each worker leaves by itself once all have written their results: none is stopped by orch.
     assert [w["exit_code"] for w in workers] == [0, 0, 0]
-    assert not (tmp_path / "runs" / "live-w3" / "checkpoints").exists()  # nothing left to resume
+    assert not (tmp_path / "runs" / "live-w3" / "shared").exists()  # nothing left to resume
     assert {w["replicas"] for w in workers} == {3}
     # The same model on every worker: the same test accuracy, computed locally by each.
     assert len({w["test_accuracy"] for w in workers}) == 1
@@ -59,7 +59,7 @@ def test_three_workers_shard_once_and_agree(images, orch_env, tmp_path, cleanup)
     shares = [cpuset(i, 3, os.cpu_count()) for i in range(3)]
     assert [",".join(map(str, r["cpus"])) for r in results] == [_expand(c) for c in shares]
     assert all(len(r["epochs"]) == 2 and "val_accuracy" in r["epochs"][0] for r in results)
-    assert (tmp_path / "runs" / "live-w3" / "worker-1" / "container.log").read_text()
+    assert (tmp_path / "runs" / "live-w3" / "logs" / "worker-1.log").read_text()
     assert orch_containers("live-w3") == [] and orch_networks("live-w3") == []
 
 

@@ -206,7 +206,7 @@ def test_sigterm_stops_the_run_and_keeps_its_results(images, orch_env, tmp_path,
     code, stderr = _signal(run_id, orch_env, run_dir, signal.SIGTERM)
     assert code == 143, stderr
     assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
-    assert (run_dir / "worker-0" / "container.log").stat().st_size > 0 and _events(run_dir, 0)
+    assert (run_dir / "logs" / "worker-0.log").stat().st_size > 0 and _events(run_dir, 0)
     assert _gone(run_id)
 
 
@@ -227,9 +227,13 @@ def test_workers_run_locked_down(images, orch_env, tmp_path, cleanup):
         assert not host.get("PortBindings") and not info["NetworkSettings"]["Ports"]
         assert host["Memory"] == 2048 * 2**20 and host["PidsLimit"] == 1024
         mounts = {m["Destination"]: m for m in info["Mounts"]}
-        assert set(mounts) == {"/orch/data", "/orch/run"}
-        assert mounts["/orch/data"]["RW"] is False and mounts["/orch/run"]["RW"] is True
-        assert mounts["/orch/run"]["Source"] == str(tmp_path / "runs" / run_id)
+        # The trust boundary: the data read-only, the shared folder and this worker's own; no more of the run.
+        assert set(mounts) == {"/orch/data", "/orch/run/shared", "/orch/run/worker-0"}
+        assert mounts["/orch/data"]["RW"] is False
+        assert mounts["/orch/run/shared"]["Source"] == str(tmp_path / "runs" / run_id / "shared")
+        assert mounts["/orch/run/worker-0"]["Source"] == str(tmp_path / "runs" / run_id / "worker-0")
+        assert mounts["/orch/run/shared"]["RW"] is True and mounts["/orch/run/worker-0"]["RW"] is True
+        assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-file": "3", "max-size": "10m"}}
         assert not any("docker.sock" in m["Source"] for m in info["Mounts"])
         (network,) = info["NetworkSettings"]["Networks"]
         net = json.loads(subprocess.run(["docker", "network", "inspect", network], capture_output=True, text=True,

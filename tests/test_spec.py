@@ -38,6 +38,7 @@ def test_fresh_run_ids_are_valid_and_distinct():
         ({"run_id": "a\nb: c"}, "run_id"),
         ({"image": "evil\nkey: value"}, "image"),
         ({"wrokers": 3}, "wrokers: unknown field; allowed fields are"),
+        ({"network": "host"}, "network: host exposes every worker's unauthenticated gRPC server"),
     ],
 )
 def test_invalid_fields_are_named(fields, message):

@@ -64,3 +64,12 @@ def test_one_worker_moves_almost_no_network_bytes(observed_runs):
         rows = list(csv.DictReader(f))
     assert rows
     assert max(int(r["net_rx_bytes"]) + int(r["net_tx_bytes"]) for r in rows) < 50_000
+
+
+def test_a_row_cut_by_a_crash_is_skipped(tmp_path):
+    from orchestrator.stats import read_samples
+
+    path = tmp_path / "stats.csv"
+    path.write_text(",".join(STATS_FIELDS) + "\n1.5,0,c0,12.5,100,200,1,2,3,4,5\n2.5,0,c0,1")
+    rows = read_samples(path)
+    assert len(rows) == 1 and rows[0]["cpu_percent"] == 12.5 and rows[0]["pids"] == 5

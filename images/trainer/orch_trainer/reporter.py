@@ -35,9 +35,19 @@ class Reporter:
     def say(self, text: str) -> None:
         print(f"[orch] {text}", flush=True)
 
+    def mark_done(self) -> None:
+        """Tell the other workers, through the shared folder, that this worker's result is written."""
+        done = os.path.join(self.out_dir, contract.DONE_DIR)
+        os.makedirs(done, exist_ok=True)
+        path = os.path.join(done, contract.worker_dir(self.worker))
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{time.time():.3f}\n")
+        os.replace(path + ".tmp", path)
+
     def wait_for_results(self, num_workers: int, since: float, timeout: float = 60.0) -> bool:
-        """Wait until every worker has written its result in this attempt; False on timeout."""
-        paths = [os.path.join(self.out_dir, contract.worker_dir(w), contract.RESULT_FILE) for w in range(num_workers)]
+        """Wait until every worker has marked its result written in this attempt; False on timeout."""
+        done = os.path.join(self.out_dir, contract.DONE_DIR)
+        paths = [os.path.join(done, contract.worker_dir(w)) for w in range(num_workers)]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -182,10 +182,11 @@ def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: 
         predictions = models.mlp_logits(weights, x_te).argmax(axis=1)
         test_accuracy = float((predictions == y_te).mean())
         grid = slice(0, min(25, len(x_te)))
-        np.savez_compressed(
-            os.path.join(reporter.dir, contract.PREDICTIONS_FILE),
-            x=(x_te[grid] * 255).round().astype(np.uint8), y_true=y_te[grid], y_pred=predictions[grid],
-        )
+        target = os.path.join(reporter.dir, contract.PREDICTIONS_FILE)
+        with open(target + ".tmp", "wb") as f:  # written whole, then renamed: never half a file
+            np.savez_compressed(f, x=(x_te[grid] * 255).round().astype(np.uint8), y_true=y_te[grid],
+                                y_pred=predictions[grid])
+        os.replace(target + ".tmp", target)
         result = {
             "v": contract.CONTRACT_VERSION,
             "worker": worker,
@@ -208,6 +209,7 @@ def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: 
             "job": job,
         }
         reporter.write_json(contract.RESULT_FILE, result)
+        reporter.mark_done()
         reporter.event(contract.EVENT_DONE, train_seconds=train_seconds, test_accuracy=test_accuracy)
         reporter.say(f"worker {worker} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
         finished.append(result)

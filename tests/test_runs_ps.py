@@ -1,0 +1,74 @@
+"""`orch ps` and `orch down` against a fake backend: live replicas decide, a run nobody watches is lost."""
+import os
+import subprocess
+
+import pytest
+
+from orchestrator.backends import Backend, ReplicaState, Status
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+from orchestrator.rundir import RunDir, RunInfo, RunState
+from orchestrator.runs import down, ps
+from orchestrator.spec import make_spec
+
+
+class Engine(Backend):
+    """Replicas by run; cancel records what it removed."""
+
+    name = "compose"
+
+    def __init__(self, live=None):
+        self.live = live or {}
+        self.cancelled = []
+
+    def states(self, run_id=None):
+        return [s for run, states in self.live.items() for s in states if run_id in (None, run)]
+
+    def log_lines(self, replica, stream, follow=False, since=None):
+        return iter(())
+
+    def cancel(self, run_id, artifact, grace):
+        self.cancelled.append(run_id)
+        self.live.pop(run_id, None)
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+
+
+def _recorded(paths, run_id, state, pid=None):
+    spec = make_spec(run_id=run_id, workers=1, dataset="synthetic")
+    p = plan(spec, paths)
+    run = RunDir(p.run_dir)
+    run.create(p)
+    run.write_record(RunInfo(run_id=run_id, state=state, spec=spec, started=1.0, supervisor_pid=pid))
+    return run
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_running_run_with_no_replicas_and_no_orch_is_lost(paths):
+    _recorded(paths, "orphan", RunState.RUNNING, pid=_dead_pid())
+    _recorded(paths, "watched", RunState.STARTING, pid=os.getpid())  # its orch is alive: still starting
+    _recorded(paths, "done", RunState.SUCCEEDED)
+    states = {r.run_id: r.state for r in ps(paths=paths, backend=Engine())}
+    assert states == {"orphan": RunState.LOST, "watched": RunState.STARTING, "done": RunState.SUCCEEDED}
+
+
+def test_live_replicas_decide_the_state_of_a_run_still_up(paths):
+    _recorded(paths, "up", RunState.RUNNING)
+    replica = ReplicaState(id="c", name="n", run="up", role="worker", index=0, status=Status.FAILED, exit_code=3,
+                           finished_at=2.0)
+    assert ps(paths=paths, backend=Engine({"up": [replica]}))[0].state == RunState.FAILED
+
+
+def test_down_of_a_lost_run_records_it_stopped(paths):
+    run = _recorded(paths, "orphan", RunState.RUNNING, pid=_dead_pid())
+    engine = Engine()
+    assert down(["orphan"], paths=paths, backend=engine) == ["orphan"]
+    assert run.record().state == RunState.STOPPED and engine.cancelled == []
