@@ -64,7 +64,8 @@ class _ProgressView:
         self.task: Optional[Any] = None
 
     def __call__(self, p: Any) -> None:
-        eta = f"about {p.eta_seconds / 60:.0f} min to go" if p.eta_seconds is not None else ""
+        eta = "" if p.eta_seconds is None else (f"about {p.eta_seconds / 60:.0f} min to go" if p.eta_seconds >= 90
+                                                else f"about {p.eta_seconds:.0f} s to go")
         if self.task is None:
             self.task = self.progress.add_task(self.name, total=p.total, eta=eta)
         self.progress.update(self.task, completed=p.done, description=f"{self.name}: {p.current}", eta=eta)
