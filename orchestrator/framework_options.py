@@ -12,11 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TensorFlowOptions(BaseModel):
-    """TensorFlow MultiWorkerMirroredStrategy: the step loop, the tf.data pipeline and the all-reduce."""
+    """TensorFlow: the strategy, the step loop, the tf.data pipeline and the all-reduce."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Literal["tensorflow"] = Field("tensorflow", description="the framework")
+    strategy: Literal["auto", "single", "mirrored", "mwms", "custom"] = Field(
+        "auto",
+        description="single: one container, no distribution (the baseline); mirrored: one container, --replicas "
+                    "replicas with MirroredStrategy (logical CPU devices here, GPUs where present); mwms: "
+                    "MultiWorkerMirroredStrategy, one worker per container; custom: the same with orch's own "
+                    "training loop and an explicit gradient all-reduce; auto: single for 1 worker, else mwms.",
+    )
+    replicas: int = Field(1, ge=1, le=64, description="Replicas inside the one container of --strategy mirrored.")
     steps_per_execution: int = Field(50, ge=1, le=10_000, description="Training steps per tf.function call.")
     log_reduction: Literal["epoch", "first", "sum"] = Field(
         "epoch",
@@ -36,6 +44,28 @@ class TensorFlowOptions(BaseModel):
         description="TensorFlow's own all-reduce timeout (CommunicationOptions); 0 = off. Costs a thread per "
                     "all-reduce for that long, so orch's stall timeout is the default guard.",
     )
+
+
+    def resolved_strategy(self, workers: int) -> str:
+        """The strategy a job of ``workers`` containers runs: ``auto`` made concrete."""
+        if self.strategy == "auto":
+            return "single" if workers == 1 else "mwms"
+        return self.strategy
+
+    def check(self, workers: int, global_batch: int) -> None:
+        """Raise ValueError (one line, naming the flags) if the strategy and the job's shape do not fit."""
+        strategy = self.resolved_strategy(workers)
+        if strategy == "mirrored" and global_batch % self.replicas:
+            lower = global_batch - global_batch % self.replicas
+            raise ValueError(f"global_batch: {global_batch} is not divisible by {self.replicas} replicas; use "
+                             f"{lower or self.replicas} or {lower + self.replicas}")
+        if strategy in ("single", "mirrored") and workers != 1:
+            raise ValueError(f"strategy: {strategy} runs in one container; use --workers 1"
+                             + (" and --replicas N for N replicas" if strategy == "mirrored" else "")
+                             + ", or --strategy mwms for N containers")
+        if self.replicas != 1 and strategy != "mirrored":
+            raise ValueError(f"replicas: --replicas {self.replicas} is for --strategy mirrored (one container, "
+                             f"N replicas); {strategy} runs one replica per container")
 
 
 # A discriminated union: a spec's ``framework.name`` picks the model that validates the rest.

@@ -51,15 +51,25 @@ class JobSpec(BaseModel):
     framework: FrameworkOptions = Field(default_factory=TensorFlowOptions, json_schema_extra=NO_FLAG,
                                         description="the framework and its own options")
     backend: Literal["compose"] = Field("compose", description="Engine that runs the replicas.")
-    dataset: Literal["mnist", "synthetic"] = Field("mnist", description="Data set.")
+    dataset: Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"] = Field(
+        "mnist",
+        description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
+                    "(70,000), vader-reviews (13,056 review snippets, tokenized, for --model text), synthetic (made "
+                    "in the trainer, for tests).",
+    )
     samples: int = Field(60_000, ge=1, json_schema_extra=flag(short="-s"),
-                         description="Samples drawn from the 60,000 training images, split 64/16/20.")
+                         description="Samples drawn from the data set, split 64/16/20 into train, validation and test.")
     epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e"), description="Epochs.")
     global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b"),
                               description="GLOBAL batch, summed over workers: the same work per step for every N.")
     learning_rate: float = Field(1e-3, gt=0, le=10, description="Adam learning rate.")
     seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
-    model: Literal["mlp"] = Field("mlp", json_schema_extra=NO_FLAG, description="seed 000's MLP 784-25-15-10")
+    model: Literal["mlp", "cnn", "text"] = Field(
+        "mlp",
+        description="mlp: seed 000's MLP (784, 25, 15 and 10 units); cnn: seed 002's CNN (two convolutions with "
+                    "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
+                    "data sets only).",
+    )
     network: Literal["bridge", "shared", "host"] = Field(
         "bridge",
         description="bridge: an internal network, a host name per worker; shared: one network namespace on "
@@ -115,12 +125,19 @@ class JobSpec(BaseModel):
             raise ValueError(f"roles: each role may appear once, got {', '.join(names)}")
         if self.role_replicas(DEFAULT_ROLE) != self.workers:
             raise ValueError(f"roles: the role worker must have `workers` ({self.workers}) replicas")
+        self.framework.check(self.workers, self.global_batch)
         if names != [DEFAULT_ROLE]:
             raise ValueError(f"roles: the {self.framework.name} framework runs only the role worker, got "
                              f"{', '.join(names)}")
         if self.network == "host" and not self.expose_ports_on_host:
             raise ValueError("network: host exposes every worker's unauthenticated gRPC server on all of this host's "
                              "interfaces; pass --expose-ports-on-host to accept that, or use --network bridge or shared")
+        kind = contract.DATASET_KINDS[self.dataset]
+        if (self.model == "text") != (kind == "text"):
+            images = ", ".join(d for d, k in contract.DATASET_KINDS.items() if k == "image")
+            texts = ", ".join(d for d, k in contract.DATASET_KINDS.items() if k == "text") or "none yet"
+            raise ValueError(f"model: {self.model} cannot train on {self.dataset} ({kind}s); mlp and cnn train on "
+                             f"images ({images}), text on reviews ({texts})")
         available = contract.DATASET_SIZES[self.dataset]
         if self.samples > available:
             raise ValueError(f"samples: {self.dataset} has {available} training images, got {self.samples}")
@@ -169,7 +186,7 @@ class JobSpec(BaseModel):
 
     def training_fields(self) -> dict[str, Any]:
         """The fields the trainer reads, as the contract names them."""
-        flat = self.flat()
+        flat = {**self.flat(), "strategy": self.framework.resolved_strategy(self.workers)}
         return {name: flat[name] for name in contract.TRAINING_FIELDS}
 
 

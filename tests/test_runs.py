@@ -156,3 +156,60 @@ def test_epoch_metrics_match_keras_own_steps(images, orch_env, tmp_path, cleanup
     for ours, keras in zip(epochs["epoch"], epochs["first"]):
         for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
             assert abs(ours[key] - keras[key]) < 1e-4, (key, ours, keras)
+
+
+def test_the_cnn_trains_on_two_workers_and_each_tests_its_own_weights(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-cnn")
+    proc = run_orch(["up", "--workers", "2", "--model", "cnn", "--dataset", "fashion-mnist", "--samples", "3000",
+                     "--epochs", "2", "--steps-per-execution", "5", "--run-id", "live-cnn", "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    workers = json.loads(proc.stdout)["workers"]
+    assert [w["samples_per_epoch"] for w in workers] == [[960, 960], [960, 960]]  # 64% of 3,000, halved
+    accuracies = {w["test_accuracy"] for w in workers}
+    assert len(accuracies) == 1 and accuracies.pop() > 0.3  # ten classes of clothing; chance is 0.1
+    result = json.loads((tmp_path / "runs" / "live-cnn" / "worker-1" / "result.json").read_text())
+    assert result["model"] == "cnn"
+
+
+def test_mirrored_runs_two_replicas_in_one_container(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-mirrored")
+    proc = run_orch(["up", "--strategy", "mirrored", "--replicas", "2", *SMALL, "--run-id", "live-mirrored",
+                     "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    (worker,) = json.loads(proc.stdout)["workers"]
+    assert worker["replicas"] == 2 and worker["exit_code"] == 0
+    assert worker["samples_per_epoch"] == [3840, 3840]  # the whole training set, split over the two replicas
+    assert 0.3 < worker["test_accuracy"] <= 1.0
+    assert "TF_CONFIG" not in (tmp_path / "runs" / "live-mirrored" / "compose.yml").read_text()
+
+
+def test_the_text_model_learns_review_sentiment_on_two_workers(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-text")
+    proc = run_orch(["up", "--workers", "2", "--model", "text", "--dataset", "vader-reviews", "--samples", "6000",
+                     "--epochs", "3", "--batch-size", "64", "--run-id", "live-text", "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    workers = json.loads(proc.stdout)["workers"]
+    assert [w["samples_per_epoch"] for w in workers] == [[1920] * 3] * 2  # 64% of 6,000, halved, batch 32 each
+    accuracies = {w["test_accuracy"] for w in workers}
+    assert len(accuracies) == 1 and accuracies.pop() > 0.6  # two balanced classes: chance is about 0.5
+    assert not (tmp_path / "runs" / "live-text" / "worker-0" / "predictions.npz").exists()  # no images to show
+
+
+def test_the_custom_loop_shards_once_and_agrees_with_itself(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-custom")
+    proc = run_orch(["up", "--workers", "2", "--strategy", "custom", *SMALL, "--run-id", "live-custom",
+                     "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    workers = json.loads(proc.stdout)["workers"]
+    assert [w["samples_per_epoch"] for w in workers] == [[1920, 1920], [1920, 1920]]  # 64% of 6,000, halved
+    accuracies = {w["test_accuracy"] for w in workers}
+    assert len(accuracies) == 1
+    # The same job under Keras' fit(): the same data, shards and updates, so the same model, near enough.
+    cleanup.append("live-custom-fit")
+    fit = run_orch(["up", "--workers", "2", "--strategy", "mwms", *SMALL, "--run-id", "live-custom-fit",
+                    "--format", "json"], orch_env)
+    assert fit.returncode == 0, fit.stderr
+    assert abs(json.loads(fit.stdout)["test_accuracy"] - accuracies.pop()) < 0.02
+    result = json.loads((tmp_path / "runs" / "live-custom" / "worker-0" / "result.json").read_text())
+    assert result["strategy"] == "custom" and result["replicas"] == 2
+    assert [e["epoch"] for e in result["epochs"]] == [1, 2] and result["epochs"][1]["val_accuracy"] > 0

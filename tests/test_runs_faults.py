@@ -47,12 +47,14 @@ def _gone(run_id: str) -> bool:
 JOB = ["--workers", "3", "--dataset", "synthetic", "--samples", "12000", "--steps-per-execution", "1"]
 
 
-def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, tmp_path, cleanup):
-    run_id = "fault-restart"
+@pytest.mark.parametrize("strategy", ["mwms", "custom"])
+def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, tmp_path, cleanup, strategy):
+    run_id = f"fault-restart-{strategy}"
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
     # 200 steps per epoch, so epoch 2 lasts a few seconds and the kill lands inside it.
-    args = [*JOB, "--samples", "30000", "--epochs", "4", "--max-restarts", "1", "--run-id", run_id]
+    args = [*JOB, "--samples", "30000", "--epochs", "4", "--max-restarts", "1", "--strategy", strategy,
+            "--run-id", run_id]
     proc = _start(args, orch_env)
     try:
         _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 1)), 240, "worker 1's first epoch")

@@ -29,7 +29,7 @@ def test_fresh_run_ids_are_valid_and_distinct():
     [
         ({"workers": 0}, "workers: input should be greater than or equal to 1"),
         ({"workers": "three"}, "workers: input should be a valid integer"),
-        ({"dataset": "cifar"}, "dataset: Input should be 'mnist' or 'synthetic'"),
+        ({"dataset": "cifar"}, "dataset: Input should be 'mnist', 'fashion-mnist', 'vader-reviews' or 'synthetic'"),
         ({"samples": 70000}, "samples: mnist has 60000 training images, got 70000"),
         ({"workers": 3, "global_batch": 64}, "not divisible by 3 workers; use 63 or 66"),
         ({"samples": 100}, "fewer than one global batch"),
@@ -85,3 +85,33 @@ def test_every_framework_option_has_a_description():
     from orchestrator.framework_options import TensorFlowOptions
 
     assert all(field.description for field in TensorFlowOptions.model_fields.values())
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_image_models_train_on_image_data(model):
+    assert make_spec(run_id="r1", model=model, dataset="synthetic").model == model
+
+
+def test_the_text_model_needs_a_text_data_set():
+    with pytest.raises(InvalidSpec, match="model: text cannot train on mnist"):
+        make_spec(run_id="r1", model="text")
+
+
+def test_strategies_resolve_and_fit_the_job():
+    assert make_spec(run_id="r1").training_fields()["strategy"] == "single"
+    assert make_spec(run_id="r1", workers=3).training_fields()["strategy"] == "mwms"
+    assert make_spec(run_id="r1", workers=3, strategy="custom").training_fields()["strategy"] == "custom"
+    mirrored = make_spec(run_id="r1", strategy="mirrored", replicas=4)
+    assert mirrored.training_fields()["strategy"] == "mirrored" and mirrored.training_fields()["replicas"] == 4
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"strategy": "mirrored", "workers": 2, "global_batch": 96}, "strategy: mirrored runs in one container"),
+    ({"strategy": "single", "workers": 3}, "strategy: single runs in one container"),
+    ({"replicas": 2}, "replicas: --replicas 2 is for --strategy mirrored"),
+    ({"strategy": "mirrored", "replicas": 5}, "global_batch: 96 is not divisible by 5 replicas; use 95 or 100"),
+])
+def test_strategy_misfits_are_one_line(fields, message):
+    with pytest.raises(InvalidSpec) as info:
+        make_spec(run_id="r1", **fields)
+    assert message in info.value.message and "\n" not in info.value.message

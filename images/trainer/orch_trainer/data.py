@@ -1,4 +1,8 @@
-"""Data sets for the trainer, read from the host-prepared, read-only data directory."""
+"""Data sets for the trainer, read from the host-prepared, read-only data directory.
+
+NumPy and the standard library only. Images come as float32 in [0, 1] (flat 28 x 28), text as int32
+token ids (0 padding, 1 unknown); labels as int32.
+"""
 from __future__ import annotations
 
 import os
@@ -8,6 +12,9 @@ import numpy as np
 from . import contract
 
 Split = tuple[np.ndarray, np.ndarray]
+
+IMAGE_FILES = {"mnist": contract.MNIST_FILE, "fashion-mnist": contract.FASHION_MNIST_FILE}
+TEXT_FILES = {"vader-reviews": contract.VADER_REVIEWS_FILE}
 
 
 def _synthetic(samples: int, seed: int) -> Split:
@@ -25,11 +32,43 @@ def _synthetic(samples: int, seed: int) -> Split:
     return x, y
 
 
-def _mnist(data_dir: str, samples: int, seed: int) -> Split:
-    with np.load(os.path.join(data_dir, contract.MNIST_FILE)) as f:
+def _check_samples(dataset: str, samples: int, available: int) -> None:
+    if not 0 < samples <= available:
+        raise ValueError(f"{dataset} has {available} samples, {samples} asked for")
+
+
+def _images(dataset: str, path: str, samples: int, seed: int) -> Split:
+    with np.load(path) as f:
         x_all, y_all = f["x"], f["y"]
+    _check_samples(dataset, samples, len(x_all))
     pick = np.random.default_rng(seed).permutation(len(x_all))[:samples]
     return (x_all[pick].astype(np.float32) / 255.0), y_all[pick].astype(np.int32)
+
+
+def _text(dataset: str, path: str, samples: int, seed: int) -> Split:
+    """Training samples from the rows the host built the vocabulary from, the others from the rest.
+
+    The host stores its training part first (``train`` rows). Drawing ``split_sizes(samples)`` from the
+    two parts keeps every validation and test text out of the vocabulary's making; both parts are large
+    enough for any ``samples`` up to the whole set.
+    """
+    with np.load(path) as f:
+        x_all, y_all, in_train = f["x"], f["y"], int(f["train"])
+    _check_samples(dataset, samples, len(x_all))
+    n_train, n_val, n_test = contract.split_sizes(samples)
+    rng = np.random.default_rng(seed)
+    train = rng.permutation(in_train)[:n_train]
+    held_out = in_train + rng.permutation(len(x_all) - in_train)[:n_val + n_test]
+    pick = np.concatenate([train, held_out])
+    return x_all[pick].astype(np.int32), y_all[pick].astype(np.int32)
+
+
+def vocabulary_size(dataset: str, data_dir: str) -> int:
+    """Token ids of a text data set run from 0 to this minus 1 (padding and unknown included); 0 for images."""
+    if dataset not in TEXT_FILES:
+        return 0
+    with np.load(os.path.join(data_dir, TEXT_FILES[dataset])) as f:
+        return int(f["vocabulary_size"])
 
 
 def load(dataset: str, data_dir: str, samples: int, seed: int) -> tuple[Split, Split, Split]:
@@ -40,8 +79,10 @@ def load(dataset: str, data_dir: str, samples: int, seed: int) -> tuple[Split, S
     """
     if dataset == "synthetic":
         x, y = _synthetic(samples, seed)
-    elif dataset == "mnist":
-        x, y = _mnist(data_dir, samples, seed)
+    elif dataset in IMAGE_FILES:
+        x, y = _images(dataset, os.path.join(data_dir, IMAGE_FILES[dataset]), samples, seed)
+    elif dataset in TEXT_FILES:
+        x, y = _text(dataset, os.path.join(data_dir, TEXT_FILES[dataset]), samples, seed)
     else:
         raise ValueError(f"unknown dataset {dataset!r}")
     n_train, n_val, _ = contract.split_sizes(samples)

@@ -1,14 +1,60 @@
-"""Models the trainer can build. Each also has a NumPy forward pass for local, strategy-free prediction."""
+"""Models the trainer can build, and their predictions from one worker's own weights, with no collective."""
 from __future__ import annotations
 
 import numpy as np
 
 MLP_UNITS = (25, 15, 10)
+TEXT_EMBEDDING = 32
+TEXT_HIDDEN = 32
 LOCAL_LOG = "local_batch"  # the only step log of the default steps: this worker's batch size
 
 
-def build_mlp(keras, tf, step_logs: bool = False):
-    """Seed 000's MLP 784-25-15-10 (ReLU, ReLU, logits), counting the samples each replica trains on.
+def _mlp(keras, inputs):
+    """Seed 000's MLP 784-25-15-10 (ReLU, ReLU, logits)."""
+    x = keras.layers.Dense(MLP_UNITS[0], activation="relu")(inputs)
+    x = keras.layers.Dense(MLP_UNITS[1], activation="relu")(x)
+    return keras.layers.Dense(MLP_UNITS[2], name="logits")(x)
+
+
+def _cnn(keras, inputs):
+    """Seed 002's CNN: Conv 32 3x3, ReLU, max-pool 2; Conv 64 3x3, ReLU, max-pool 2; Dense 128, ReLU,
+    dropout; Dense 10 (logits). Its images come flat (784) and are seen as 28 x 28 x 1."""
+    x = keras.layers.Reshape((28, 28, 1))(inputs)
+    x = keras.layers.Conv2D(32, 3, activation="relu")(x)
+    x = keras.layers.MaxPooling2D(2)(x)
+    x = keras.layers.Conv2D(64, 3, activation="relu")(x)
+    x = keras.layers.MaxPooling2D(2)(x)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.Dense(128, activation="relu")(x)
+    x = keras.layers.Dropout(0.5)(x)
+    return keras.layers.Dense(10, name="logits")(x)
+
+
+def _text(keras, inputs, vocabulary: int):
+    """A small review-sentiment classifier: a token embedding averaged over the review (padding masked),
+    one hidden layer, two logits. Pooling rather than a 1-D convolution: a review's sentiment is mostly
+    in which words it uses, and pooling keeps a step cheap, so the all-reduce stays what is measured."""
+    x = keras.layers.Embedding(vocabulary, TEXT_EMBEDDING, mask_zero=True)(inputs)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    x = keras.layers.Dense(TEXT_HIDDEN, activation="relu")(x)
+    return keras.layers.Dense(2, name="logits")(x)
+
+
+def architecture(name: str, keras, x_example: np.ndarray, vocabulary: int = 0):
+    """(inputs, logits) of model ``name`` for inputs shaped like ``x_example``'s rows."""
+    if name == "text":
+        inputs = keras.Input(shape=(x_example.shape[1],), dtype="int32", name="tokens")
+        return inputs, _text(keras, inputs, vocabulary)
+    inputs = keras.Input(shape=(x_example.shape[1],), name="pixels")
+    if name == "cnn":
+        return inputs, _cnn(keras, inputs)
+    if name == "mlp":
+        return inputs, _mlp(keras, inputs)
+    raise ValueError(f"unknown model {name!r}")
+
+
+def build(name: str, keras, tf, x_example: np.ndarray, vocabulary: int = 0, step_logs: bool = False):
+    """Model ``name`` (mlp, cnn or text), counting the samples each replica trains on.
 
     ``step_logs``: use Keras' own steps, which return the metrics' results every step.
     """
@@ -46,11 +92,8 @@ def build_mlp(keras, tf, step_logs: bool = False):
             self.compiled_metrics.update_state(y, y_pred, sample_weight)
             return {LOCAL_LOG: tf.shape(x)[0]}
 
-    inputs = keras.Input(shape=(784,), name="pixels")
-    x = keras.layers.Dense(MLP_UNITS[0], activation="relu")(inputs)
-    x = keras.layers.Dense(MLP_UNITS[1], activation="relu")(x)
-    outputs = keras.layers.Dense(MLP_UNITS[2], name="logits")(x)
-    model = CountingModel(inputs=inputs, outputs=outputs, name="mlp")
+    inputs, outputs = architecture(name, keras, x_example, vocabulary)
+    model = CountingModel(inputs=inputs, outputs=outputs, name=name)
     # ON_READ: each replica keeps its own count, so reading it locally gives this worker's samples.
     # Set past Keras' attribute tracking: the counter is a measurement, not model state, and must stay
     # out of checkpoints (saving an ON_READ variable reduces it across workers).
@@ -73,3 +116,19 @@ def mlp_logits(weights: list[np.ndarray], x: np.ndarray) -> np.ndarray:
         if i < len(kernels) - 1:
             x = np.maximum(x, 0.0)
     return x
+
+
+def local_predictions(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0,
+                      batch: int = 1024) -> np.ndarray:
+    """Class predictions for ``x`` from ``weights`` on this process alone.
+
+    The MLP runs in NumPy. Other models are rebuilt outside any strategy's scope, so the copy's
+    variables are plain local ones and predict() runs no collective: each worker's figure is its own.
+    """
+    if name == "mlp":
+        return mlp_logits(weights, x).argmax(axis=1)
+    inputs, outputs = architecture(name, keras, x, vocabulary)
+    copy = keras.Model(inputs=inputs, outputs=outputs)
+    copy.set_weights(weights)
+    return np.concatenate([copy(x[i:i + batch], training=False).numpy().argmax(axis=1)
+                           for i in range(0, len(x), batch)]) if len(x) else np.zeros(0, dtype=np.int64)
