@@ -100,6 +100,9 @@ class JobSpec(BaseModel):
                                    description="Seconds for every worker to join the cluster before the job fails.")
     cpus: Optional[float] = Field(None, gt=0, le=512, json_schema_extra=flag(default_text="none"),
                                   description="CPU limit per container.")
+    gpus: int = Field(0, ge=0, le=16,
+                      description="GPUs per container, as a device request to the engine (NVIDIA's runtime); 0 = "
+                                  "none. The trainer uses the GPUs it sees: --strategy mirrored puts a replica on each.")
     memory_mb: int = Field(2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory"),
                            description="Memory limit per container in MiB.")
     pids_limit: int = Field(1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,

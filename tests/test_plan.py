@@ -102,3 +102,12 @@ def test_threads_and_pinning_reach_the_containers():
     assert not any("ORCH_CPUS" in service["environment"] for service in unpinned["services"].values())
     assert doc["services"]["worker-2"]["environment"]["OMP_NUM_THREADS"] == "1"
     assert json.loads(doc["services"]["worker-2"]["environment"]["ORCH_JOB"])["threads"] == 1
+
+
+def test_gpus_render_a_device_request_per_container_and_none_by_default():
+    doc = yaml.safe_load(plan(make_spec(run_id="g", workers=2, gpus=2), PATHS).artifact)
+    for service in doc["services"].values():
+        assert service["deploy"]["resources"]["reservations"]["devices"] == [
+            {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}]
+    plain = yaml.safe_load(plan(make_spec(run_id="g", workers=2), PATHS).artifact)
+    assert not any("deploy" in service for service in plain["services"].values())

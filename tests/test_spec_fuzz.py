@@ -46,7 +46,8 @@ def _check_plan(spec: JobSpec) -> None:
     for service in doc["services"].values():
         assert set(service) <= {"image", "hostname", "networks", "network_mode", "depends_on", "user", "init",
                                 "restart", "stop_grace_period", "environment", "labels", "volumes", "read_only",
-                                "tmpfs", "cap_drop", "security_opt", "logging", "mem_limit", "pids_limit", "cpus", "cpuset"}
+                                "tmpfs", "cap_drop", "security_opt", "logging", "mem_limit", "pids_limit", "cpus", "cpuset",
+                                "deploy"}
 
 
 @FUZZ

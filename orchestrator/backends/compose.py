@@ -93,6 +93,7 @@ class ComposeBackend(Backend):
             "memory_mb": spec.memory_mb,
             "pids_limit": spec.pids_limit,
             "cpus": spec.cpus,
+            "gpus": spec.gpus,
             "run_label": LABEL_RUN,
         })
 
