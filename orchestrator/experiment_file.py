@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Literal, Mapping, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -70,6 +70,9 @@ class ReportOptions(BaseModel):
     reference_title: str = Field("", max_length=200)
     reference: list[ReferenceRow] = Field(default_factory=list, max_length=50)
     notes: str = Field("", max_length=10_000)
+    # The axis the scaling figures (T(N)/T(1), speedup, efficiency) are taken along: N containers, or N
+    # replicas inside one (MirroredStrategy).
+    scale: Literal["workers", "replicas"] = "workers"
 
 
 class Experiment(BaseModel):

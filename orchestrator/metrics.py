@@ -80,24 +80,28 @@ def run_baseline(summary: Mapping[str, Any], index: Index) -> Optional[Mapping[s
     return index.get(run_key(summary.get("spec") or {}))
 
 
-def point_key(params: Mapping[str, Any]) -> str:
-    """What a grid point must share with its baseline: every parameter but ``workers``."""
-    return json.dumps({k: v for k, v in params.items() if k != "workers"}, sort_keys=True, default=str)
+SCALE = "workers"  # the axis a sweep's scaling figures are taken along, unless its report names another
 
 
-def point_workers(row: Mapping[str, Any]) -> int:
-    """The workers of a grid point (1 where the grid does not sweep them)."""
-    return int(row["params"].get("workers", 1))
+def point_key(params: Mapping[str, Any], axis: str = SCALE) -> str:
+    """What a grid point must share with its baseline: every parameter but the scaling ``axis``."""
+    return json.dumps({k: v for k, v in params.items() if k != axis}, sort_keys=True, default=str)
 
 
-def point_baselines(rows: Iterable[Mapping[str, Any]]) -> dict[Hashable, Mapping[str, Any]]:
-    """The 1-worker grid points with a train time, by ``point_key``."""
-    return baselines(rows, lambda r: point_key(r["params"]), point_workers, lambda r: bool(r.get("train_seconds")))
+def point_scale(row: Mapping[str, Any], axis: str = SCALE) -> int:
+    """A grid point's value on the scaling ``axis`` (workers or replicas; 1 where the grid does not sweep it)."""
+    return int(row["params"].get(axis, 1))
 
 
-def point_baseline(row: Mapping[str, Any], index: Index) -> Optional[Mapping[str, Any]]:
+def point_baselines(rows: Iterable[Mapping[str, Any]], axis: str = SCALE) -> dict[Hashable, Mapping[str, Any]]:
+    """The grid points at 1 on the scaling ``axis`` with a train time, by ``point_key``."""
+    return baselines(rows, lambda r: point_key(r["params"], axis), lambda r: point_scale(r, axis),
+                     lambda r: bool(r.get("train_seconds")))
+
+
+def point_baseline(row: Mapping[str, Any], index: Index, axis: str = SCALE) -> Optional[Mapping[str, Any]]:
     """The baseline of one grid point in ``index`` (from ``point_baselines``), or None."""
-    return index.get(point_key(row["params"]))
+    return index.get(point_key(row["params"], axis))
 
 
 # -- repeats and steps ----------------------------------------------------------------------------
@@ -139,11 +143,11 @@ def _point(record: Mapping[str, Any]) -> dict[str, Any]:
             "net": [], "step": []}
 
 
-def aggregate(cells: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE) -> list[dict[str, Any]]:
     """One row per grid point of an experiment's recorded cells (cells.json): the median and range over
     repeats of accuracy, train, wall and step time, CPU and network per worker; the scaling figures of the
-    medians against the matching 1-worker point; the synchronisation cost per step. Failed cells count in
-    ``runs`` and ``failed`` only."""
+    medians against the matching point at 1 on the scaling ``axis`` (1 worker, or 1 replica); the
+    synchronisation cost per step. Failed cells count in ``runs`` and ``failed`` only."""
     groups: dict[str, dict[str, Any]] = {}
     for record in cells.values():
         group = groups.setdefault(json.dumps(record["params"], sort_keys=True, default=str), _point(record))
@@ -170,10 +174,10 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
         "wall_seconds": median_range(g["wall"]), "cpu_mean_percent": median_range(g["cpu"]),
         "net_bytes_per_worker": median_range(g["net"]), "step_seconds": median_range(g["step"]),
     } for g in groups.values()]
-    index = point_baselines(rows)
+    index = point_baselines(rows, axis)
     for row in rows:
-        base = point_baseline(row, index)
-        n = point_workers(row)
+        base = point_baseline(row, index, axis)
+        n = point_scale(row, axis)
         t_1 = base["train_seconds"][0] if base else None
         row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
         sync = sync_cost(row["step_seconds"][0] if row["step_seconds"] else None,

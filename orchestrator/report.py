@@ -146,38 +146,39 @@ def machine_description() -> str:
             f"{platform.system()} {platform.release()}, Docker engine {engine}, orch {__version__}")
 
 
-def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str) -> dict[str, tuple[list[float], list[float]]]:
-    """Per line of the plot, the median of ``metric`` against workers."""
+def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
+            axis: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Per line of the plot, the median of ``metric`` against the scaling ``axis``."""
     out = {}
     for label, group in by_line.items():
-        points = sorted((metrics.point_workers(r), r[metric][0]) for r in group if r[metric])
+        points = sorted((metrics.point_scale(r, axis), r[metric][0]) for r in group if r[metric])
         if points:
             out[label] = ([p[0] for p in points], [p[1] for p in points])
     return out
 
 
-def _plots(rows: list[dict[str, Any]], axes: list[str], out: Path) -> list[Path]:
+def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path) -> list[Path]:
     by_line: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_line.setdefault(", ".join(f"{k} {r['params'][k]}" for k in axes) or "all", []).append(r)
     if not any(r["train_seconds"] for r in rows):
         return []
-    return [line_plot(_series(by_line, "train_seconds"), "workers", "train time, s (median)", "Time vs workers",
-                      out / "time-vs-workers.png"),
-            line_plot(_series(by_line, "test_accuracy"), "workers", "test accuracy (median)", "Accuracy vs workers",
-                      out / "accuracy-vs-workers.png")]
+    return [line_plot(_series(by_line, "train_seconds", axis), axis, "train time, s (median)", f"Time vs {axis}",
+                      out / f"time-vs-{axis}.png"),
+            line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median)", f"Accuracy vs {axis}",
+                      out / f"accuracy-vs-{axis}.png")]
 
 
-def _results_table(rows: list[dict[str, Any]], axes: list[str]) -> list[str]:
+def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str) -> list[str]:
     lines = [
-        "| " + " | ".join([*(["workers"] + axes), "runs", "test accuracy", "train s", "wall s", "T(N)/T(1)",
+        "| " + " | ".join([*([axis] + axes), "runs", "test accuracy", "train s", "wall s", "T(N)/T(1)",
                           "speedup", "efficiency", "CPU % per container", "network MB per worker"]) + " |",
         "|" + " --- |" * (len(axes) + 10),
     ]
     for r in rows:
         runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
         lines.append("| " + " | ".join([
-            str(metrics.point_workers(r)), *(str(r["params"].get(a)) for a in axes), runs,
+            str(metrics.point_scale(r, axis)), *(str(r["params"].get(a)) for a in axes), runs,
             _median_range(r["test_accuracy"], ".4f"), _median_range(r["train_seconds"], ".2f"),
             _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
             _opt(r["efficiency"], ".3f"), _median_range(r["cpu_mean_percent"], ".0f"),
@@ -186,18 +187,19 @@ def _results_table(rows: list[dict[str, Any]], axes: list[str]) -> list[str]:
     return lines
 
 
-def _why(rows: list[dict[str, Any]], axes: list[str]) -> list[str]:
+def _why(rows: list[dict[str, Any]], axes: list[str], axis: str) -> list[str]:
     """One line per grid point with a synchronisation cost: its step time against its baseline's."""
-    index = metrics.point_baselines(rows)
+    index = metrics.point_baselines(rows, axis)
+    one = axis[:-1] if axis.endswith("s") else axis
     why = []
     for r in rows:
-        base = metrics.point_baseline(r, index)
+        base = metrics.point_baseline(r, index, axis)
         if r.get("sync_share") is None or base is None or not base["step_seconds"]:
             continue
         label = ", ".join(f"{a} {r['params'][a]}" for a in axes)
         why.append(
-            f"- **{r['params'].get('workers')} workers{', ' + label if label else ''}:** a training step takes "
-            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms with one worker. "
+            f"- **{r['params'].get(axis)} {axis}{', ' + label if label else ''}:** a training step takes "
+            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms with one {one}. "
             f"The same global batch means the same arithmetic per step, shared over the same cores, so the extra "
             f"{r['sync_seconds_per_step'] * 1000:.1f} ms ({r['sync_share']:.0%} of the step) is synchronisation: "
             f"the all-reduce of the gradients and the wait for the slowest worker."
@@ -213,8 +215,9 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     ``experiment`` is an ``experiments.Experiment`` (name, description, report options); ``cells`` its
     recorded cells (cells.json); ``rows`` those cells aggregated by ``metrics.aggregate``.
     """
-    axes = sorted({k for r in rows for k in r["params"]} - {"workers"})
-    plots = _plots(rows, axes, out)
+    axis = getattr(experiment.report, "scale", metrics.SCALE)
+    axes = sorted({k for r in rows for k in r["params"]} - {axis})
+    plots = _plots(rows, axes, axis, out)
     spec_fields = next(iter(cells.values()))["fields"] if cells else {}
     lines = [f"# {experiment.report.title or experiment.name}", ""]
     if experiment.description:
@@ -230,14 +233,14 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         "",
         "## Results",
         "",
-        *_results_table(rows, axes),
-        "", "T(N)/T(1) is the median train time of N workers over that of one worker on the same data: "
+        *_results_table(rows, axes, axis),
+        "", f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: "
         "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N. CPU is in "
         "percent of one core per container. Network is bytes received plus sent by each worker.", "",
     ]
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
-    lines += _why(rows, axes)
+    lines += _why(rows, axes, axis)
     if experiment.report.reference:
         lines += [f"## {experiment.report.reference_title or 'Reference'}", "",
                   "| setup | data | accuracy | time |", "| --- | --- | --- | --- |"]

@@ -106,3 +106,19 @@ def test_aggregate_without_a_baseline_point():
     assert [r["params"]["workers"] for r in rows] == [2, 3]
     assert all(r["time_ratio"] is None and r["speedup"] is None and r["sync_share"] is None for r in rows)
     assert rows[1]["train_seconds"] is None and rows[1]["failed"] == 1
+
+
+def test_scaling_along_replicas_takes_one_replica_as_the_baseline():
+    from orchestrator.metrics import aggregate
+
+    def cell(replicas, train):
+        return {"params": {"replicas": replicas}, "fields": {"replicas": replicas}, "state": "succeeded",
+                "summary": {"train_seconds": train, "spec": {"workers": 1, "epochs": 1},
+                            "workers": [{"steps_per_epoch": 10}]}}
+
+    cells = {f"r{n}": cell(n, t) for n, t in ((1, 2.0), (2, 4.0), (4, 8.0))}
+    rows = {r["params"]["replicas"]: r for r in aggregate(cells, "replicas")}
+    assert [rows[n]["time_ratio"] for n in (1, 2, 4)] == [1.0, 2.0, 4.0]
+    assert rows[4]["efficiency"] == 0.25 / 4
+    # Along workers the same rows have no baseline of their own to compare with: each is 1 worker.
+    assert {r["time_ratio"] for r in aggregate(cells)} == {1.0}
