@@ -5,6 +5,7 @@ artifact rendered from them. ``orch render`` prints it; ``apply`` runs exactly i
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from . import __version__, backends, contract, frameworks
@@ -70,4 +71,4 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="")
-    return Plan(**{**draft.__dict__, "artifact": backend.render(draft)})
+    return dataclasses.replace(draft, artifact=backend.render(draft))

@@ -28,6 +28,8 @@ RUN_FILE = "run.json"
 PLAN_FILE = "plan.json"
 LOGS_DIR = "logs"  # the replicas' saved output, <role>-<i>.log: written by orch, never mounted
 RESULT_LIMIT = 1 << 20  # bytes of a result.json orch will read
+# What run.json and `orch ps` keep of each worker's result.
+RESULT_FIGURES = ("train_seconds", "test_accuracy", "samples_per_epoch", "steps_per_epoch", "replicas", "global_batch")
 CONTAINER_UID = 1000  # replicas never run as root; a root host hands them their folders
 Key = tuple[str, int]
 
@@ -243,16 +245,8 @@ class RunDir:
         out = []
         for key in keys:
             result = self.result(key)
-            out.append({
-                "worker": key[1],
-                "train_seconds": result.train_seconds if result else None,
-                "test_accuracy": result.test_accuracy if result else None,
-                "samples_per_epoch": result.samples_per_epoch if result else None,
-                "steps_per_epoch": result.steps_per_epoch if result else None,
-                "replicas": result.replicas if result else None,
-                "global_batch": result.global_batch if result else None,
-                "exit_code": None,
-            })
+            out.append({"worker": key[1], **{name: getattr(result, name, None) for name in RESULT_FIGURES},
+                        "exit_code": None})
         return out
 
     def predictions(self, key: Key) -> Path:
