@@ -35,12 +35,16 @@ lock: $(ORCH)
 	$(BIN)/python images/lock.py
 
 # The container-count comparison on full MNIST, 1 worker vs 3 at the same global batch, collected side
-# by side; then the container-count experiment in its --quick form.
+# by side: with TensorFlow's MultiWorkerMirroredStrategy, then with MPI over shared memory; then the
+# container-count experiment in its --quick form.
 demo: images
 	@stamp=$$(date +%Y%m%d-%H%M%S); \
 	$(ORCH) up --workers 1 --run-id demo-$$stamp-w1 && \
 	$(ORCH) up --workers 3 --run-id demo-$$stamp-w3 && \
 	$(ORCH) collect demo-$$stamp-w1 demo-$$stamp-w3 && \
+	$(ORCH) up --framework mpi --workers 1 --run-id demo-$$stamp-mpi-w1 && \
+	$(ORCH) up --framework mpi --workers 3 --run-id demo-$$stamp-mpi-w3 && \
+	$(ORCH) collect demo-$$stamp-mpi-w1 demo-$$stamp-mpi-w3 && \
 	$(ORCH) experiment run experiments/container-count.yaml --quick
 
 test: setup

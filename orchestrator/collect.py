@@ -74,32 +74,39 @@ def summarize(run: RunDir) -> Collected:
     info = run.record()
     if info is None:
         raise RunNotFound(f"{run.path} holds no run (no run record)")
-    keys = info.spec.replica_keys() if info.spec is not None else []
+    everyone = info.spec.replica_keys() if info.spec is not None else []
+    keys = info.spec.reporting_keys() if info.spec is not None else []
     stats = read_samples(run.path / STATS_FILE)
     events = run.events(keys).read()
-    recorded = {w.get("worker"): w for w in info.workers}
+    recorded = {(w.get("role", "worker"), w.get("worker")): w for w in info.workers}
     epochs: list[dict[str, Any]] = []
     per_worker = []
+    # Replicas that serve rather than train (ps's servers and workers): their cost, with no result.
+    serving = [{"role": role, "worker": i, **_container_figures([r for r in stats if (r["role"], r["worker"]) == (role, i)])}
+               for role, i in everyone if (role, i) not in keys]
     for key in keys:
-        i = key[1]
+        role, i = key
         result = run.result(key)
         worker_epochs = _epochs_of(key, events, result.epochs if result else [])
         epochs += worker_epochs
         per_worker.append({
+            "role": role,
             "worker": i,
-            "exit_code": (recorded.get(i) or {}).get("exit_code"),
+            "exit_code": (recorded.get(key) or {}).get("exit_code"),
             "train_seconds": result.train_seconds if result else None,
             "test_accuracy": result.test_accuracy if result else None,
             "samples_per_epoch": (result.samples_per_epoch if result else None)
             or [e["samples"] for e in worker_epochs],
             "steps_per_epoch": result.steps_per_epoch if result else None,
             "replicas": result.replicas if result else None,
-            **_container_figures([r for r in stats if r["worker"] == i]),
+            **_container_figures([r for r in stats if (r["role"], r["worker"]) == key]),
         })
     train_times = [w["train_seconds"] for w in per_worker if w["train_seconds"] is not None]
     accuracies = [w["test_accuracy"] for w in per_worker if w["test_accuracy"] is not None]
-    cpu_means = [w["cpu_mean_percent"] for w in per_worker if w["cpu_mean_percent"] is not None]
-    net = [w["net_rx_bytes"] + w["net_tx_bytes"] for w in per_worker if w["net_rx_bytes"] is not None]
+    cpu_means = [w["cpu_mean_percent"] for w in per_worker + serving if w["cpu_mean_percent"] is not None]
+    net = [w["net_rx_bytes"] + w["net_tx_bytes"] for w in per_worker + serving if w["net_rx_bytes"] is not None]
+    first = [e for e in epochs if keys and e["worker"] == keys[0][1]]  # in sync training every replica agrees
+    epoch_times = [e["seconds"] for e in first if e.get("seconds") is not None]
     summary = {
         "schema": SUMMARY_SCHEMA_VERSION,
         "run_id": info.run_id,
@@ -112,11 +119,15 @@ def summarize(run: RunDir) -> Collected:
         "train_seconds": max(train_times) if train_times else None,
         "test_accuracy": accuracies[0] if accuracies else None,
         "epochs_completed": max((len([e for e in epochs if e["worker"] == k[1]]) for k in keys), default=0),
+        "epoch_seconds": round(mean(epoch_times), 4) if epoch_times else None,
+        "val_loss": first[-1].get("val_loss") if first else None,  # after the last epoch
+        "val_accuracy": first[-1].get("val_accuracy") if first else None,
         "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
         "net_bytes": sum(net) if net else None,
         "stats_samples": len(stats),
         "restarts": info.restarts,
         "workers": per_worker,
+        "serving": serving,
         "warnings": [],  # what collect skipped, one line each
     }
     return Collected(summary, epochs, stats, events, keys)

@@ -9,23 +9,50 @@ CONTRACT_VERSION = 2
 
 # Environment variables the orchestrator sets in every worker container.
 ENV_RUN_ID = "ORCH_RUN_ID"
-ENV_WORKER_INDEX = "ORCH_WORKER_INDEX"
-ENV_NUM_WORKERS = "ORCH_NUM_WORKERS"
+ENV_ROLE = "ORCH_ROLE"  # the replica's role: worker, or chief and ps under ParameterServerStrategy
+ENV_WORKER_INDEX = "ORCH_WORKER_INDEX"  # the replica's index within its role
+ENV_NUM_WORKERS = "ORCH_NUM_WORKERS"  # the replicas of its role
 ENV_JOB = "ORCH_JOB"  # JSON object of the training fields of the job spec (see TRAINING_FIELDS)
 ENV_DATA_DIR = "ORCH_DATA_DIR"
+IMAGE_WORKDIR = "/tmp"  # the trainer images' working folder (a tmpfs in the locked-down containers)
+TRAINER_COMMAND = ("python3", "-m", "orch_trainer")  # the trainer images' entry point
 ENV_OUT_DIR = "ORCH_OUT_DIR"
 # Cores (cpuset list syntax, e.g. "0" or "0-3") the trainer pins itself to once TensorFlow is imported,
 # before TensorFlow sizes its thread pools: the imports of all workers still share every core.
 ENV_CPUS = "ORCH_CPUS"
 
+# Where one pod template serves every replica (Kubernetes), each replica derives its own rendezvous at start-up
+# (orch_trainer/rendezvous.py) from ENV_CLUSTER, a JSON list of [role, [host:port, ...]] pairs in role order,
+# and from the completion index Kubernetes gives it in ENV_COMPLETION_INDEX. ENV_ROLE, when set, names the
+# pod's role and the index counts within it (one Job per role); unset, the index counts across the roles.
+ENV_CLUSTER = "ORCH_CLUSTER"
+ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
+# The variables a replica derives from those, which a shared pod template therefore leaves out.
+DERIVED_FROM_INDEX = (ENV_ROLE, ENV_WORKER_INDEX, ENV_NUM_WORKERS, "TF_CONFIG")
+
+# How a replica reports: "files" (the default) into its folder under ENV_OUT_DIR; "stdout" as lines on its
+# standard output, for engines with no folder shared with orch: each record is STDOUT_PREFIX, the name of the
+# file it belongs in, "<part>/<parts>", and a slice of the record's compact JSON (or the heartbeat's time),
+# so that no line exceeds STDOUT_LINE_LIMIT bytes (container runtimes split longer lines).
+ENV_REPORT = "ORCH_REPORT"
+REPORT_FILES = "files"
+REPORT_STDOUT = "stdout"
+STDOUT_PREFIX = "@orch"
+STDOUT_LINE_LIMIT = 8192
+
 # Where the orchestrator mounts things inside a container.
 DATA_MOUNT = "/orch/data"
 OUT_MOUNT = "/orch/run"
+SCRIPT_MOUNT = "/orch/script"  # a user's script's folder (--script), read-only
+IMAGE_DATA_DIR = "/orch-data"  # where a data image holds the prepared data set (engines with no host folder)
+# Set for a user's script: its own output folder (also its working directory) and the job's shared folder.
+ENV_OUTPUT_DIR = "ORCH_OUTPUT_DIR"
+ENV_SHARED_DIR = "ORCH_SHARED_DIR"
 
 # Spec fields the trainer reads from ENV_JOB.
 TRAINING_FIELDS = (
+    "framework",
     "strategy",
-    "replicas",
     "model",
     "dataset",
     "samples",
@@ -33,19 +60,22 @@ TRAINING_FIELDS = (
     "epochs",
     "global_batch",
     "learning_rate",
-    "steps_per_execution",
-    "collective",
-    "bytes_per_pack",
-    "collective_timeout",
     "checkpoint_every",
     "threads",
-    "log_reduction",
-    "cache",
-    "prefetch",
-    "shuffle_buffer",
 )
+# Each framework's own fields in the job its trainer reads (beside TRAINING_FIELDS).
+FRAMEWORK_TRAINING_FIELDS = {
+    "tensorflow": ("replicas", "parameter_servers", "steps_per_execution", "collective", "bytes_per_pack",
+                   "collective_timeout", "log_reduction", "cache", "prefetch", "shuffle_buffer"),
+    "mpi": ("transport",),
+}
 
-# What a worker sees under ENV_OUT_DIR: its own folder worker-<index>/ (no other worker's), and SHARED_DIR,
+
+def training_fields(framework: str) -> tuple[str, ...]:
+    """Every field of the job a trainer of ``framework`` reads."""
+    return TRAINING_FIELDS + FRAMEWORK_TRAINING_FIELDS.get(framework, ())
+
+# What a replica sees under ENV_OUT_DIR: its own folder <role>-<index>/ (no other replica's), and SHARED_DIR,
 # the one folder every worker of the job shares. Nothing else of the host's run directory is mounted.
 # Files a worker writes into its own folder, which the host reads as untrusted input:
 EVENTS_FILE = "events.jsonl"  # one JSON object per line, see EVENT_* below
@@ -87,6 +117,6 @@ def split_sizes(samples: int) -> tuple[int, int, int]:
     return train, val, samples - train - val
 
 
-def worker_dir(index: int) -> str:
-    """Name of worker ``index``'s directory inside the run directory."""
-    return f"worker-{index}"
+def replica_dir(role: str, index: int) -> str:
+    """Name of the directory of replica ``index`` of ``role`` inside the run directory."""
+    return f"{role}-{index}"

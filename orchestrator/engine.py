@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional
 
-from .errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing
+from .errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing, OrchError
 
 LABEL_RUN = "orch.run"
 LABEL_ROLE = "orch.role"
@@ -26,6 +26,10 @@ ENGINE_TIMEOUT = 120  # seconds for one Engine API call (streams excepted)
 COMPOSE_UP_TIMEOUT = 300  # creating and starting a project: seconds even for dozens of replicas
 COMPOSE_DOWN_TIMEOUT = 120  # on top of the stop grace period
 COMPOSE_QUICK = 30
+STACK_DEPLOY_TIMEOUT = 300  # creating a stack's services and network; the tasks start in the background
+STACK_RM_TIMEOUT = 120  # the services' removal is asked for; the tasks stop in the background
+COPY_TIMEOUT = 1800  # `docker save | docker load` of a trainer image (1.4 GB) to another engine
+LABEL_STACK = "com.docker.stack.namespace"  # set by `docker stack deploy` on a stack's services and networks
 ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
 
 
@@ -213,17 +217,10 @@ class Engine:
                                   "stream": True, "follow": follow}
         if since:  # the SDK rejects 0 rather than treating it as "from the start"
             kwargs["since"] = since
-        buffered = b""
         try:
-            for chunk in self.client.api.logs(container_id, **kwargs):
-                buffered += chunk
-                *lines, buffered = buffered.split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace")
+            yield from _lines(self.client.api.logs(container_id, **kwargs))
         except docker.errors.DockerException:
             return  # the container went away: its stream simply ends
-        if buffered:
-            yield buffered.decode("utf-8", "replace")
 
     def stats_stream(self, container_id: str) -> Iterator[dict[str, Any]]:
         """The Engine's stats records for a container, one a second, until it stops or goes away."""
@@ -251,19 +248,15 @@ class Engine:
             self.client.api.remove_container(container_id, force=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            raise DockerError(f"remove container {container_id[:12]}: {exc.explanation or _first_line(exc)}") from None
+        except docker.errors.DockerException:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
 
     # -- compose -------------------------------------------------------------------------------
     def _compose(self, what: str, args: list[str], timeout: float) -> str:
         """Run `docker compose ARGS` within ``timeout`` seconds; its output, or a translated error."""
-        if shutil.which("docker") is None and self._runner is _run_command:
-            raise ComposeMissing("the docker CLI is not installed; install docker-ce-cli or docker.io")
-        try:
-            proc = self._runner(["docker", "compose", *args], timeout)
-        except subprocess.TimeoutExpired:
-            raise DockerError(f"{what} did not finish within {timeout:g} s; the engine may be overloaded or stuck "
-                              "(`docker info` tells), and `orch down` removes what it left") from None
-        except OSError as exc:
-            raise DockerError(f"{what}: cannot run the docker CLI ({exc.strerror or exc})") from None
+        proc = self._docker_proc(["compose", *args], what, timeout, missing=ComposeMissing)
         if proc.returncode == 0:
             return proc.stdout
         text = (proc.stderr or proc.stdout or "").strip()
@@ -291,6 +284,188 @@ class Engine:
         self._compose("compose down", ["--file", str(compose_file), "--project-name", project, "down",
                                        "--remove-orphans", "--volumes", "--timeout", str(timeout)],
                       timeout + COMPOSE_DOWN_TIMEOUT)
+
+
+    # -- other engines ---------------------------------------------------------------------------
+    def context_image_id(self, context: str, image: str) -> Optional[str]:
+        """Image ``image``'s id on the engine of Docker context ``context``, or None if it has no such image;
+        DockerError if that engine cannot be reached."""
+        proc = self._docker_proc(["--context", context, "image", "inspect", "--format", "{{.Id}}", image],
+                            f"inspect {image} on context {context}", COMPOSE_QUICK)
+        if proc.returncode == 0:
+            return proc.stdout.strip() or None
+        text = (proc.stderr or "").strip()
+        if "No such image" in text or "No such object" in text:
+            return None
+        raise DockerError(f"cannot reach the engine of Docker context {context!r}: {_last_line(text)}; "
+                          "`docker context ls` lists them, `docker context create` makes one", details=text)
+
+    def copy_image(self, image: str, context: str) -> None:
+        """`docker save IMAGE | docker --context CONTEXT load`: the image, all its layers, to another engine."""
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            load = subprocess.run(["docker", "--context", context, "load", "--quiet"], stdin=save.stdout,
+                                  capture_output=True, text=True, timeout=COPY_TIMEOUT)
+            save.stdout.close()
+            save_err = save.communicate(timeout=COMPOSE_QUICK)[1].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            raise DockerError(f"copying {image} to context {context} did not finish within {COPY_TIMEOUT} s") from None
+        finally:
+            if save.poll() is None:
+                save.kill()
+        if save.returncode != 0:
+            raise DockerError(f"docker save {image} failed: {_last_line(save_err)}", details=save_err)
+        if load.returncode != 0:
+            raise DockerError(f"loading {image} on context {context} failed: {_last_line(load.stderr)}",
+                              details=load.stderr)
+
+    def _docker_proc(self, args: list[str], what: str, timeout: float,
+                     missing: type[OrchError] = DockerError) -> subprocess.CompletedProcess:
+        """`docker ARGS`, run within ``timeout`` seconds: every CLI call of orch's goes through here, and its
+        caller reads the exit code and output. ``missing`` is raised when there is no docker CLI at all."""
+        if shutil.which("docker") is None and self._runner is _run_command:
+            raise missing("the docker CLI is not installed; install docker-ce-cli or docker.io")
+        try:
+            return self._runner(["docker", *args], timeout)
+        except subprocess.TimeoutExpired:
+            raise DockerError(f"{what} did not finish within {timeout:g} s; the engine may be overloaded or stuck "
+                              "(`docker info` tells), and `orch down` removes what it left") from None
+        except OSError as exc:
+            raise DockerError(f"{what}: cannot run the docker CLI ({exc.strerror or exc})") from None
+
+    # -- swarm ---------------------------------------------------------------------------------
+    def swarm(self) -> dict[str, Any]:
+        """This engine's place in a swarm (`docker info`'s Swarm: LocalNodeState, NodeID, ControlAvailable)."""
+        return dict(self.info().get("Swarm") or {})
+
+    def _swarm_list(self, what: str, fn: Callable[[], Any]) -> list[dict[str, Any]]:
+        """A swarm listing, or [] where the engine is in no swarm (or not a manager): nothing of orch's is there."""
+        import docker
+
+        try:
+            return list(fn() or [])
+        except docker.errors.APIError as exc:
+            if exc.status_code == 503 or "not a swarm manager" in str(exc.explanation or exc):
+                return []
+            raise DockerError(f"{what}: {exc.explanation or _first_line(exc)}") from None
+        except docker.errors.DockerException:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+
+    def services(self, label: str) -> list[dict[str, Any]]:
+        """The swarm services carrying ``label`` (``key`` or ``key=value``), as the Engine API describes them."""
+        return self._swarm_list("list services", lambda: self.client.api.services(filters={"label": label}))
+
+    def tasks(self, service_ids: list[str]) -> list[dict[str, Any]]:
+        """Every task of the services ``service_ids``, as the Engine API describes them."""
+        if not service_ids:
+            return []
+        return self._swarm_list("list tasks", lambda: self.client.api.tasks(filters={"service": service_ids}))
+
+    def networks(self, label: str) -> list[str]:
+        """Ids of the networks carrying ``label``."""
+        listed = self._call("list networks", lambda: self.client.api.networks(filters={"label": label}))
+        return [n["Id"] for n in listed or []]
+
+    def remove_network(self, network_id: str) -> None:
+        """Remove a network, ignoring one that is already gone (or still in use: the caller waits and retries)."""
+        import docker
+
+        try:
+            self.client.api.remove_network(network_id)
+        except docker.errors.DockerException:
+            pass
+
+    def oom_killed(self, container_id: str) -> bool:
+        """Whether a local container was killed for exceeding its memory limit (False if it is not here)."""
+        import docker
+
+        try:
+            return bool((self.client.api.inspect_container(container_id).get("State") or {}).get("OOMKilled"))
+        except docker.errors.DockerException:
+            return False
+
+    def service_logs(self, service_id: str, tail: Optional[int] = None) -> str:
+        """A service's stdout and stderr from whichever node runs its task, or "" if it is gone."""
+        import docker
+
+        try:
+            chunks = self.client.api.service_logs(service_id, stdout=True, stderr=True, tail=tail if tail else "all",
+                                                  is_tty=False)
+            return b"".join(chunks).decode("utf-8", "replace")
+        except docker.errors.DockerException:
+            return ""
+
+    def service_log_lines(self, service_id: str, stream: str, follow: bool = False,
+                          since: Optional[float] = None) -> Iterator[str]:
+        """Lines of one output stream of a service's tasks, each prefixed with the engine's timestamp."""
+        import docker
+
+        try:
+            yield from _lines(self.client.api.service_logs(
+                service_id, stdout=stream == "stdout", stderr=stream == "stderr", timestamps=True, follow=follow,
+                since=since or 0, is_tty=False))
+        except docker.errors.DockerException:
+            return  # the service went away: its stream simply ends
+
+    def _docker(self, what: str, args: list[str], timeout: float) -> str:
+        """Run `docker ARGS` within ``timeout`` seconds; its output, or a translated error."""
+        proc = self._docker_proc(args, what, timeout)
+        if proc.returncode == 0:
+            return proc.stdout
+        text = (proc.stderr or proc.stdout or "").strip()
+        if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}")
+        if "not a swarm manager" in text:
+            raise DockerError(f"{what}: this engine is not a swarm manager; run `docker swarm init`, or run orch on a "
+                              "manager node")
+        raise DockerError(f"{what} failed: {_last_line(text)}", details=text)
+
+    def stack_deploy(self, stack_file: Path, stack: str, resolve_image: str = "never",
+                     registry_auth: bool = False) -> None:
+        """Create a stack's network and services from a stack file; returns once they exist, not when their tasks
+        run. ``resolve_image``: never (the nodes use the image named, e.g. one only this node has) or always (pin
+        the registry's digest, so every node runs the same image)."""
+        args = ["stack", "deploy", "--compose-file", str(stack_file), "--resolve-image", resolve_image]
+        if registry_auth:
+            args.append("--with-registry-auth")
+        try:
+            # The CLI's own default, said aloud: newer CLIs warn that it will change, and 20.10's has no such flag.
+            self._docker("stack deploy", [*args, "--detach=true", stack], STACK_DEPLOY_TIMEOUT)
+        except DockerError as exc:
+            if "unknown flag" not in (exc.details or exc.message):
+                raise
+            self._docker("stack deploy", [*args, stack], STACK_DEPLOY_TIMEOUT)
+
+    def stack_rm(self, stack: str) -> None:
+        """Ask the swarm to remove a stack's services and network; their tasks stop in the background.
+
+        The CLI removes the network right after the services, so it fails while their tasks still stop; that
+        failure alone is no error here: the caller waits for the tasks and removes the network itself."""
+        try:
+            self._docker("stack rm", ["stack", "rm", stack], STACK_RM_TIMEOUT)
+        except DockerError as exc:
+            text = exc.details or exc.message
+            if "Nothing found in stack" in text or _only_networks_in_use(text):
+                return
+            raise
+
+
+def _only_networks_in_use(text: str) -> bool:
+    """Whether every failure `docker stack rm` reported is a network still in use by a stopping task."""
+    failures = [line for line in text.splitlines() if line.startswith("Failed to remove")]
+    return bool(failures) and all("network" in line and "in use" in line for line in failures)
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The lines of a stream of byte chunks, decoded; a last line without its newline too."""
+    buffered = b""
+    for chunk in chunks:
+        buffered += chunk
+        *lines, buffered = buffered.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if buffered:
+        yield buffered.decode("utf-8", "replace")
 
 
 def _run_command(argv: list[str], timeout: float) -> subprocess.CompletedProcess:

@@ -36,6 +36,12 @@ class ComposeMissing(OrchError):
     exit_code = EXIT_USAGE
 
 
+class RenderOnlyBackend(OrchError):
+    """The backend renders manifests that a user applies; orch cannot run them itself."""
+
+    exit_code = EXIT_USAGE
+
+
 class ImageMissing(OrchError):
     """A trainer or base image is not present in the local engine."""
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import InvalidSpec
 from .safeio import Unsafe, read_bounded
+from .scripts import absolute
 from .spec import flat_field_names, make_spec, shown
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
@@ -73,6 +74,9 @@ class ReportOptions(BaseModel):
     # The axis the scaling figures (T(N)/T(1), speedup, efficiency) are taken along: N containers, or N
     # replicas inside one (MirroredStrategy).
     scale: Literal["workers", "replicas"] = "workers"
+    # Or one cell every other is compared with, named by its parameters (e.g. {strategy: single}): for
+    # setups that differ in more than one field, such as strategies. N is then workers × replicas.
+    baseline: dict[str, Any] = Field(default_factory=dict)
 
 
 class Experiment(BaseModel):
@@ -82,6 +86,9 @@ class Experiment(BaseModel):
     name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits and -, at most 24")
     description: str = Field("", max_length=2000)
     base: dict[str, Any] = Field(default_factory=dict)
+    # Named combinations of fields, each one cell of every grid point: for what a product grid cannot
+    # say, such as strategies that each need their own workers or replicas.
+    setups: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_VALUES)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     quick: dict[str, Any] = Field(default_factory=dict)
@@ -103,6 +110,21 @@ class Experiment(BaseModel):
     @classmethod
     def _grid_axes(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
         check_grid(value)
+        return value
+
+    @field_validator("setups")
+    @classmethod
+    def _setup_fields(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        keys = []
+        for setup in value:
+            unknown = sorted(str(k) for k in setup if k not in SWEEPABLE)
+            if not setup:
+                raise ValueError("a setup names fields to set; got none")
+            if unknown:
+                raise ValueError(f"unknown field {shown(unknown[0])} in a setup; allowed: {', '.join(SWEEPABLE)}")
+            keys.append(setup_key(setup))
+            if keys[-1] in keys[:-1]:
+                raise ValueError(f"the setup {shown(keys[-1])} appears twice")
         return value
 
 
@@ -173,6 +195,11 @@ def _axis_parts(axis: str, values: list[Any]) -> list[str]:
     return parts
 
 
+def setup_key(setup: Mapping[str, Any]) -> str:
+    """A setup's part of a cell key: its fields' parts in field order (``strategymirrored-replicas2``)."""
+    return "-".join(_axis_parts(k, [v])[0] for k, v in sorted(setup.items()))
+
+
 def cell_run_id(name: str, key: str, repeat: int, token: str) -> str:
     """The run id of cell ``key`` of experiment ``name``: ``<name>-<key>-<token>``; if that is longer than 63,
     a readable prefix of the key, a hash of the whole key, the repeat and the token, so what tells cells apart
@@ -197,13 +224,27 @@ def load(path: Path) -> Experiment:
     if data is None:
         raise InvalidSpec(_line(f"cannot read experiment file {path}: no such file"))
     try:
-        return parse(data.decode("utf-8"), str(path))
+        return parse(data.decode("utf-8"), str(path), Path(os.path.realpath(path)).parent)
     except UnicodeDecodeError:
         raise InvalidSpec(_line(f"{path}: not UTF-8 text")) from None
 
 
-def parse(text: str, source: str = "experiment") -> Experiment:
-    """Validate experiment YAML text, and every cell of it (also in quick mode) as a spec."""
+def _scripts_from(doc: dict, base_dir: Path) -> dict:
+    """``doc`` with its `script` fields (in base and grid) made absolute against the file's folder."""
+    doc = dict(doc)
+    if isinstance(doc.get("base"), dict) and "script" in doc["base"]:
+        doc["base"] = {**doc["base"], "script": absolute(doc["base"]["script"], base_dir)}
+    if isinstance(doc.get("setups"), list):
+        doc["setups"] = [{**s, "script": absolute(s["script"], base_dir)} if isinstance(s, dict) and "script" in s
+                         else s for s in doc["setups"]]
+    if isinstance(doc.get("grid"), dict) and isinstance(doc["grid"].get("script"), list):
+        doc["grid"] = {**doc["grid"], "script": [absolute(s, base_dir) for s in doc["grid"]["script"]]}
+    return doc
+
+
+def parse(text: str, source: str = "experiment", base_dir: Optional[Path] = None) -> Experiment:
+    """Validate experiment YAML text, and every cell of it (also in quick mode) as a spec; a relative
+    `script` is relative to ``base_dir``, the experiment file's folder."""
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise InvalidSpec(_line(f"{source}: larger than {MAX_BYTES // 1024} KiB; an experiment file is a few KiB"))
     try:
@@ -216,6 +257,8 @@ def parse(text: str, source: str = "experiment") -> Experiment:
         raise InvalidSpec(_line(f"{source}: not valid YAML: {str(exc)[:100]}")) from None
     if not isinstance(doc, dict):
         raise InvalidSpec(f"{source}: must be a mapping with name, base, grid, repeats, quick and report")
+    if base_dir is not None:
+        doc = _scripts_from(doc, base_dir)
     try:
         experiment = Experiment(**{str(k): v for k, v in doc.items()})
     except ValidationError as exc:
@@ -283,12 +326,17 @@ def expand(experiment: Experiment, quick: bool = False) -> list[Cell]:
         base, grid, repeats = dict(experiment.base), experiment.grid, experiment.repeats
     axes = list(grid)
     parts = [_axis_parts(a, grid[a]) for a in axes]
+    overlap = sorted({k for s in experiment.setups for k in s} & set(axes))
+    if overlap:
+        raise InvalidSpec(_line(f"setups: {overlap[0]} is both in a setup and on the grid; put it in one"))
     cells = []
-    for point in itertools.product(*(range(len(grid[a])) for a in axes)):
-        params = {a: grid[a][i] for a, i in zip(axes, point)}
+    for setup, point in itertools.product(experiment.setups or [{}],
+                                          itertools.product(*(range(len(grid[a])) for a in axes))):
+        params = {**setup, **{a: grid[a][i] for a, i in zip(axes, point)}}
         fields = {**base, **params}
         for repeat in range(repeats):
-            key = "-".join([*(parts[j][i] for j, i in enumerate(point)), f"r{repeat}"])
+            key = "-".join([*([setup_key(setup)] if setup else []), *(parts[j][i] for j, i in enumerate(point)),
+                            f"r{repeat}"])
             try:
                 make_spec(**fields, run_id=cell_run_id(experiment.name, key, repeat, "0" * TOKEN_HEX))
             except InvalidSpec as exc:

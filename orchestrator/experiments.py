@@ -87,7 +87,7 @@ def run(
         _sweep(experiment, cells, recorded, out, force, paths, say or (lambda _m: None),
                on_progress or (lambda _p: None))
         current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
-        report.write_experiment_report(experiment, quick, current, metrics.aggregate(current, experiment.report.scale), out)
+        report.write_experiment_report(experiment, quick, current, metrics.aggregate(current, experiment.report.scale, experiment.report.baseline), out)
     return out, current
 
 

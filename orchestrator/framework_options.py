@@ -17,14 +17,19 @@ class TensorFlowOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Literal["tensorflow"] = Field("tensorflow", description="the framework")
-    strategy: Literal["auto", "single", "mirrored", "mwms", "custom"] = Field(
+    strategy: Literal["auto", "single", "mirrored", "mwms", "custom", "ps"] = Field(
         "auto",
         description="single: one container, no distribution (the baseline); mirrored: one container, --replicas "
                     "replicas with MirroredStrategy (logical CPU devices here, GPUs where present); mwms: "
                     "MultiWorkerMirroredStrategy, one worker per container; custom: the same with orch's own "
-                    "training loop and an explicit gradient all-reduce; auto: single for 1 worker, else mwms.",
+                    "training loop and an explicit gradient all-reduce; ps: ParameterServerStrategy, a chief, "
+                    "--parameter-servers servers and --workers workers, each in its own container, training "
+                    "asynchronously; auto: single for 1 worker, else mwms.",
     )
     replicas: int = Field(1, ge=1, le=64, description="Replicas inside the one container of --strategy mirrored.")
+    parameter_servers: int = Field(1, ge=1, le=16,
+                                   description="Parameter-server containers of --strategy ps; the variables are "
+                                               "spread over them.")
     steps_per_execution: int = Field(50, ge=1, le=10_000, description="Training steps per tf.function call.")
     log_reduction: Literal["epoch", "first", "sum"] = Field(
         "epoch",
@@ -52,6 +57,23 @@ class TensorFlowOptions(BaseModel):
             return "single" if workers == 1 else "mwms"
         return self.strategy
 
+    def roles(self, workers: int) -> list[tuple[str, int]]:
+        """The job's roles and their replica counts: worker × N, or chief, ps × K and worker × N for ps."""
+        if self.resolved_strategy(workers) == "ps":
+            return [("chief", 1), ("ps", self.parameter_servers), ("worker", workers)]
+        return [("worker", workers)]
+
+    def reporting_roles(self, workers: int) -> tuple[str, ...]:
+        """The roles whose replicas train, report progress and write results; the job is done when they are.
+
+        Under ps the chief runs the training loop; the servers and workers serve it and never exit."""
+        return ("chief",) if self.resolved_strategy(workers) == "ps" else ("worker",)
+
+    def per_worker_batch(self, workers: int, global_batch: int) -> int:
+        """Samples one worker computes per step: a share of the global batch, or all of it under ps, where
+        each step (one update of the variables) runs on a single worker."""
+        return global_batch if self.resolved_strategy(workers) == "ps" else global_batch // workers
+
     def check(self, workers: int, global_batch: int) -> None:
         """Raise ValueError (one line, naming the flags) if the strategy and the job's shape do not fit."""
         strategy = self.resolved_strategy(workers)
@@ -63,11 +85,52 @@ class TensorFlowOptions(BaseModel):
             raise ValueError(f"strategy: {strategy} runs in one container; use --workers 1"
                              + (" and --replicas N for N replicas" if strategy == "mirrored" else "")
                              + ", or --strategy mwms for N containers")
+        if self.parameter_servers != 1 and strategy != "ps":
+            raise ValueError(f"parameter_servers: --parameter-servers is for --strategy ps, not {strategy}")
+        if self.strategy in ("single", "mirrored", "ps"):  # auto on 1 worker is single too, with nothing to tune
+            changed = [f"--{f.replace('_', '-')}" for f in ("collective", "bytes_per_pack", "collective_timeout")
+                       if getattr(self, f) != type(self).model_fields[f].default]
+            if changed:
+                raise ValueError(f"collective: {', '.join(changed)} set{'s' if len(changed) == 1 else ''} "
+                                 f"MultiWorkerMirroredStrategy's all-reduce (mwms, custom); {strategy} has none")
+        if self.log_reduction != "epoch" and strategy in ("custom", "ps"):
+            raise ValueError(f"log_reduction: --log-reduction chooses Keras' steps in fit() (single, mirrored, mwms); "
+                             f"{strategy} runs orch's own loop, which reads its metrics once per epoch")
         if self.replicas != 1 and strategy != "mirrored":
             raise ValueError(f"replicas: --replicas {self.replicas} is for --strategy mirrored (one container, "
                              f"N replicas); {strategy} runs one replica per container")
 
 
+class MpiOptions(BaseModel):
+    """MPI (seed 001's mpi4py strategy): one rank per container; TensorFlow computes the gradients, MPI's
+    Allreduce averages them, every rank applies the same update."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Literal["mpi"] = Field("mpi", description="the framework")
+    transport: Literal["auto", "shm", "tcp"] = Field(
+        "auto",
+        description="How the ranks of --framework mpi reach each other: shm (shared memory: the containers share "
+                    "one IPC and PID namespace and a host name, so MPI sees one host; Compose only), tcp (the "
+                    "cluster network), or auto: shm on Compose, tcp on Swarm and Kubernetes.",
+    )
+
+    def resolved_strategy(self, workers: int) -> str:
+        return "mpi"
+
+    def roles(self, workers: int) -> list[tuple[str, int]]:
+        return [("worker", workers)]
+
+    def reporting_roles(self, workers: int) -> tuple[str, ...]:
+        return ("worker",)
+
+    def per_worker_batch(self, workers: int, global_batch: int) -> int:
+        return global_batch // workers
+
+    def check(self, workers: int, global_batch: int) -> None:
+        """Nothing of MPI's own depends on the job's shape; the spec checks the batch and the backend."""
+
+
 # A discriminated union: a spec's ``framework.name`` picks the model that validates the rest.
-FrameworkOptions = Annotated[Union[TensorFlowOptions], Field(discriminator="name")]
-OPTION_MODELS: dict[str, type[BaseModel]] = {"tensorflow": TensorFlowOptions}
+FrameworkOptions = Annotated[Union[TensorFlowOptions, MpiOptions], Field(discriminator="name")]
+OPTION_MODELS: dict[str, type[BaseModel]] = {"tensorflow": TensorFlowOptions, "mpi": MpiOptions}

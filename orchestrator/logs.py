@@ -18,14 +18,16 @@ from .timestamps import format_timestamp, parse_timestamp
 
 
 # TensorFlow's C++ noise: absl-formatted info and warning lines, and the CPU feature banners. Error
-# and fatal lines (E..., F...) stay: a failing collective explains itself there.
+# and fatal lines (E..., F...) stay: a failing collective explains itself there. Also hidden: the report lines
+# of replicas that print their records (events, heartbeats) on stdout.
 _NOISE = re.compile(
     r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]"
     r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
     r"|.*oneDNN custom operations are on"
     r"|.*cpu_feature_guard"
     r"|To enable the following instructions:.*rebuild TensorFlow"
-    r"|This TensorFlow binary is optimized to use available CPU instructions)"
+    r"|This TensorFlow binary is optimized to use available CPU instructions"
+    r"|@orch \S+ \d+/\d+ )"  # a record on stdout (ORCH_REPORT=stdout), copied into the run directory
 )
 
 

@@ -140,14 +140,23 @@ def sync_cost(step_n: Optional[float], step_1: Optional[float], workers: int) ->
 # -- an experiment's cells, aggregated --------------------------------------------------------------
 def _point(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"params": record["params"], "runs": 0, "failed": 0, "acc": [], "train": [], "wall": [], "cpu": [],
-            "net": [], "step": []}
+            "net": [], "step": [], "epoch": [], "val_loss": [], "val_acc": []}
 
 
-def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE) -> list[dict[str, Any]]:
+def named_baseline(rows: list[dict[str, Any]], baseline: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    """The row whose parameters include every item of ``baseline``, with a train time; None if none has."""
+    return next((r for r in rows if r["train_seconds"] and all(r["params"].get(k) == v for k, v in baseline.items())),
+                None)
+
+
+def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
+              baseline: Optional[Mapping[str, Any]] = None) -> list[dict[str, Any]]:
     """One row per grid point of an experiment's recorded cells (cells.json): the median and range over
-    repeats of accuracy, train, wall and step time, CPU and network per worker; the scaling figures of the
-    medians against the matching point at 1 on the scaling ``axis`` (1 worker, or 1 replica); the
-    synchronisation cost per step. Failed cells count in ``runs`` and ``failed`` only."""
+    repeats of accuracy, train, wall, epoch and step time, validation loss and accuracy after the last
+    epoch, CPU and network per worker; the scaling figures of the medians against the matching point at 1
+    on the scaling ``axis`` (1 worker, or 1 replica), or against the one ``baseline`` row (then N is
+    workers × replicas); the synchronisation cost per step. Failed cells count in ``runs`` and ``failed``
+    only."""
     groups: dict[str, dict[str, Any]] = {}
     for record in cells.values():
         group = groups.setdefault(json.dumps(record["params"], sort_keys=True, default=str), _point(record))
@@ -159,7 +168,9 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE) -> list
         spec = summary.get("spec") or {}
         workers = int(record["fields"].get("workers", spec.get("workers", 1)))
         for name, value in (("acc", summary.get("test_accuracy")), ("train", summary.get("train_seconds")),
-                            ("wall", summary.get("wall_seconds")), ("cpu", summary.get("cpu_mean_percent"))):
+                            ("wall", summary.get("wall_seconds")), ("cpu", summary.get("cpu_mean_percent")),
+                            ("epoch", summary.get("epoch_seconds")), ("val_loss", summary.get("val_loss")),
+                            ("val_acc", summary.get("val_accuracy"))):
             if value is not None:
                 group[name].append(value)
         if summary.get("net_bytes") is not None:
@@ -173,15 +184,24 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE) -> list
         "test_accuracy": median_range(g["acc"]), "train_seconds": median_range(g["train"]),
         "wall_seconds": median_range(g["wall"]), "cpu_mean_percent": median_range(g["cpu"]),
         "net_bytes_per_worker": median_range(g["net"]), "step_seconds": median_range(g["step"]),
+        "epoch_seconds": median_range(g["epoch"]), "val_loss": median_range(g["val_loss"]),
+        "val_accuracy": median_range(g["val_acc"]),
     } for g in groups.values()]
     index = point_baselines(rows, axis)
+    named = named_baseline(rows, baseline) if baseline else None
     for row in rows:
-        base = point_baseline(row, index, axis)
-        n = point_scale(row, axis)
+        if baseline:
+            base = named
+            n = int(row["params"].get("workers", 1)) * int(row["params"].get("replicas", 1))
+        else:
+            base = point_baseline(row, index, axis)
+            n = point_scale(row, axis)
         t_1 = base["train_seconds"][0] if base else None
         row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
         sync = sync_cost(row["step_seconds"][0] if row["step_seconds"] else None,
                          base["step_seconds"][0] if base and base["step_seconds"] else None, n)
         row["sync_seconds_per_step"] = sync.seconds_per_step if sync else None
         row["sync_share"] = sync.share if sync else None
+    if baseline:  # setups: in the order the file gives them
+        return rows
     return sorted(rows, key=lambda r: [str(r["params"].get(k)).zfill(12) for k in sorted(r["params"])])

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import PurePosixPath
 
-from . import __version__, backends, contract, frameworks
+from . import __version__, backends, contract, data_images, frameworks
 from .data import dataset_dir
 from .engine import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from .paths import Paths
@@ -41,22 +42,29 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
     image = framework.image(spec)
     run_dir = paths.runs / spec.run_id
     data_dir = dataset_dir(paths.data, spec.dataset)
+    # Where the nodes see no folder of this host, the data set comes inside the image instead.
+    data_in_image = backend.ships_data and spec.dataset not in data_images.NEEDS_NO_DATA
+    if data_in_image:
+        image = data_images.with_data(image, spec.dataset)
     keys = spec.replica_keys()
     addresses = backend.addresses(spec, keys, framework.port)
+    shares_host = getattr(framework, "shares_host", lambda _spec: False)(spec)
+    host_group = f"{keys[0][0]}-{keys[0][1]}" if shares_host else ""
     job_json = json.dumps(spec.training_fields(), sort_keys=True, separators=(",", ":"))
     # The trust boundary: a replica sees the data read-only, its own folder, and the folder its job shares
     # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
-    common = (Mount(str(data_dir), contract.DATA_MOUNT, True),
-              Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False))
+    shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)
+    common = (shared,) if backend.ships_data else (Mount(str(data_dir), contract.DATA_MOUNT, True), shared)
     replicas = []
     for position, key in enumerate(keys):
         role, index = key
         env = {
             contract.ENV_RUN_ID: spec.run_id,
+            contract.ENV_ROLE: role,
             contract.ENV_WORKER_INDEX: str(index),
             contract.ENV_NUM_WORKERS: str(spec.role_replicas(role)),
             contract.ENV_JOB: job_json,
-            contract.ENV_DATA_DIR: contract.DATA_MOUNT,
+            contract.ENV_DATA_DIR: contract.IMAGE_DATA_DIR if data_in_image else contract.DATA_MOUNT,
             contract.ENV_OUT_DIR: contract.OUT_MOUNT,
             **framework.env(spec, key, addresses),
         }
@@ -66,8 +74,21 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: int = 
             env["OMP_NUM_THREADS"] = str(spec.threads)  # read at the framework's import, before the trainer runs
         labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: role, LABEL_INDEX: str(index), "orch.version": __version__}
         own = Mount(str(run_dir / f"{role}-{index}"), f"{contract.OUT_MOUNT}/{role}-{index}", False)
-        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=(*common, own),
-                                rendezvous=framework.describe(spec, key, addresses)))
+        mounts, command, working_dir = (*common, own), (), ""
+        if spec.script is not None:
+            # A user's script: its folder read-only, run from the replica's own folder, which it may write.
+            script = PurePosixPath(spec.script)
+            mounts = (*mounts, Mount(str(script.parent), contract.SCRIPT_MOUNT, True))
+            command = ("python3", "-u", f"{contract.SCRIPT_MOUNT}/{script.name}", *spec.script_args)
+            working_dir = own.target
+            env[contract.ENV_OUTPUT_DIR] = own.target
+            env[contract.ENV_SHARED_DIR] = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
+        launch = getattr(framework, "launch", None)
+        if launch is not None:  # a framework that starts its processes itself (MPI's launcher) wraps the command
+            command, working_dir = launch(spec, command), working_dir or contract.IMAGE_WORKDIR
+        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=mounts,
+                                rendezvous=framework.describe(spec, key, addresses), command=command,
+                                working_dir=working_dir, host_group=host_group))
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="")

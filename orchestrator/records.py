@@ -44,6 +44,10 @@ class EpochEvent(_Record):
     val_accuracy: Optional[float] = None
     seconds: Optional[float] = None
     samples: Optional[int] = None
+    # Of ``seconds``, where Keras' fit() reports them: validation, reading the metrics across workers, the checkpoint.
+    validation_seconds: Optional[float] = Field(None, ge=0)
+    reduction_seconds: Optional[float] = Field(None, ge=0)
+    checkpoint_seconds: Optional[float] = Field(None, ge=0)
 
 
 class DoneEvent(_Record):

@@ -28,6 +28,11 @@ class Replica:
     labels: dict[str, str]
     mounts: tuple[Mount, ...]
     rendezvous: dict[str, Any]  # the framework's view, for `orch render --format json`
+    command: tuple[str, ...] = ()  # empty: the image's own entry point (orch's trainer)
+    working_dir: str = ""  # empty: the image's own
+    # The replica whose host name, IPC and PID namespaces this one shares ("" for none; its own name for the
+    # first of such a group), so that processes in several containers look like one host's (MPI over shared memory).
+    host_group: str = ""
 
     @property
     def name(self) -> str:

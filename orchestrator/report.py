@@ -114,6 +114,16 @@ def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel
     return _save(fig, path)
 
 
+def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path) -> Path:
+    """One bar per named value, in the given order."""
+    fig, ax = _pyplot().subplots(figsize=(max(6, 1.3 * len(values)), 4))
+    ax.bar(list(values), list(values.values()), color="tab:blue")
+    ax.set(ylabel=ylabel, title=title)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
 def _median_range(value: Optional[metrics.MedianRange], spec: str, scale: float = 1.0) -> str:
     if value is None:
         return "-"
@@ -157,10 +167,22 @@ def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
     return out
 
 
-def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path) -> list[Path]:
+def _setup_label(row: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(row["params"].items()))
+
+
+def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, named: bool = False) -> list[Path]:
+    if named:  # setups, not a scaling axis: one bar each
+        timed = [r for r in rows if r["train_seconds"]]
+        if not timed:
+            return []
+        return [bar_plot({_setup_label(r): r["train_seconds"][0] for r in timed}, "train time, s (median)",
+                         "Train time per setup", out / "time-per-setup.png"),
+                bar_plot({_setup_label(r): r["test_accuracy"][0] for r in timed if r["test_accuracy"]},
+                         "test accuracy (median)", "Test accuracy per setup", out / "accuracy-per-setup.png")]
     by_line: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        by_line.setdefault(", ".join(f"{k} {r['params'][k]}" for k in axes) or "all", []).append(r)
+        by_line.setdefault(", ".join(f"{k} {r['params'][k]}" for k in axes if k in r['params']) or "all", []).append(r)
     if not any(r["train_seconds"] for r in rows):
         return []
     return [line_plot(_series(by_line, "train_seconds", axis), axis, "train time, s (median)", f"Time vs {axis}",
@@ -169,40 +191,45 @@ def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path) ->
                       out / f"accuracy-vs-{axis}.png")]
 
 
-def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str) -> list[str]:
+def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named: bool = False) -> list[str]:
     lines = [
-        "| " + " | ".join([*([axis] + axes), "runs", "test accuracy", "train s", "wall s", "T(N)/T(1)",
+        "| " + " | ".join([*([axis] + axes), "runs", "test accuracy", "val loss", "val accuracy", "train s",
+                          "s per epoch", "wall s", "T/T(baseline)" if named else "T(N)/T(1)",
                           "speedup", "efficiency", "CPU % per container", "network MB per worker"]) + " |",
-        "|" + " --- |" * (len(axes) + 10),
+        "|" + " --- |" * (len(axes) + 13),
     ]
     for r in rows:
         runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
         lines.append("| " + " | ".join([
-            str(metrics.point_scale(r, axis)), *(str(r["params"].get(a)) for a in axes), runs,
-            _median_range(r["test_accuracy"], ".4f"), _median_range(r["train_seconds"], ".2f"),
-            _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
+            str(metrics.point_scale(r, axis)), *(str(r["params"].get(a, "-")) for a in axes), runs,
+            _median_range(r["test_accuracy"], ".4f"), _median_range(r.get("val_loss"), ".4f"),
+            _median_range(r.get("val_accuracy"), ".4f"), _median_range(r["train_seconds"], ".2f"),
+            _median_range(r.get("epoch_seconds"), ".2f"), _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
             _opt(r["efficiency"], ".3f"), _median_range(r["cpu_mean_percent"], ".0f"),
             _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
         ]) + " |")
     return lines
 
 
-def _why(rows: list[dict[str, Any]], axes: list[str], axis: str) -> list[str]:
+def _why(rows: list[dict[str, Any]], axes: list[str], axis: str, baseline: Mapping[str, Any]) -> list[str]:
     """One line per grid point with a synchronisation cost: its step time against its baseline's."""
     index = metrics.point_baselines(rows, axis)
+    named = metrics.named_baseline(rows, baseline) if baseline else None
     one = axis[:-1] if axis.endswith("s") else axis
     why = []
     for r in rows:
-        base = metrics.point_baseline(r, index, axis)
+        base = named if baseline else metrics.point_baseline(r, index, axis)
         if r.get("sync_share") is None or base is None or not base["step_seconds"]:
             continue
-        label = ", ".join(f"{a} {r['params'][a]}" for a in axes)
+        label = ", ".join(f"{a} {r['params'][a]}" for a in axes if a in r['params'])
+        against = f"the baseline's ({_setup_label({'params': baseline})})" if baseline else f"with one {one}"
         why.append(
-            f"- **{r['params'].get(axis)} {axis}{', ' + label if label else ''}:** a training step takes "
-            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms with one {one}. "
+            f"- **{metrics.point_scale(r, axis)} {axis}{', ' + label if label else ''}:** a training step takes "
+            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms {against}. "
             f"The same global batch means the same arithmetic per step, shared over the same cores, so the extra "
             f"{r['sync_seconds_per_step'] * 1000:.1f} ms ({r['sync_share']:.0%} of the step) is synchronisation: "
-            f"the all-reduce of the gradients and the wait for the slowest worker."
+            f"exchanging the gradients (an all-reduce, or the parameter servers' reads and writes) and the wait "
+            f"for the slowest replica."
             + (f" Each worker moved {r['net_bytes_per_worker'][0] / 1e6:.1f} MB." if r["net_bytes_per_worker"] else "")
         )
     return ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""] if why else []
@@ -216,8 +243,9 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     recorded cells (cells.json); ``rows`` those cells aggregated by ``metrics.aggregate``.
     """
     axis = getattr(experiment.report, "scale", metrics.SCALE)
+    baseline = dict(getattr(experiment.report, "baseline", {}) or {})
     axes = sorted({k for r in rows for k in r["params"]} - {axis})
-    plots = _plots(rows, axes, axis, out)
+    plots = _plots(rows, axes, axis, out, named=bool(baseline))
     spec_fields = next(iter(cells.values()))["fields"] if cells else {}
     lines = [f"# {experiment.report.title or experiment.name}", ""]
     if experiment.description:
@@ -233,14 +261,18 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         "",
         "## Results",
         "",
-        *_results_table(rows, axes, axis),
-        "", f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: "
-        "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N. CPU is in "
+        *_results_table(rows, axes, axis, named=bool(baseline)),
+        "", (f"T/T(baseline) is the median train time over that of the baseline ({_setup_label({'params': baseline})}), "
+             "on the same data. Speedup is its inverse; efficiency is speedup / N, with N the workers times "
+             "the replicas." if baseline else
+             f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: "
+             "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N.")
+        + " Val loss and accuracy are after the last epoch; s per epoch is the mean epoch time. CPU is in "
         "percent of one core per container. Network is bytes received plus sent by each worker.", "",
     ]
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
-    lines += _why(rows, axes, axis)
+    lines += _why(rows, axes, axis, baseline)
     if experiment.report.reference:
         lines += [f"## {experiment.report.reference_title or 'Reference'}", "",
                   "| setup | data | accuracy | time |", "| --- | --- | --- | --- |"]

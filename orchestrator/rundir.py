@@ -241,11 +241,11 @@ class RunDir:
         return result if result is not None and result.worker == key[1] else None
 
     def results(self, keys: list[Key]) -> list[dict[str, Any]]:
-        """Per-worker result figures (``{"worker": i}`` and Nones where a worker wrote none)."""
+        """Per-replica result figures (``{"role": r, "worker": i}`` and Nones where a replica wrote none)."""
         out = []
         for key in keys:
             result = self.result(key)
-            out.append({"worker": key[1], **{name: getattr(result, name, None) for name in RESULT_FIGURES},
+            out.append({"role": key[0], "worker": key[1], **{name: getattr(result, name, None) for name in RESULT_FIGURES},
                         "exit_code": None})
         return out
 

@@ -11,10 +11,11 @@ import signal
 import time
 from typing import Any, Callable, Optional
 
-from . import backends, logs
+from . import backends, logs, scripts
 from . import data as datasets
 from .backends import Backend, ReplicaState, Status
 from .errors import JobTimedOut, OrchError, WorkerFailed
+from .log_reports import ReportCopier
 from .paths import Paths, default_paths
 from .plan import Plan, plan
 from .rundir import CONTAINER_UID, RunDir, RunInfo, RunState
@@ -23,7 +24,7 @@ from .stats import Sampler, parse_stats
 from .supervisor import Decision, Observation, Verdict, Watch, blame_memory, decide
 
 Say = Callable[[str], None]
-OnEvent = Callable[[Any], None]
+OnEvent = Callable[[tuple[str, int], Any], None]  # (role, index) and the event
 
 
 def container_user() -> str:
@@ -43,7 +44,7 @@ def _memory(backend: Backend, states: list[ReplicaState]) -> dict[tuple[str, int
     out = {}
     for s in states:
         raw = backend.stats_once(s) if s.status == Status.RUNNING else None
-        sample = parse_stats(raw, s.index, s.name, time.time()) if raw else None
+        sample = parse_stats(raw, s.index, s.name, time.time(), s.role) if raw else None
         if sample is not None:
             out[s.key] = (sample.mem_used_bytes, sample.mem_limit_bytes)
     return out
@@ -55,17 +56,25 @@ class _Attempt:
     def __init__(self, p: Plan, backend: Backend, run: RunDir, on_event: OnEvent, poll: float, clock: Any) -> None:
         self.p, self.backend, self.run, self.on_event, self.poll, self.clock = p, backend, run, on_event, poll, clock
         self.tailer = run.events(p.spec.replica_keys())
+        # Where the replicas share no folder with orch, their records come as lines on stdout, copied into the
+        # run directory here; everything below reads the run directory as it does for Compose.
+        self.copier = (ReportCopier(backend, run, p.spec.replica_keys(), clock=clock)
+                       if backend.reports_on_stdout else None)
 
     def watch(self, restarts: int) -> Decision:
-        keys = self.p.spec.replica_keys()
+        keys = self.p.spec.reporting_keys()
         clock = self.clock
         launched = clock.monotonic()
         state = Watch()
         while True:
+            if self.copier is not None:
+                states = self.backend.states(self.p.spec.run_id)
+                self.copier.pull(states)
             events = tuple(self.tailer.read())
-            for _key, event in events:
-                self.on_event(event)
-            states = self.backend.states(self.p.spec.run_id)
+            for key, event in events:
+                self.on_event(key, event)
+            if self.copier is None:
+                states = self.backend.states(self.p.spec.run_id)
             obs = Observation(states=tuple(states), events=events,
                               heartbeats={key: self.run.heartbeat(key) for key in keys},
                               now=clock.time(), elapsed=clock.monotonic() - launched)
@@ -73,8 +82,10 @@ class _Attempt:
             if decision.verdict != Verdict.WAIT:
                 if decision.stalled:
                     decision = blame_memory(decision, _memory(self.backend, states))
-                for _key, event in self.tailer.read():
-                    self.on_event(event)
+                if self.copier is not None:
+                    self.copier.pull(states, force=True)
+                for key, event in self.tailer.read():
+                    self.on_event(key, event)
                 return decision
             state = decision.watch
             clock.sleep(self.poll)
@@ -114,17 +125,22 @@ def apply(
     backend = backend or backends.get(p.backend)
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
-    on_event = on_event or (lambda _event: None)
+    on_event = on_event or (lambda _key, _event: None)
     spec = p.spec
+    if spec.script is not None:
+        scripts.check(spec.script)
     backend.preflight(p)
     datasets.prepare(paths.data, spec.dataset, say)
+    backend.stage(p, say)
     run = RunDir(p.run_dir)
     run.create(p)
     info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path),
                    supervisor_pid=None if detach else os.getpid())
     run.write_record(info)
     started = time.monotonic()
-    say(f"starting run {spec.run_id}: {spec.workers} worker(s), image {p.image}")
+    roles = ", ".join(f"{r.replicas} {r.name}" for r in spec.roles)
+    say(f"starting run {spec.run_id}: {roles if len(spec.roles) > 1 else f'{spec.workers} worker(s)'}, "
+        f"image {p.image}")
     launched = False
     sampler: Optional[Sampler] = None
     attempt = _Attempt(p, backend, run, on_event, poll, clock)
@@ -146,6 +162,7 @@ def apply(
             # The strategy cannot replace one replica: the whole group restarts, and resumes from the
             # last checkpoint in the run directory.
             info.restarts.append({"attempt": len(info.restarts) + 2, "time": time.time(),
+                                  "role": decision.replica[0] if decision.replica else None,
                                   "worker": decision.replica[1] if decision.replica else -1,
                                   "exit_code": decision.exit_code, "cause": decision.message})
             say(f"{decision.message}; restarting the whole group from its last checkpoint "
@@ -179,7 +196,7 @@ def apply(
             if sampler is not None:
                 sampler.stop()
             if not (detach and launched):
-                _finish(backend, p, run, info, started)
+                _finish(backend, p, run, info, started, attempt.copier)
                 if info.state == RunState.INTERRUPTED:
                     say(f"interrupted: containers removed; what was written is in {run.path}")
         except KeyboardInterrupt:
@@ -204,15 +221,20 @@ def _force_remove(backend: Backend, p: Plan, run: RunDir, info: RunInfo) -> None
             signal.signal(signal.SIGINT, previous)
 
 
-def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: float) -> None:
+def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: float,
+            copier: Optional[ReportCopier] = None) -> None:
     """Save logs and results, remove the run's replicas and network, and write the record, whatever
     happened: each step runs even when an earlier one failed, and the record is written last of all."""
     exit_codes: dict[tuple[str, int], Optional[int]] = {}
-    keys = p.spec.replica_keys()
+    keys = p.spec.reporting_keys()
     try:
         states = backend.states(p.spec.run_id)
         exit_codes = {s.key: s.exit_code for s in states}
-        logs.save(backend, run, states, append=bool(info.restarts))
+        try:
+            if copier is not None:  # the last records on stdout, before the replicas and their output go
+                copier.pull(states, force=True)
+        finally:
+            logs.save(backend, run, states, append=bool(info.restarts))
     finally:
         try:
             # Once every result is written nothing is left to lose: no grace period for the teardown.

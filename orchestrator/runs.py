@@ -57,10 +57,26 @@ def _keys(info: Optional[RunInfo]) -> list[tuple[str, int]]:
     return info.spec.replica_keys() if info is not None and info.spec is not None else []
 
 
+def _reporting(info: Optional[RunInfo]) -> list[tuple[str, int]]:
+    return info.spec.reporting_keys() if info is not None and info.spec is not None else []
+
+
+def _copy_reports(backend: Backend, run: RunDir, info: Optional[RunInfo],
+                  states: Optional[list[ReplicaState]] = None) -> None:
+    """Bring a detached run's records into its folder, where its replicas report on stdout (Swarm, Kubernetes):
+    no orch copies them while it runs, and once its replicas are removed their output is gone."""
+    if not backend.reports_on_stdout or info is None or info.spec is None or _alive(info.supervisor_pid):
+        return
+    from .log_reports import ReportCopier
+
+    ReportCopier(backend, run, info.spec.replica_keys()).rebuild(
+        backend.states(run.run_id) if states is None else states)
+
+
 def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[Paths] = None,
        backend: Optional[Backend] = None) -> list[RunInfo]:
     """Runs with their state, oldest first; live replicas decide the state of a run still up."""
-    backend = _backend(backend, engine)
+    given, backend = backend, _backend(backend, engine)
     paths = paths or default_paths()
     live = _live_runs(backend)
     runs: dict[str, RunInfo] = {}
@@ -74,7 +90,9 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
         info = runs.setdefault(run_id, RunInfo(run_id=run_id, state=RunState.UNKNOWN, spec=None))
         info.state = _live_state(states)
         if info.run_dir and info.spec is not None:
-            info.workers = RunDir.of(paths, run_id).results(_keys(info))
+            run = RunDir.of(paths, run_id)
+            _copy_reports(_backend(given, engine, run), run, info)
+            info.workers = run.results(_reporting(info))
     if run_ids:
         missing = [r for r in run_ids if r not in runs]
         if missing:
@@ -97,17 +115,23 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: An
         if run_id not in live and not run.exists():
             raise RunNotFound(f"no run {run_id!r}; `orch ps` lists the runs")
         run_backend = _backend(backend, engine, run)
+        if run_id not in live and backend is None and run_backend.name != "compose":
+            # Found by its own backend: a Swarm run's replicas may all be on other nodes, or not scheduled yet.
+            live[run_id] = run_backend.states(run_id)
+            if not live[run_id]:
+                del live[run_id]
         final_state = RunState.STOPPED
         if run_id in live:
             if _live_state(live[run_id]) != RunState.RUNNING:
                 final_state = _live_state(live[run_id])
             if run.path.is_dir():
+                _copy_reports(run_backend, run, run.record(), live[run_id])
                 logs.save(run_backend, run, live[run_id])
             run_backend.cancel(run_id, run.artifact(), grace=5)
         info = run.record()
         if info is not None and not info.state.is_terminal:
             info.state = final_state
-            info.workers = run.results(_keys(info))
+            info.workers = run.results(_reporting(info))
             run.write_record(info)
         done.append(run_id)
     return done
@@ -144,7 +168,7 @@ def read_logs(run_id: Optional[str] = None, selection: logs.LogFilter = logs.Log
 
 def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine: Any = None,
                     paths: Optional[Paths] = None, backend: Optional[Backend] = None
-                    ) -> tuple[str, Iterator[dict[int, Any]]]:
+                    ) -> tuple[str, Iterator[dict[tuple[str, int], Any]]]:
     """The run's id and, every ``interval`` seconds while it runs, the latest sample of each replica."""
     run = resolve(paths or default_paths(), run_id)
     backend = _backend(backend, engine, run)
@@ -153,7 +177,7 @@ def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine:
     if not running:
         raise OrchError(f"run {run_id} has no running containers; `orch collect {run_id}` shows what it recorded")
 
-    def snapshots() -> Iterator[dict[int, Any]]:
+    def snapshots() -> Iterator[dict[tuple[str, int], Any]]:
         sampler = Sampler(backend, None, interval).start(running)
         try:
             waited = 0

@@ -18,8 +18,12 @@ from .errors import InvalidSpec
 from .framework_options import OPTION_MODELS, FrameworkOptions, TensorFlowOptions
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+# An absolute path to a .py file, of printable characters: it becomes a mount source and a command line.
+SCRIPT_PATTERN = r"/[^\x00-\x1f\x7f]*[^/\x00-\x1f\x7f]\.py"
 ROLE_PATTERN = r"^[a-z][a-z0-9]{0,15}$"
 DEFAULT_ROLE = "worker"
+REGISTRY_PATTERN = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
+DNS_SUBDOMAIN_PATTERN = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
 
 
 def flag(name: Optional[str] = None, short: Optional[str] = None, default_text: Optional[str] = None) -> dict:
@@ -31,7 +35,7 @@ NO_FLAG = {"flag": False}
 
 
 class Role(BaseModel):
-    """A kind of replica and how many of it a job has (worker × N; later chief, ps × K, launcher)."""
+    """A kind of replica and how many of it a job has (worker × N; chief, ps × K and worker × N under ps)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -50,7 +54,33 @@ class JobSpec(BaseModel):
                                     description="replicas per role; default: `workers` replicas of the role worker")
     framework: FrameworkOptions = Field(default_factory=TensorFlowOptions, json_schema_extra=NO_FLAG,
                                         description="the framework and its own options")
-    backend: Literal["compose"] = Field("compose", description="Engine that runs the replicas.")
+    backend: Literal["compose", "swarm", "k8s"] = Field(
+        "compose",
+        description="Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm "
+                    "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
+                    "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`).",
+    )
+    overlay_mtu: int = Field(
+        0, ge=0, le=9000, json_schema_extra=flag(default_text="the engine's, 1450"),
+        description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every "
+                    "packet, so across nodes it must be at most the nodes' interface MTU minus 50; orch refuses a "
+                    "swarm of several nodes where it is not. 0 = the engine's default.",
+    )
+    k8s_kind: Literal["job", "jobset"] = Field(
+        "job",
+        description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, a "
+                    "JobSet (needs the JobSet controller), which restarts the whole group itself.",
+    )
+    k8s_checkpoint_claim: Optional[str] = Field(
+        None, max_length=253, json_schema_extra=flag(default_text="none"),
+        description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, "
+                    "so a restarted group resumes; needed for restarts.",
+    )
+    registry: Optional[str] = Field(
+        None, max_length=200, json_schema_extra=flag(default_text="none"),
+        description="Registry (HOST/PATH) the nodes pull orch's own images from, prefixed to their names; for "
+                    "--backend k8s or swarm, where images are not built on the nodes.",
+    )
     dataset: Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"] = Field(
         "mnist",
         description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
@@ -98,6 +128,10 @@ class JobSpec(BaseModel):
     )
     startup_timeout: float = Field(300, ge=5, le=86_400,
                                    description="Seconds for every worker to join the cluster before the job fails.")
+    time_limit: float = Field(0, ge=0, le=30 * 86_400,
+                              description="Seconds one attempt of the run may take before it fails as timed out; 0 "
+                                          "= no limit. The guard for a script that reports no progress. On "
+                                          "Kubernetes it is the Job's activeDeadlineSeconds.")
     cpus: Optional[float] = Field(None, gt=0, le=512, json_schema_extra=flag(default_text="none"),
                                   description="CPU limit per container.")
     gpus: int = Field(0, ge=0, le=16,
@@ -107,6 +141,14 @@ class JobSpec(BaseModel):
                            description="Memory limit per container in MiB.")
     pids_limit: int = Field(1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
                             description="process limit per container")
+    script: Optional[str] = Field(
+        None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
+        description="Run this Python script of yours instead of orch's trainer, on every replica, in orch's image. "
+                    "Its folder is mounted read-only; each replica runs in its own output folder, with TF_CONFIG "
+                    "and the data mount set. Arguments after `--` go to the script.",
+    )
+    script_args: tuple[str, ...] = Field((), max_length=256, json_schema_extra=NO_FLAG,
+                                         description="arguments for the script (after `--` on the command line)")
     image: Optional[str] = Field(None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
                                  description="Run this image instead of orch's own trainer image.")
     run_id: str = Field(..., pattern=RUN_ID_PATTERN, json_schema_extra=flag(default_text="time-based"),
@@ -115,26 +157,42 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _default_roles(cls, data: Any) -> Any:
+        """Roles left out are the framework's for ``workers``; a framework that does not validate leaves
+        them to the field's own error."""
         if isinstance(data, dict) and not data.get("roles"):
             workers = data.get("workers", 1)
             if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
-                data = {**data, "roles": ({"name": DEFAULT_ROLE, "replicas": workers},)}
+                roles = [(DEFAULT_ROLE, workers)]
+                framework = data.get("framework")
+                if isinstance(framework, BaseModel):
+                    roles = framework.roles(workers)
+                elif isinstance(framework, dict) and framework.get("name", "tensorflow") in OPTION_MODELS:
+                    try:
+                        roles = OPTION_MODELS[framework.get("name", "tensorflow")](**framework).roles(workers)
+                    except (ValidationError, TypeError):
+                        pass
+                data = {**data, "roles": tuple({"name": n, "replicas": r} for n, r in roles)}
         return data
 
     @model_validator(mode="after")
     def _consistent(self) -> "JobSpec":
-        names = [r.name for r in self.roles]
-        if len(set(names)) != len(names):
-            raise ValueError(f"roles: each role may appear once, got {', '.join(names)}")
-        if self.role_replicas(DEFAULT_ROLE) != self.workers:
-            raise ValueError(f"roles: the role worker must have `workers` ({self.workers}) replicas")
         self.framework.check(self.workers, self.global_batch)
-        if names != [DEFAULT_ROLE]:
-            raise ValueError(f"roles: the {self.framework.name} framework runs only the role worker, got "
-                             f"{', '.join(names)}")
+        expected = self.framework.roles(self.workers)
+        if [(r.name, r.replicas) for r in self.roles] != expected:
+            shape = ", ".join(f"{n} × {r}" for n, r in expected)
+            raise ValueError(f"roles: {self.framework.name} with these options runs {shape}, got "
+                             f"{', '.join(f'{r.name} × {r.replicas}' for r in self.roles)}")
         if self.network == "host" and not self.expose_ports_on_host:
             raise ValueError("network: host exposes every worker's unauthenticated gRPC server on all of this host's "
                              "interfaces; pass --expose-ports-on-host to accept that, or use --network bridge or shared")
+        strategy = self.framework.resolved_strategy(self.workers)
+        if self.framework.name == "mpi":
+            self._check_mpi()
+        if self.checkpoint_every and strategy in ("custom", "ps", "mpi"):
+            raise ValueError(f"checkpoint_every: {strategy} checkpoints after every epoch; --checkpoint-every sets "
+                             "Keras' BackupAndRestore in fit() (single, mirrored, mwms)")
+        if strategy == "mirrored" and self.gpus and self.framework.replicas > self.gpus:
+            raise ValueError(f"replicas: {self.framework.replicas} replicas need as many GPUs, got --gpus {self.gpus}")
         kind = contract.DATASET_KINDS[self.dataset]
         if (self.model == "text") != (kind == "text"):
             images = ", ".join(d for d, k in contract.DATASET_KINDS.items() if k == "image")
@@ -143,27 +201,82 @@ class JobSpec(BaseModel):
                              f"images ({images}), text on reviews ({texts})")
         available = contract.DATASET_SIZES[self.dataset]
         if self.samples > available:
-            raise ValueError(f"samples: {self.dataset} has {available} training images, got {self.samples}")
-        if self.global_batch % self.workers:
+            raise ValueError(f"samples: {self.dataset} has {available} training samples, got {self.samples}")
+        per_worker = self.framework.per_worker_batch(self.workers, self.global_batch)
+        if per_worker * self.workers != self.global_batch and per_worker != self.global_batch:
             lower = self.global_batch - self.global_batch % self.workers
             raise ValueError(
                 f"global_batch: {self.global_batch} is not divisible by {self.workers} workers; "
                 f"use {lower or self.workers} or {lower + self.workers}"
             )
         train, val, test = contract.split_sizes(self.samples)
-        per_worker = self.global_batch // self.workers
-        for name, size in (("training", train), ("validation", val)):
-            if size // self.workers < per_worker:
-                need = -(-self.global_batch * 100 // (64 if name == "training" else 16))
+        # Under ps only the chief validates, on the whole validation split; every other strategy shards it too.
+        validators = 1 if strategy == "ps" else self.workers
+        for name, size, readers in (("training", train, self.workers), ("validation", val, validators)):
+            if size // readers < per_worker:
+                need = -(-per_worker * readers * 100 // (64 if name == "training" else 16))
+                what = (f"one global batch of {self.global_batch}" if per_worker * readers == self.global_batch
+                        else f"a global batch of {self.global_batch} for each of {readers} workers")
                 raise ValueError(
-                    f"samples: {self.samples} leave {size} {name} samples, fewer than one global batch "
-                    f"of {self.global_batch}; use at least {need} samples or a smaller batch"
+                    f"samples: {self.samples} leave {size} {name} samples, fewer than {what}; use at least "
+                    f"{need} samples or a smaller batch"
                 )
         if test < 1:
             raise ValueError(f"samples: {self.samples} leave no test samples")
         if self.image is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", self.image):
             raise ValueError(f"image: {self.image!r} is not a valid image reference")
+        if self.script is not None and not re.fullmatch(SCRIPT_PATTERN, self.script):
+            raise ValueError(f"script: {self.script[:80]!r} is not an absolute path to a .py file (the CLI makes a "
+                             "relative one absolute)")
+        if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
+            raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
+        if self.script_args and self.script is None:
+            raise ValueError("script_args: arguments after `--` are for --script")
+        self._check_engine_fields()
         return self
+
+    def _check_mpi(self) -> None:
+        """Raise ValueError (one line) where an MPI job's shape does not fit its engine."""
+        if self.network != "bridge":
+            raise ValueError(f"network: --framework mpi meets on the cluster network (bridge); --network "
+                             f"{self.network} is for TensorFlow's gRPC ports; leave --network out")
+        if self.gpus:
+            raise ValueError("gpus: orch's MPI ranks compute on CPUs (its image is TensorFlow for CPUs, and MPI's "
+                             "transports here are shared memory and TCP); leave --gpus out")
+        if self.framework.transport == "shm" and self.backend != "compose" and self.workers > 1:
+            raise ValueError(f"transport: shm makes the containers share one host's IPC and PID namespaces, which "
+                             f"only Compose can; use --transport tcp with --backend {self.backend}")
+
+    def _check_engine_fields(self) -> None:
+        """Raise ValueError (one line, naming the flag) if the engine-specific fields do not fit the backend."""
+        if self.registry is not None and not re.fullmatch(REGISTRY_PATTERN, self.registry):
+            raise ValueError(f"registry: {self.registry!r} is not HOST[:PORT][/PATH], e.g. registry.example:5000/ml")
+        claim = self.k8s_checkpoint_claim
+        if claim is not None and not re.fullmatch(DNS_SUBDOMAIN_PATTERN, claim):
+            raise ValueError(f"k8s_checkpoint_claim: {claim!r} is not a Kubernetes object name (lowercase letters, "
+                             "digits, - and .)")
+        if self.overlay_mtu and self.backend != "swarm":
+            raise ValueError("overlay_mtu: --overlay-mtu is for --backend swarm's overlay network")
+        if self.overlay_mtu and self.overlay_mtu < 576:
+            raise ValueError(f"overlay_mtu: {self.overlay_mtu} is below IPv4's minimum of 576")
+        if self.backend == "swarm":
+            if self.network != "bridge":
+                raise ValueError(f"network: --network {self.network} is for --backend compose; on Swarm the replicas "
+                                 "meet on the stack's overlay network; leave --network out")
+            if self.gpus:
+                raise ValueError("gpus: a Swarm service gets GPUs only as generic resources its nodes advertise, which "
+                                 "orch does not render; use --backend compose or --gpus 0")
+        if self.backend != "k8s":
+            return
+        if self.script is not None:
+            raise ValueError("script: --script mounts a folder of this host, which a cluster's pods cannot see; "
+                             "build an image FROM orch's trainer image with your script in it and pass --image")
+        if self.network != "bridge":
+            raise ValueError(f"network: --network {self.network} is for --backend compose; on Kubernetes every pod "
+                             "has its own network; leave --network out")
+        if self.max_restarts and claim is None:
+            raise ValueError("max_restarts: a restarted group resumes from checkpoints every pod must reach; pass "
+                             "--k8s-checkpoint-claim NAME (a ReadWriteMany PersistentVolumeClaim) or --max-restarts 0")
 
     def role_replicas(self, role: str) -> int:
         """How many replicas ``role`` has (0 if the job has no such role)."""
@@ -173,13 +286,18 @@ class JobSpec(BaseModel):
         """Every replica of the job as (role, index within the role), in role order."""
         return [(r.name, i) for r in self.roles for i in range(r.replicas)]
 
+    def reporting_keys(self) -> list[tuple[str, int]]:
+        """The replicas that train and report (events, heartbeats, results); the job is done when they are."""
+        roles = self.framework.reporting_roles(self.workers)
+        return [key for key in self.replica_keys() if key[0] in roles]
+
     def flat(self) -> dict[str, Any]:
         """The spec as flat fields, the framework's options beside the generic ones, as flags and experiment
         files name them. Roles are left out where they are the default for ``workers``."""
         fields = self.model_dump(exclude={"framework", "roles"})
         fields["framework"] = self.framework.name
         fields.update(self.framework.model_dump(exclude={"name"}))
-        if [(r.name, r.replicas) for r in self.roles] != [(DEFAULT_ROLE, self.workers)]:
+        if [(r.name, r.replicas) for r in self.roles] != self.framework.roles(self.workers):
             fields["roles"] = [r.model_dump() for r in self.roles]
         return fields
 
@@ -190,7 +308,7 @@ class JobSpec(BaseModel):
     def training_fields(self) -> dict[str, Any]:
         """The fields the trainer reads, as the contract names them."""
         flat = {**self.flat(), "strategy": self.framework.resolved_strategy(self.workers)}
-        return {name: flat[name] for name in contract.TRAINING_FIELDS}
+        return {name: flat[name] for name in contract.training_fields(self.framework.name)}
 
 
 def flat_field_names() -> list[str]:
@@ -238,6 +356,11 @@ def _nest(fields: dict[str, Any]) -> dict[str, Any]:
     for name in set(model.model_fields) - {"name"}:
         if name in fields:
             options[name] = fields.pop(name)
+    for other, other_model in OPTION_MODELS.items():
+        stray = sorted(set(other_model.model_fields) & set(fields))
+        if stray and other != options["name"]:
+            raise InvalidSpec(f"{stray[0]}: --{stray[0].replace('_', '-')} is an option of --framework {other}, "
+                              f"not {options['name']}")
     return {**fields, "framework": options}
 
 

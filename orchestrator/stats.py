@@ -31,12 +31,14 @@ class StatsSample:
     blk_read_bytes: int
     blk_write_bytes: int
     pids: int
+    role: str = "worker"  # with ``worker`` (the index within the role), which replica this is
 
 
 STATS_FIELDS = [f.name for f in fields(StatsSample)]
 
 
-def parse_stats(raw: dict[str, Any], worker: int, container: str, now: float) -> Optional[StatsSample]:
+def parse_stats(raw: dict[str, Any], worker: int, container: str, now: float,
+                role: str = "worker") -> Optional[StatsSample]:
     """A sample from one Engine API stats record (cgroup v1 or v2), or None if it holds no figures yet.
 
     CPU follows the docker CLI: the container's share of the host's CPU time since the previous
@@ -60,6 +62,7 @@ def parse_stats(raw: dict[str, Any], worker: int, container: str, now: float) ->
     return StatsSample(
         time=now,
         worker=worker,
+        role=role,
         container=container,
         cpu_percent=round(cpu_percent, 3),
         mem_used_bytes=int(memory["usage"] - cache),
@@ -86,7 +89,7 @@ class Sampler:
         self.backend = backend
         self.interval = interval
         self.out_dir = out_dir
-        self.latest: dict[int, StatsSample] = {}
+        self.latest: dict[tuple[str, int], StatsSample] = {}
         self.samples = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -124,12 +127,12 @@ class Sampler:
             now = time.time()
             if now - last < self.interval * 0.9:
                 continue
-            sample = parse_stats(raw, container.index, container.name, now)
+            sample = parse_stats(raw, container.index, container.name, now, container.role)
             if sample is None:
                 continue
             last = now
             with self._lock:
-                self.latest[container.index] = sample
+                self.latest[container.key] = sample
                 self.samples += 1
                 if self._stats_writer is not None:
                     self._stats_writer.writerow(asdict(sample))
@@ -146,8 +149,8 @@ class Sampler:
                                                 memory.total - memory.available, memory.total])
                     self._files[1].flush()
 
-    def snapshot(self) -> dict[int, StatsSample]:
-        """The latest sample of each container, by worker index."""
+    def snapshot(self) -> dict[tuple[str, int], StatsSample]:
+        """The latest sample of each container, by (role, index)."""
         with self._lock:
             return dict(self.latest)
 
@@ -175,8 +178,8 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             try:
-                out.append({k: (v if k == "container" else float(v) if k in ("time", "cpu_percent") else int(float(v)))
-                            for k, v in row.items() if k in STATS_FIELDS})
+                out.append({k: (v if k in ("container", "role") else float(v) if k in ("time", "cpu_percent") else int(float(v)))
+                            for k, v in row.items() if k in STATS_FIELDS} | {"role": row.get("role") or "worker"})
             except (TypeError, ValueError):
                 continue
     return out

@@ -84,6 +84,8 @@ def describe_exit(replica: ReplicaState) -> str:
         return f"was killed for exceeding its memory limit (exit {code}); raise --memory"
     if code is not None and code > 128:
         return f"was killed by signal {code - 128} (exit {code})"
+    if code is None and replica.reason:
+        return f"failed: {replica.reason}"
     return f"exited with code {code}"
 
 
@@ -111,8 +113,9 @@ def _fail(spec: JobSpec, watch: Watch, restarts: int, **fields: Any) -> Decision
 def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> Decision:
     """What to do after observation ``obs`` of an attempt that has had ``restarts`` restarts before it."""
     watch = observe(watch, obs.events, obs.elapsed)
-    expected = set(spec.replica_keys())
-    others = "; the other workers were stopped" if len(expected) > 1 else ""
+    everyone = set(spec.replica_keys())
+    expected = set(spec.reporting_keys())  # the replicas that train, report progress and end the job
+    others = "; the other workers were stopped" if len(everyone) > 1 else ""
     present = {s.key for s in obs.states}
     paused = sorted(s.key for s in obs.states if s.status == Status.PAUSED)
     failed = first_failure(obs.states)
@@ -123,13 +126,23 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
                        f"{describe_exit(failed)} when the all-reduce timed out{others}")
         return _fail(spec, watch, restarts, replica=failed.key, failed=failed, message=message,
                      exit_code=failed.exit_code, retryable=retryable(failed))
-    if not expected <= present:
-        gone = sorted(expected - present)[0]
+    if not everyone <= present:
+        gone = sorted(everyone - present)[0]
         return _fail(spec, watch, restarts, replica=gone, retryable=True,
                      message=f"{_name(gone)} vanished (its container was removed from outside orch){others}")
     if all(s.status == Status.SUCCEEDED for s in obs.states if s.key in expected):
+        # Under ps the servers never exit by themselves: the chief's exit ends the job.
         return Decision(Verdict.SUCCEEDED, watch)
-    if watch.done >= expected:
+    if spec.time_limit and obs.elapsed > spec.time_limit:
+        return Decision(Verdict.TIMED_OUT, watch, message=f"the run took longer than its time limit of "
+                                                          f"{spec.time_limit:g} s{others}; raise --time-limit")
+    if spec.script is not None:
+        # A user's script: its exit is its verdict, whatever it reported. It may report nothing at all, so
+        # only the replicas that have started reporting are watched for joining and progress.
+        expected = {key for key in expected if key in watch.stages}
+        if not expected:
+            return Decision(Verdict.WAIT, watch)
+    elif watch.done >= expected:
         # Every replica wrote its result, and each leaves by itself once all have. One that has not after
         # a moment is stuck in the framework's teardown, which at times idles for half a minute.
         watch = replace(watch, done_at=watch.done_at if watch.done_at is not None else obs.elapsed)

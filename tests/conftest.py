@@ -1,9 +1,11 @@
 """Shared fixtures. Live tests (marked `docker`) use the real engine and remove what they create."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,22 @@ def run_orch(args, env, timeout=600, **kwargs):
     """Run the `orch` command as a user would; return the CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, **kwargs)
+
+
+def replica_events(run_dir: Path, index: int, role: str = "worker") -> list[dict]:
+    """The events replica ``role``-``index`` of a run has written so far ([] before its first)."""
+    path = run_dir / f"{role}-{index}" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds; AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def orch_containers(run_id: str) -> list[str]:

@@ -214,7 +214,8 @@ class FakeBackend(Backend):
     ``states()`` call at or after its time (two at one time: two successive calls raise). ``cancel_raises``
     and ``apply_raises``: exceptions (or None for a normal call) for successive calls. ``memory``: (used,
     limit) bytes per replica for ``stats_once`` (default 100 MiB of 2048 MiB). ``logs_text``: a replica's
-    output instead of ``canned_log``.
+    output instead of ``canned_log``. ``reports_on_stdout``: the replicas print their records as report lines on
+    stdout (``ORCH_REPORT=stdout``), as on Swarm, instead of writing them into the run directory.
     """
 
     name = "fake"
@@ -226,8 +227,15 @@ class FakeBackend(Backend):
                  apply_raises: Optional[list[Optional[BaseException]]] = None,
                  preflight_error: Optional[BaseException] = None,
                  memory: Optional[dict[Union[Key, int], tuple[int, int]]] = None,
-                 logs_text: Optional[dict[Union[Key, int], str]] = None) -> None:
+                 logs_text: Optional[dict[Union[Key, int], str]] = None,
+                 reports_on_stdout: bool = False, part_size: int = 100) -> None:
         self.clock = clock
+        # Like Swarm's replicas: records go to stdout as report lines (of at most part_size characters of
+        # text), not into the run directory; log_lines serves them, and the runner copies them back.
+        self.reports_on_stdout = reports_on_stdout
+        self.part_size = part_size
+        self.stdout: dict[Key, list[tuple[float, str]]] = {}
+        self.extra_stdout: dict[Key, list[tuple[float, str]]] = {}  # lines a test plants
         scripts = script if isinstance(script, list) else [script or {}]
         self.scripts = [{_key(k): sorted(v, key=lambda s: s.at) for k, v in s.items()} for s in scripts]
         self.states_raises = sorted(states_raises or [], key=lambda pair: pair[0])
@@ -289,6 +297,7 @@ class FakeBackend(Backend):
         unknown = set(script) - set(self.keys)
         assert not unknown, f"the script names replicas the plan does not have: {sorted(unknown)}"
         self.replicas = {key: _Replica(key) for key in self.keys}
+        self.stdout = {}  # a new attempt's containers: their output starts afresh
         self.pending = sorted(((key, s) for key, steps in script.items() for s in steps), key=lambda p: p[1].at)
 
     def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
@@ -307,11 +316,18 @@ class FakeBackend(Backend):
 
     def log_lines(self, replica: ReplicaState, stream: str, follow: bool = False,
                   since: Optional[float] = None) -> Iterator[str]:
-        self.calls.append(Call("log_lines", (replica.label, stream)))
+        self.calls.append(Call("log_lines", (replica.label, stream), {"since": since}))
         if stream != "stdout":
             return iter([])
-        t = self.clock.time()
-        return iter([f"{format_timestamp(t + i / 1000)} {line}" for i, line in enumerate(self._lines(replica))])
+        if not self.reports_on_stdout:
+            t = self.clock.time()
+            return iter([f"{format_timestamp(t + i / 1000)} {line}" for i, line in enumerate(self._lines(replica))])
+        start = self.clock.start + self.launched_at
+        lines = [(start + i / 1000, line) for i, line in enumerate(self._lines(replica))]
+        lines += self.stdout.get(replica.key, []) + self.extra_stdout.get(replica.key, [])
+        # The engine's `since` includes its own second; lines of one time come in the order printed.
+        return iter([f"{format_timestamp(t)} {line}" for t, line in sorted(lines, key=lambda pair: pair[0])
+                     if since is None or t >= since])
 
     def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
         self.calls.append(Call("stats_stream", (replica.label,)))
@@ -359,9 +375,18 @@ class FakeBackend(Backend):
                 continue  # vanished
             self._do(r, step, self.clock.start + self.launched_at + step.at)
 
+    def print_record(self, key: Key, name: str, text: str, when: float) -> None:
+        """A record as the trainer's reporter prints it with ORCH_REPORT=stdout: report lines of its text."""
+        parts = [text[i:i + self.part_size] for i in range(0, len(text), self.part_size)] or [""]
+        for i, part in enumerate(parts, 1):
+            self.stdout.setdefault(key, []).append((when, f"{contract.STDOUT_PREFIX} {name} {i}/{len(parts)} {part}"))
+
     def _do(self, r: _Replica, step: Step, when: float) -> None:
         assert self.run_dir is not None
         folder = self.run_dir / f"{r.key[0]}-{r.key[1]}"
+        if self.reports_on_stdout and step.kind in ("event", "raw-event", "heartbeat", "result", "raw-result"):
+            self._print(r, step, when)
+            return
         if step.kind == "status":
             r.status, r.exit_code, r.oom_killed = step.status, step.exit_code, step.oom_killed
             r.finished_at = when if step.status is not None and step.status.is_terminal else None
@@ -393,6 +418,29 @@ class FakeBackend(Backend):
             (folder / contract.RESULT_FILE).write_text(json.dumps(step.payload) + "\n")
         else:
             raise ValueError(f"unknown step {step.kind!r}")
+
+
+    def _print(self, r: _Replica, step: Step, when: float) -> None:
+        """What _do writes into the run directory, printed as report lines instead."""
+        if step.kind in ("event", "raw-event"):
+            line = dict(step.payload or {})
+            if step.kind == "event":
+                line = {"v": contract.CONTRACT_VERSION, "worker": r.key[1], "time": when, **line}
+            else:
+                line = {"worker": r.key[1], "time": when, **line}
+            self.written.append((r.key, line))
+            self.print_record(r.key, contract.EVENTS_FILE, json.dumps(line, separators=(",", ":")), when)
+        elif step.kind == "heartbeat":
+            self.print_record(r.key, contract.HEARTBEAT_FILE, f"{when:.3f}", when)
+        else:
+            payload = step.payload or {}
+            if step.kind == "result":
+                workers = len(self.keys)
+                payload = {"v": contract.CONTRACT_VERSION, "worker": r.key[1], "num_workers": workers,
+                           "replicas": workers, "global_batch": 96, "per_worker_batch": 96 // workers,
+                           "steps_per_epoch": 10, "train_samples": 3840, "validation_samples": 960,
+                           "test_samples": 1200, "epochs": [], "samples_per_epoch": [3840], **payload}
+            self.print_record(r.key, contract.RESULT_FILE, json.dumps(payload, separators=(",", ":")), when)
 
 
 def engine_stats(used: int, limit: int, cache: int = 8 * MiB) -> dict[str, Any]:

@@ -39,3 +39,13 @@ def test_targets_benchmark_prints_every_figure_on_tiny_data(images, orch_env):
             "orch over bare `docker compose up`"} <= rows.keys(), proc.stdout
     ratio = float(rows["T(2)/T(1)"].split("|")[5].split()[0])
     assert ratio > 0
+
+
+def test_mpi_targets_benchmark_prints_every_target_on_tiny_data(images, orch_env):
+    proc = subprocess.run([sys.executable, "benchmarks/mpi_targets.py", "--tiny"], cwd=ROOT, env=orch_env,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for figure in ("T(3)/T(1), MPI", "T(2)/T(1), MPI", "T(3)/T(1), MultiWorkerMirroredStrategy",
+                   "MPI all-reduce, containers / host", "test accuracy, largest gap"):
+        assert f"| {figure}" in proc.stdout
+    assert "| mpi-shm | containers | 3 | 4 KB |" in proc.stdout and "| mpi-host | host | 3 | 4 KB |" in proc.stdout

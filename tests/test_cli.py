@@ -37,7 +37,7 @@ def test_render_json_has_every_tf_config(orch_env):
         (["up", "--workers", "0"], "workers"),
         (["up", "--workers", "abc"], "'abc' is not a valid integer"),
         (["up", "--dataset", "cifar10"], "'cifar10' is not one of"),
-        (["up", "--samples", "60001"], "samples: mnist has 60000 training images"),
+        (["up", "--samples", "60001"], "samples: mnist has 60000 training samples"),
         (["up", "-n", "3", "-b", "100"], "not divisible by 3 workers"),
         (["up", "--run-id", "Bad Id"], "run_id"),
         (["up", "--bogus"], "No such option"),

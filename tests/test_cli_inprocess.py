@@ -208,8 +208,8 @@ def test_render_json_has_every_tf_config():
     (["up", "--workers", "0"], "workers"),
     (["render", "--workers", "abc"], "'abc' is not a valid integer"),
     (["up", "--dataset", "cifar10"], "'cifar10' is not one of"),
-    (["render", "--backend", "k8s"], "'k8s' is not 'compose'"),
-    (["up", "--samples", "60001"], "samples: mnist has 60000 training images"),
+    (["render", "--backend", "nomad"], "'nomad' is not one of"),
+    (["up", "--samples", "60001"], "samples: mnist has 60000 training samples"),
     (["render", "-n", "3", "-b", "100"], "not divisible by 3 workers"),
     (["up", "--run-id", "Bad Id"], "run_id"),
     (["up", "--bogus"], "No such option"),
@@ -266,9 +266,9 @@ def test_watcher_prints_worker_text_as_it_is(isatty):
     ]
     from orchestrator import contract
 
-    with Watcher(env, workers=2, epochs=2) as watcher:
+    with Watcher(env, [("worker", 0), ("worker", 1)], epochs=2) as watcher:
         for raw in events:
-            watcher(parse_event({"v": contract.CONTRACT_VERSION, "worker": 0, "time": 1.0, **raw}))
+            watcher(("worker", 0), parse_event({"v": contract.CONTRACT_VERSION, "worker": 0, "time": 1.0, **raw}))
     text = err.getvalue()
     assert "[/job:worker/replica:0/task:1] collective [bold]failed" in text
     assert "resumed from its checkpoint at epoch 1" in text
@@ -370,7 +370,7 @@ def test_up_prints_the_run_and_its_workers(monkeypatch, extra):
     def fake_up(spec, detach=False, say=None, on_event=None, stats_interval=1.0, **kwargs):
         assert spec.workers == 2 and spec.global_batch == 64 and spec.framework.collective == "auto"
         say(f"starting run {spec.run_id}")
-        on_event(parse_event({"v": contract.CONTRACT_VERSION, "worker": 1, "event": "epoch", "epoch": 1,
+        on_event(("worker", 1), parse_event({"v": contract.CONTRACT_VERSION, "worker": 1, "event": "epoch", "epoch": 1,
                               "epochs": 1, "loss": 0.1, "samples": 100}))
         workers = [{"worker": i, "train_seconds": 2.0 + i, "test_accuracy": 0.95, "samples_per_epoch": [100],
                     "exit_code": 0} for i in range(2)]

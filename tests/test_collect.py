@@ -78,7 +78,7 @@ def _fake_run(paths: Paths, run_id: str, workers: int = 2, state: RunState = Run
         f.write(",".join(STATS_FIELDS) + "\n")
         for t in range(3):
             for i in range(workers):
-                row = [100 + t, i, f"{run_id}-worker-{i}", 50 + t, 10**8, 2**31, 10**6 * t, 2 * 10**6 * t, 0, 0, 9]
+                row = [100 + t, i, f"{run_id}-worker-{i}", 50 + t, 10**8, 2**31, 10**6 * t, 2 * 10**6 * t, 0, 0, 9, "worker"]
                 f.write(",".join(map(str, row)) + "\n")
     workers_rec = [{"worker": i, "exit_code": 0 if state == RunState.SUCCEEDED else 137} for i in range(workers)]
     run.write_record(RunInfo(run_id=run_id, state=state, spec=spec, started=99.0, wall_seconds=40.0,

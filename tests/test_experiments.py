@@ -305,3 +305,36 @@ def test_quick_two_cell_experiment_writes_a_report_and_resumes(images, orch_env,
     resumed = run_orch(["experiment", "run", str(exp), "--quick", "--out", str(out)], orch_env)
     assert resumed.returncode == 0 and "2/2 cells done (0 failed, 2 skipped)" in resumed.stderr
     assert json.loads((out / "two-cells-quick" / "cells.json").read_text()) == cells
+
+
+SETUPS = """
+name: s
+base: {dataset: synthetic, epochs: 1, samples: 6000}
+setups:
+  - {strategy: single}
+  - {strategy: mirrored, replicas: 2}
+  - {strategy: mwms, workers: 2}
+grid: {global_batch: [32, 64]}
+report: {baseline: {strategy: single}}
+"""
+
+
+def test_setups_are_cells_of_every_grid_point():
+    cells = expand(parse(SETUPS))
+    assert [c.key for c in cells[:3]] == ["strategysingle-globalbatch32-r0", "strategysingle-globalbatch64-r0",
+                                          "replicas2-strategymirrored-globalbatch32-r0"]
+    assert cells[2].params == {"strategy": "mirrored", "replicas": 2, "global_batch": 32}
+    assert len(cells) == 6 and parse(SETUPS).report.baseline == {"strategy": "single"}
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("name: s\nsetups: [{strategy: single}, {strategy: single}]\n", "appears twice"),
+    ("name: s\nsetups: [{nonsense: 1}]\n", "unknown field nonsense in a setup"),
+    ("name: s\nsetups: [{}]\n", "got none"),
+    ("name: s\nsetups: [{workers: 2}]\ngrid: {workers: [1, 2]}\n", "both in a setup and on the grid"),
+    ("name: s\nsetups: [{strategy: single, workers: 2}]\n", "strategy: single runs in one container"),
+])
+def test_bad_setups_name_the_problem(text, needle):
+    with pytest.raises(InvalidSpec) as exc:
+        expand(parse(text))
+    assert needle in exc.value.message and "\n" not in exc.value.message

@@ -42,13 +42,16 @@ def test_index_out_of_range():
         tensorflow.tf_config(spec, ("worker", 2), _addresses(spec))
 
 
-def test_roles_group_the_cluster_in_role_order():
-    # A parameter-server layout, as the backend would address it: each role is its own list.
-    spec = make_spec(run_id="r", workers=2)
-    addresses = {("chief", 0): "chief-0:1", ("ps", 0): "ps-0:1", ("worker", 0): "worker-0:1", ("worker", 1): "worker-1:1"}
-    config = tensorflow.tf_config(spec, ("worker", 1), addresses)
-    assert config["cluster"] == {"chief": ["chief-0:1"], "ps": ["ps-0:1"], "worker": ["worker-0:1", "worker-1:1"]}
-    assert config["task"] == {"type": "worker", "index": 1}
+@pytest.mark.parametrize("key", [("chief", 0), ("ps", 1), ("worker", 0), ("worker", 1)])
+def test_ps_groups_the_cluster_by_role_and_each_replica_knows_its_own(key):
+    spec = make_spec(run_id="r", workers=2, strategy="ps", parameter_servers=2)
+    config = json.loads(TF.env(spec, key, _addresses(spec))["TF_CONFIG"])
+    assert config == {
+        "cluster": {"chief": ["chief-0:12345"], "ps": ["ps-0:12345", "ps-1:12345"],
+                    "worker": ["worker-0:12345", "worker-1:12345"]},
+        "task": {"type": key[0], "index": key[1]},
+    }
+    assert TF.image(spec) == TF.image(make_spec(run_id="r", workers=1, strategy="ps")) == tensorflow.image_ref("multi")
 
 
 def test_images_single_for_one_worker_multi_for_more_or_the_users():

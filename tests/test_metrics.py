@@ -122,3 +122,22 @@ def test_scaling_along_replicas_takes_one_replica_as_the_baseline():
     assert rows[4]["efficiency"] == 0.25 / 4
     # Along workers the same rows have no baseline of their own to compare with: each is 1 worker.
     assert {r["time_ratio"] for r in aggregate(cells)} == {1.0}
+
+
+def test_a_named_baseline_compares_every_setup_with_one_cell_and_keeps_their_order():
+    from orchestrator.metrics import aggregate
+
+    def cell(params, train, epoch=None, val=None):
+        return {"params": params, "fields": params, "state": "succeeded",
+                "summary": {"train_seconds": train, "spec": {"workers": params.get("workers", 1), "epochs": 1},
+                            "workers": [{"steps_per_epoch": 10}], "epoch_seconds": epoch, "val_loss": val}}
+
+    cells = {"m": cell({"strategy": "mirrored", "replicas": 2}, 4.0), "s": cell({"strategy": "single"}, 2.0, 2.0, 0.5),
+             "w": cell({"strategy": "mwms", "workers": 2}, 3.0)}
+    rows = aggregate(cells, baseline={"strategy": "single"})
+    assert [r["params"]["strategy"] for r in rows] == ["mirrored", "single", "mwms"]
+    by = {r["params"]["strategy"]: r for r in rows}
+    assert (by["single"]["time_ratio"], by["mirrored"]["time_ratio"], by["mwms"]["time_ratio"]) == (1.0, 2.0, 1.5)
+    assert by["mirrored"]["efficiency"] == pytest.approx(0.25)  # N = 1 worker x 2 replicas
+    assert by["single"]["epoch_seconds"] == (2.0, 2.0, 2.0) and by["single"]["val_loss"][0] == 0.5
+    assert all(r["time_ratio"] is None for r in aggregate(cells, baseline={"strategy": "ps"}))

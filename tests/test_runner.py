@@ -45,7 +45,7 @@ class Harness:
         return FakeBackend(self.clock, script, **kwargs)
 
     def apply(self, p: Plan, backend: FakeBackend, **kwargs) -> RunInfo:
-        return apply(p, backend=backend, paths=self.paths, say=self.said.append, on_event=self.events.append,
+        return apply(p, backend=backend, paths=self.paths, say=self.said.append, on_event=lambda _key, event: self.events.append(event),
                      poll=POLL, stats_interval=None, clock=self.clock, **kwargs)
 
     def record(self, p: Plan) -> RunInfo:

@@ -195,6 +195,25 @@ def test_the_text_model_learns_review_sentiment_on_two_workers(images, orch_env,
     assert not (tmp_path / "runs" / "live-text" / "worker-0" / "predictions.npz").exists()  # no images to show
 
 
+def test_parameter_servers_train_asynchronously_and_count_each_workers_samples(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-ps")
+    proc = run_orch(["up", "--strategy", "ps", "--workers", "2", "--parameter-servers", "2", *SMALL, "--epochs", "3",
+                     "--run-id", "live-ps", "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    (chief,) = info["workers"]  # only the chief trains and reports; the servers and workers serve it
+    assert (chief["role"], chief["exit_code"], chief["samples_per_epoch"]) == ("chief", 0, [3840] * 3)
+    result = json.loads((tmp_path / "runs" / "live-ps" / "chief-0" / "result.json").read_text())
+    assert (result["workers"], result["parameter_servers"], result["per_worker_batch"]) == (2, 2, 96)
+    for epoch in result["epochs"]:  # measured per worker: what each ran adds up to the epoch
+        assert epoch["samples_worker_0"] + epoch["samples_worker_1"] == epoch["samples"] == 3840
+    assert sum(e["samples_worker_1"] for e in result["epochs"]) > 0 and 0.1 < chief["test_accuracy"] <= 1.0
+    compose = (tmp_path / "runs" / "live-ps" / "compose.yml").read_text()
+    for name in ("chief-0", "ps-0", "ps-1", "worker-0", "worker-1"):
+        assert f"{name}:" in compose
+    assert orch_containers("live-ps") == [] and orch_networks("live-ps") == []
+
+
 def test_the_custom_loop_shards_once_and_agrees_with_itself(images, orch_env, tmp_path, cleanup):
     cleanup.append("live-custom")
     proc = run_orch(["up", "--workers", "2", "--strategy", "custom", *SMALL, "--run-id", "live-custom",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, run_orch
+from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -19,23 +19,10 @@ def _start(args, env) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _events(run_dir: Path, worker: int) -> list[dict]:
-    path = run_dir / f"worker-{worker}" / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _container(run_id: str, index: int) -> str:
+def _container(run_id: str, index: int, role: str = "worker") -> str:
     ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=orch.run={run_id}", "--filter",
-                          f"label=orch.index={index}"], capture_output=True, text=True).stdout.split()
+                          f"label=orch.index={index}", "--filter", f"label=orch.role={role}"],
+                         capture_output=True, text=True).stdout.split()
     assert ids, f"no container for worker {index} of {run_id}"
     return ids[0]
 
@@ -57,10 +44,10 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
             "--run-id", run_id]
     proc = _start(args, orch_env)
     try:
-        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 1)), 240, "worker 1's first epoch")
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker 1's first epoch")
         time.sleep(0.5)
         subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
-        completed = [e["epoch"] for e in _events(run_dir, 1) if e["event"] == "epoch"]
+        completed = [e["epoch"] for e in replica_events(run_dir, 1) if e["event"] == "epoch"]
         assert completed == [1], f"the kill was meant for epoch 2, but epochs {completed} had ended"
         stdout, stderr = proc.communicate(timeout=400)
     finally:
@@ -72,7 +59,7 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
     (restart,) = record["restarts"]
     assert restart["worker"] == 1 and restart["exit_code"] == 137 and restart["attempt"] == 2
     for w in range(3):
-        events = _events(run_dir, w)
+        events = replica_events(run_dir, w)
         epochs = [e["epoch"] for e in events if e["event"] == "epoch"]
         assert epochs == [1, 2, 3, 4], epochs  # epoch 1 was checkpointed and not redone
         assert [e["epoch"] for e in events if e["event"] == "resumed"] == [2]
@@ -88,7 +75,7 @@ def _inject(run_id: str, env: dict, run_dir: Path, worker: int, docker_verb: str
     for orch. Returns (exit code, stderr, seconds from the fault to orch's exit, clean-up included)."""
     proc = _start([*JOB, "--epochs", "200", *extra, "--run-id", run_id], env)
     try:
-        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, worker)), 240, f"worker {worker}'s epoch")
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, worker)), 240, f"worker {worker}'s epoch")
         command = ["docker", *docker_verb.split(), _container(run_id, worker)]
         subprocess.run(command, check=True, capture_output=True)
         injected = time.monotonic()
@@ -97,6 +84,34 @@ def _inject(run_id: str, env: dict, run_dir: Path, worker: int, docker_verb: str
     finally:
         proc.kill()
 
+
+
+def test_killed_parameter_server_restarts_the_group_and_the_chief_resumes(images, orch_env, tmp_path, cleanup):
+    run_id = "fault-restart-ps"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    args = [*JOB, "--workers", "2", "--samples", "30000", "--epochs", "4", "--max-restarts", "1", "--strategy", "ps",
+            "--run-id", run_id]
+    proc = _start(args, orch_env)
+    try:
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 0, "chief")), 240, "the chief's first epoch")
+        time.sleep(0.3)
+        subprocess.run(["docker", "kill", _container(run_id, 0, "ps")], check=True, capture_output=True)
+        stdout, stderr = proc.communicate(timeout=400)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "ps-0 was killed by signal 9" in stderr and "(restart 1 of 1)" in stderr
+    record = json.loads((run_dir / "run.json").read_text())
+    (restart,) = record["restarts"]
+    assert record["state"] == "succeeded" and (restart["role"], restart["worker"], restart["exit_code"]) == ("ps", 0, 137)
+    events = replica_events(run_dir, 0, "chief")
+    resumed = [e["epoch"] for e in events if e["event"] == "resumed"]
+    assert len(resumed) == 1 and resumed[0] >= 2  # the epochs before the kill were checkpointed, not redone
+    assert sorted({e["epoch"] for e in events if e["event"] == "epoch"}) == [1, 2, 3, 4]
+    result = json.loads((run_dir / "chief-0" / "result.json").read_text())
+    assert result["resumed_from_epoch"] == resumed[0] and result["test_accuracy"] > 0.1
+    assert _gone(run_id)
 
 def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, tmp_path, cleanup):
     run_id = "fault-pause"
@@ -147,7 +162,7 @@ def test_startup_timeout_names_the_worker_that_never_joined(images, orch_env, tm
     cleanup.append(run_id)
     proc = _start([*JOB, "--epochs", "2", "--startup-timeout", "20", "--run-id", run_id], orch_env)
     try:
-        _wait(lambda: len(orch_containers(run_id)) == 3, 120, "the containers")
+        wait_for(lambda: len(orch_containers(run_id)) == 3, 120, "the containers")
         subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
         _, stderr = proc.communicate(timeout=120)
     finally:
@@ -182,7 +197,7 @@ def _signal(run_id: str, env: dict, run_dir: Path, *signals: int) -> tuple[int, 
     """Start a long 3-worker run and, after worker 0's first epoch, send `orch up` these signals 0.5 s apart."""
     proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], env)
     try:
-        _wait(lambda: any(e["event"] == "epoch" for e in _events(run_dir, 0)), 240, "worker 0's first epoch")
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 0)), 240, "worker 0's first epoch")
         for i, sig in enumerate(signals):
             if i:
                 time.sleep(0.5)
@@ -208,7 +223,7 @@ def test_sigterm_stops_the_run_and_keeps_its_results(images, orch_env, tmp_path,
     code, stderr = _signal(run_id, orch_env, run_dir, signal.SIGTERM)
     assert code == 143, stderr
     assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
-    assert (run_dir / "logs" / "worker-0.log").stat().st_size > 0 and _events(run_dir, 0)
+    assert (run_dir / "logs" / "worker-0.log").stat().st_size > 0 and replica_events(run_dir, 0)
     assert _gone(run_id)
 
 

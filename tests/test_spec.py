@@ -30,7 +30,7 @@ def test_fresh_run_ids_are_valid_and_distinct():
         ({"workers": 0}, "workers: input should be greater than or equal to 1"),
         ({"workers": "three"}, "workers: input should be a valid integer"),
         ({"dataset": "cifar"}, "dataset: Input should be 'mnist', 'fashion-mnist', 'vader-reviews' or 'synthetic'"),
-        ({"samples": 70000}, "samples: mnist has 60000 training images, got 70000"),
+        ({"samples": 70000}, "samples: mnist has 60000 training samples, got 70000"),
         ({"workers": 3, "global_batch": 64}, "not divisible by 3 workers; use 63 or 66"),
         ({"samples": 100}, "fewer than one global batch"),
         ({"epochs": -1}, "epochs"),
@@ -68,9 +68,23 @@ def test_roles_default_to_the_workers_and_follow_replace():
     assert spec.replace(workers=2).replica_keys() == [("worker", 0), ("worker", 1)]
 
 
+def test_ps_has_a_chief_servers_and_workers_and_only_the_chief_reports():
+    spec = make_spec(run_id="r1", strategy="ps", workers=2, parameter_servers=2, global_batch=96)
+    assert [(r.name, r.replicas) for r in spec.roles] == [("chief", 1), ("ps", 2), ("worker", 2)]
+    assert spec.replica_keys() == [("chief", 0), ("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1)]
+    assert spec.reporting_keys() == [("chief", 0)]
+    assert "roles" not in spec.flat() and spec.replace(workers=3).role_replicas("worker") == 3
+    # Each step is one global batch on one worker: it need not divide among the workers.
+    assert make_spec(run_id="r1", strategy="ps", workers=3, global_batch=64).global_batch == 64
+    with pytest.raises(InvalidSpec, match="for each of 3 workers"):
+        make_spec(run_id="r1", strategy="ps", workers=3, global_batch=512, samples=2000)
+
+
 @pytest.mark.parametrize("fields, message", [
-    ({"roles": [{"name": "worker", "replicas": 2}]}, "the role worker must have `workers` (1) replicas"),
-    ({"roles": [{"name": "worker", "replicas": 1}, {"name": "ps", "replicas": 1}]}, "runs only the role worker"),
+    ({"roles": [{"name": "worker", "replicas": 2}]}, "runs worker × 1, got worker × 2"),
+    ({"roles": [{"name": "worker", "replicas": 1}, {"name": "ps", "replicas": 1}]}, "got worker × 1, ps × 1"),
+    ({"strategy": "ps", "roles": [{"name": "worker", "replicas": 1}]}, "runs chief × 1, ps × 1, worker × 1"),
+    ({"parameter_servers": 2}, "parameter_servers: --parameter-servers is for --strategy ps, not single"),
     ({"roles": [{"name": "Bad Role", "replicas": 1}]}, "roles.0.name"),
     ({"framework": "torch"}, "framework: torch is not one orch runs"),
     ({"collective": "nccl"}, "collective: Input should be 'ring' or 'auto'"),
@@ -115,3 +129,34 @@ def test_strategy_misfits_are_one_line(fields, message):
     with pytest.raises(InvalidSpec) as info:
         make_spec(run_id="r1", **fields)
     assert message in info.value.message and "\n" not in info.value.message
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"strategy": "custom", "log_reduction": "sum"}, "log_reduction: --log-reduction chooses Keras' steps"),
+    ({"strategy": "ps", "log_reduction": "first"}, "log_reduction: --log-reduction chooses Keras' steps"),
+    ({"strategy": "ps", "collective": "auto"}, "collective: --collective sets MultiWorkerMirroredStrategy's"),
+    ({"strategy": "single", "workers": 1, "bytes_per_pack": 0, "collective_timeout": 5},
+     "collective: --bytes-per-pack, --collective-timeout set"),
+    ({"strategy": "mirrored", "workers": 1, "replicas": 2, "collective": "auto"}, "mirrored has none"),
+    ({"strategy": "custom", "checkpoint_every": 100}, "checkpoint_every: custom checkpoints after every epoch"),
+    ({"strategy": "ps", "checkpoint_every": 100}, "checkpoint_every: ps checkpoints after every epoch"),
+    ({"strategy": "mirrored", "workers": 1, "replicas": 4, "gpus": 2}, "replicas: 4 replicas need as many GPUs"),
+])
+def test_options_a_strategy_would_ignore_are_refused_in_one_line(fields, message):
+    with pytest.raises(InvalidSpec) as exc:
+        make_spec(**{"workers": 2, "run_id": "r", **fields})
+    assert message in exc.value.message and "\n" not in exc.value.message
+
+
+def test_options_are_kept_where_they_apply():
+    make_spec(workers=2, strategy="custom", collective="auto", bytes_per_pack=0, run_id="r")
+    make_spec(workers=2, strategy="mwms", log_reduction="sum", checkpoint_every=100, run_id="r")
+    make_spec(workers=1, collective="auto", run_id="r")  # auto on one worker: a sweep's baseline, nothing to tune
+    make_spec(workers=1, strategy="mirrored", replicas=2, gpus=2, run_id="r")
+
+
+def test_under_ps_only_the_chief_validates_so_the_validation_split_is_not_sharded():
+    # 1,000 samples leave 160 for validation: one global batch of 96 for the chief, though not 96 for each of 3.
+    make_spec(workers=3, strategy="ps", samples=1000, global_batch=96, run_id="r")
+    with pytest.raises(InvalidSpec, match="leave 80 validation samples, fewer than one global batch of 96"):
+        make_spec(workers=3, strategy="ps", samples=500, global_batch=96, run_id="r")

@@ -327,3 +327,35 @@ def test_blame_memory_turns_a_restart_into_a_failure():
     # Like an out-of-memory kill, a starved worker would starve again after a restart.
     d = blame_memory(_stalled(max_restarts=1), {("worker", 0): (255 * MiB, 256 * MiB)})
     assert d.verdict == Verdict.FAILED and not d.retryable and "worker-0 is using 255 MiB" in d.message
+
+
+# -- ParameterServerStrategy: only the chief reports; the servers never exit ---------------------------------
+def ps_states(chief=Status.RUNNING, chief_code=None, ps=Status.RUNNING, ps_code=None):
+    return (rs(0, chief, exit_code=chief_code, role="chief"), rs(0, ps, exit_code=ps_code, role="ps",
+                                                                 finished_at=NOW if ps_code else None),
+            rs(0, role="worker"), rs(1, role="worker"))
+
+
+def chief_event(kind, **fields):
+    return (("chief", 0), parse_event({"v": contract.CONTRACT_VERSION, "event": kind, "worker": 0, "time": NOW,
+                                       **fields}))
+
+
+def test_ps_succeeds_when_the_chief_exits_while_the_servers_still_serve():
+    s = spec(workers=2, strategy="ps")
+    d = decide(s, Watch(), obs(ps_states(Status.SUCCEEDED, 0)))
+    assert d.verdict == Verdict.SUCCEEDED
+
+
+def test_ps_joins_and_stalls_on_the_chief_alone():
+    s = spec(workers=2, strategy="ps")
+    d = decide(s, Watch(), obs(ps_states(), events=(chief_event("start", stage="training"),)))
+    assert d.verdict == Verdict.WAIT and d.watch.joined_at == NOW  # no event from the servers is awaited
+    d = decide(s, d.watch, obs(ps_states(), heartbeats={("chief", 0): NOW}, now=NOW + 6, elapsed=7))
+    assert d.verdict == Verdict.FAILED and "no worker made progress" in d.message
+
+
+def test_ps_a_killed_parameter_server_restarts_the_group():
+    s = spec(workers=2, strategy="ps", max_restarts=1)
+    d = decide(s, Watch(), obs(ps_states(ps=Status.FAILED, ps_code=137)))
+    assert d.verdict == Verdict.RESTART and d.replica == ("ps", 0) and "ps-0 was killed by signal 9" in d.message

@@ -13,7 +13,8 @@ from .base import Backend, Key, ReplicaState, Status
 __all__ = ["Backend", "Key", "ReplicaState", "Status", "BACKENDS", "get"]
 
 # name -> (module, class)
-BACKENDS: dict[str, tuple[str, str]] = {"compose": ("compose", "ComposeBackend")}
+BACKENDS: dict[str, tuple[str, str]] = {"compose": ("compose", "ComposeBackend"), "k8s": ("k8s", "KubernetesBackend"),
+                                        "swarm": ("swarm", "SwarmBackend")}
 
 
 def get(name: str, engine: Any = None) -> Backend:

@@ -7,9 +7,11 @@ in one engine-neutral shape, ``ReplicaState``, which the supervisor judges the s
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 if TYPE_CHECKING:
     from ..replicas import Plan
@@ -46,6 +48,7 @@ class ReplicaState:
     exit_code: Optional[int] = None
     oom_killed: bool = False
     finished_at: Optional[float] = None  # Unix seconds, for a replica that ended
+    reason: Optional[str] = None  # the engine's own words for a replica that failed without an exit code
 
     @property
     def key(self) -> Key:
@@ -56,11 +59,21 @@ class ReplicaState:
         return f"{self.role}-{self.index}"
 
 
+# Seconds, on top of the stop grace period, for what a cancelled run leaves (tasks, pods, a network) to go.
+REMOVAL_WAIT = 60
+
+
 class Backend:
     """The interface every engine implements; the docstrings are the contract."""
 
     name = ""
     artifact_name = ""  # the file the rendered artifact is kept in, in the run directory
+    # True where no folder is shared with orch: the replicas print their records as report lines on stdout
+    # (ORCH_REPORT=stdout), and the runner copies them into the run directory (log_reports.py).
+    reports_on_stdout = False
+    # True where the nodes see no folder of this host: the data set travels inside the image (data_images.py)
+    # instead of being mounted.
+    ships_data = False
 
     # -- pure: the dry run -------------------------------------------------------------------------
     def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
@@ -79,6 +92,10 @@ class Backend:
     def preflight(self, plan: "Plan") -> None:
         """Raise an OrchError naming what to do unless the engine can run ``plan`` now."""
         raise NotImplementedError
+
+    def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
+        """Make what the replicas need beyond the image and the prepared data set (a data image, say); after
+        preflight, before apply. Nothing by default."""
 
     def apply(self, plan: "Plan", artifact: Path) -> None:
         """Start every replica of ``plan`` from the artifact written at ``artifact``."""
@@ -109,3 +126,13 @@ class Backend:
         """Stop and remove every replica and network of the run; ``grace`` seconds to stop before a kill.
         Each step runs even when an earlier one failed."""
         raise NotImplementedError
+
+
+def bounded_name(run_id: str, limit: int, allowed: str) -> str:
+    """``orch-<run id>`` where that is at most ``limit`` characters of the class ``allowed`` (e.g. "a-z0-9-"),
+    else a shortened form with a hash of the run id, so that distinct ids stay distinct."""
+    name = f"orch-{run_id}"
+    if len(name) <= limit and re.fullmatch(f"[{allowed}]+", name) and name[-1].isalnum():
+        return name
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:6]
+    return re.sub(f"[^{allowed}]", "-", name)[:limit - 7].rstrip("-_") + "-" + digest

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..spec import JobSpec
 
 TEMPLATE = "job.yml.j2"
+SHM_MB = 256  # /dev/shm of a group that shares one IPC namespace (MPI's shared-memory transport lives there)
 
 
 def port_base(spec: "JobSpec", port: int) -> int:
@@ -79,8 +80,14 @@ class ComposeBackend(Backend):
                 "env": r.env,
                 "labels": r.labels,
                 "mounts": r.mounts,
+                "command": r.command,
+                "working_dir": r.working_dir,
                 "host_network": spec.network == "host",
                 "shares_network": spec.network == "shared" and i > 0,
+                # One host for MPI's shared memory: a common host name (none of the replicas' own, which their
+                # /etc/hosts would map to themselves), and the group's first replica's IPC and PID namespaces.
+                "hostname": f"{r.host_group}-host" if r.host_group else r.name,
+                "ipc": "" if not r.host_group else "shareable" if r.name == r.host_group else f"service:{r.host_group}",
             }
             for i, r in enumerate(plan.replicas)
         ]
@@ -94,6 +101,7 @@ class ComposeBackend(Backend):
             "pids_limit": spec.pids_limit,
             "cpus": spec.cpus,
             "gpus": spec.gpus,
+            "shm_mb": SHM_MB,
             "run_label": LABEL_RUN,
         })
 

@@ -16,6 +16,7 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, OrchError
+from .cmd_bench import bench
 from .cmd_build import build
 from .cmd_collect import collect
 from .cmd_doctor import doctor
@@ -23,6 +24,7 @@ from .cmd_down import down
 from .cmd_experiment import experiment
 from .cmd_logs import logs
 from .cmd_ps import ps
+from .cmd_push import push
 from .cmd_render import render
 from .cmd_stats import stats
 from .cmd_up import up
@@ -49,7 +51,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     env.debug = env.debug or debug
 
 
-for _command in (build, render, up, ps, down, stats, collect, experiment, logs, doctor):
+for _command in (build, render, up, ps, down, stats, collect, experiment, logs, doctor, push, bench):
     cli.add_command(_command)
 
 

@@ -19,20 +19,39 @@ from .tables import images_table
                    "signatures; only debootstrap runs as root (through sudo when orch is not root).")
 @click.option("--mirror", default="http://deb.debian.org/debian", show_default=True, help="Debian mirror for --bootstrap-base.")
 @click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
+@click.option("--requirements", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Also build an image with the extra packages of this requirements file, for `orch up --script "
+                   "... --requirements FILE`: downloaded by the host's pip, added to orch's image, offline.")
+@click.option("--data", "datasets", multiple=True, metavar="DATASET",
+              type=click.Choice(["mnist", "fashion-mnist", "vader-reviews"]),
+              help="Also build the data images of this data set, for nodes that see no folder of this host: the "
+                   "trainer image with the data (Swarm) and orch-data:<version>-<dataset> (Kubernetes' init "
+                   "container). Repeatable.")
 @format_option
 @pass_env
-def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: str, force: bool, fmt: str) -> None:
+def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: str, force: bool,
+          requirements: Optional[str], datasets: tuple[str, ...], fmt: str) -> None:
     """Build the single- and multi-worker trainer images, offline.
 
     Python packages are downloaded by the host's pip into a cached wheelhouse and installed in the
     image with --no-index; no container reaches the network. Images whose inputs have not changed
     are not rebuilt.
     """
-    from ..images import build as build_images
+    from pathlib import Path
+
+    from ..images import BuiltImage, build as build_images
 
     status = env.err.status("building images", spinner="dots") if env.stderr_isatty else contextlib.nullcontext()
     with status:
         results = build_images(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, say=env.say)
+        if requirements is not None:
+            from ..user_images import build as build_user
+
+            results.append(BuiltImage(*build_user(Path(requirements), force=force, say=env.say)))
+        if datasets:
+            from ..data_images import build_all
+
+            results += [BuiltImage(*r) for r in build_all(list(datasets), base or "orch-base:bookworm", say=env.say)]
     if fmt == "json":
         env.out.print_json(json.dumps([r.__dict__ for r in results]))
     else:

@@ -3,26 +3,32 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
 import click
 
 from .env import Environment, pass_env
-from .options import spec_from, spec_options
+from .options import script_options, spec_from, spec_options
 
 
 @click.command()
 @spec_options
+@script_options
 @click.option("--format", "fmt", type=click.Choice(["compose", "json"]), default="compose", show_default=True,
-              help="compose: the Compose file; json: the whole plan with every TF_CONFIG.")
+              help="compose: the backend's artifact (the Compose file; with --backend swarm the stack file, with "
+                   "what Swarm cannot express on top; with --backend k8s the Kubernetes manifests); json: the whole "
+                   "plan with every TF_CONFIG.")
 @pass_env
-def render(env: Environment, fmt: str, **flags: Any) -> None:
-    """Print the Compose file `orch up` would run with the same flags; start nothing."""
+def render(env: Environment, fmt: str, script_args: tuple[str, ...], requirements: Optional[str],
+           **flags: Any) -> None:
+    """Print the Compose file `orch up` would run with the same flags (with --backend swarm, the stack file it
+    deploys; with --backend k8s, the manifests to pipe into `kubectl apply -f -`); start nothing."""
     from ..paths import default_paths
     from ..plan import plan
     from ..runner import container_user
 
-    p = plan(spec_from(flags), default_paths(), user=container_user(), host_cpus=os.cpu_count() or 1)
+    p = plan(spec_from(flags, script_args, requirements), default_paths(), user=container_user(),
+             host_cpus=os.cpu_count() or 1)
     if fmt == "json":
         env.out.print_json(json.dumps(p.to_dict()))
     else:

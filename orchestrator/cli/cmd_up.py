@@ -9,29 +9,30 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from .env import Environment, pass_env
-from .options import format_option, spec_from, spec_options
-from .tables import runs_table, workers_table
+from .options import format_option, script_options, spec_from, spec_options
+from .tables import fmt, runs_table, workers_table
 
 
 class Watcher:
-    """Shows per-worker progress on stderr: bars on a terminal, one line per epoch otherwise.
+    """Shows each reporting replica's progress on stderr: bars on a terminal, one line per epoch otherwise.
 
-    Called with each event model (orchestrator.records) the run's replicas write. Worker text is
-    never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is.
+    Called with the replica (role, index) and each event model (orchestrator.records) it writes. Worker
+    text is never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is.
     """
 
-    def __init__(self, env: Environment, workers: int, epochs: int) -> None:
+    def __init__(self, env: Environment, keys: list[tuple[str, int]], epochs: int) -> None:
         self.env = env
         self.progress: Optional[Progress] = None
-        self.tasks: dict[int, Any] = {}
+        self.tasks: dict[tuple[str, int], Any] = {}
+        self.first = keys[0] if keys else None
         if env.stderr_isatty:
             self.progress = Progress(
                 TextColumn("{task.description}", markup=False), BarColumn(),
                 TextColumn("{task.completed}/{task.total} epochs"), TextColumn("{task.fields[metrics]}", markup=False),
                 TimeElapsedColumn(), console=env.err, transient=False,
             )
-            for i in range(workers):
-                self.tasks[i] = self.progress.add_task(f"worker-{i} starting", total=epochs, metrics="")
+            for role, i in keys:
+                self.tasks[(role, i)] = self.progress.add_task(f"{role}-{i} starting", total=epochs, metrics="")
 
     def __enter__(self) -> "Watcher":
         if self.progress:
@@ -42,51 +43,56 @@ class Watcher:
         if self.progress:
             self.progress.stop()
 
-    def _describe(self, worker: int, description: str, **fields: Any) -> None:
-        if self.progress and worker in self.tasks:
-            self.progress.update(self.tasks[worker], description=description, **fields)
+    def _describe(self, key: tuple[str, int], description: str, **fields: Any) -> None:
+        if self.progress and key in self.tasks:
+            self.progress.update(self.tasks[key], description=description, **fields)
 
-    def __call__(self, event: Any) -> None:
-        worker, kind = event.worker, event.event
+    def __call__(self, key: tuple[str, int], event: Any) -> None:
+        kind, worker = event.event, f"{key[0]}-{key[1]}"
         if kind == "epoch":
-            metrics = (f"loss {event.loss or 0:.4f} acc {event.accuracy or 0:.4f} "
-                       f"val_acc {event.val_accuracy or 0:.4f} ({event.samples} samples)")
+            metrics = (f"loss {fmt(event.loss, '.4f')} acc {fmt(event.accuracy, '.4f')} "
+                       f"val_acc {fmt(event.val_accuracy, '.4f')} ({event.samples} samples)")
             if self.progress:
-                self._describe(worker, f"worker-{worker} training", completed=event.epoch, metrics=metrics)
+                self._describe(key, f"{worker} training", completed=event.epoch, metrics=metrics)
             else:
-                self.env.say(f"worker-{worker} epoch {event.epoch}/{event.epochs} {metrics} {event.seconds or 0:.1f}s")
+                self.env.say(f"{worker} epoch {event.epoch}/{event.epochs or '?'} {metrics} {fmt(event.seconds, '.1f')}s")
         elif kind == "start":
             if self.progress:
-                self._describe(worker, f"worker-{worker} {event.stage}")
-            elif event.stage == "training" and worker == 0:
+                self._describe(key, f"{worker} {event.stage}")
+            elif event.stage == "training" and key == self.first:
                 self.env.say(f"workers connected; training ({event.steps_per_epoch} steps per epoch)")
         elif kind == "resumed":
-            self.env.say(f"worker-{worker} resumed from its checkpoint at epoch {event.epoch}")
+            self.env.say(f"{worker} resumed from its checkpoint at epoch {event.epoch}")
         elif kind == "done":
-            self._describe(worker, f"worker-{worker} done")
+            self._describe(key, f"{worker} done")
         elif kind == "error":
-            self.env.err.print(Text.assemble(("orch:", "dim"), " ", (f"worker-{worker} error:", "red"), " ",
+            self.env.err.print(Text.assemble(("orch:", "dim"), " ", (f"{worker} error:", "red"), " ",
                                              str(event.message)), soft_wrap=True)
 
 
 @click.command()
 @spec_options
+@script_options
 @click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
 @click.option("--stats-interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True,
               help="Seconds between resource samples of each container (written to runs/<id>/stats.csv).")
 @format_option
 @pass_env
-def up(env: Environment, detach: bool, stats_interval: float, fmt: str, **flags: Any) -> None:
+def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
+       requirements: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
     Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs, and exits
     0 when every worker succeeded, 1 when one failed (the others are stopped, all containers
     removed, and whatever was written kept).
+
+    With --script, every replica runs your script instead of orch's trainer:
+    `orch up --script train.py --workers 3 -- --lr 0.01`.
     """
     from ..runner import up as run_up
 
-    spec = spec_from(flags)
-    with Watcher(env, spec.workers, spec.epochs) as watcher:
+    spec = spec_from(flags, script_args, requirements)
+    with Watcher(env, spec.reporting_keys(), spec.epochs) as watcher:
         info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval)
     if detach:
         env.say(f"run {info.run_id} started; `orch ps` shows it, `orch down {info.run_id}` removes it")

@@ -13,6 +13,7 @@ import functools
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
 import click
@@ -21,6 +22,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ..framework_options import OPTION_MODELS
+from ..errors import InvalidSpec
 from ..spec import JobSpec
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
@@ -105,6 +107,14 @@ def _model_flags(model: type[BaseModel]) -> list[SpecFlag]:
 def spec_flags() -> tuple[SpecFlag, ...]:
     """Every spec flag: the generic fields in JobSpec's order, then each framework's own options."""
     flags = _model_flags(JobSpec)
+    # The framework is the discriminator of the options union, so not a field with a plain type: its flag picks
+    # the options model that the framework's own flags below go to (``spec._nest``).
+    names = tuple(OPTION_MODELS)
+    flags.insert(1, SpecFlag(field="framework", flag="--framework", short=None, type=click.Choice(names),
+                             choices=names, default_text=names[0],
+                             help=f"The framework the replicas run: tensorflow (its --strategy decides how), or mpi "
+                                  f"(one MPI rank per container, gradients averaged with Allreduce). "
+                                  f"[default: {names[0]}]"))
     for model in OPTION_MODELS.values():
         for f in _model_flags(model):
             if f.field not in {g.field for g in flags}:  # frameworks may share an option name
@@ -128,11 +138,34 @@ def set_spec_fields(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in names and v is not None}
 
 
-def spec_from(params: dict[str, Any]):
-    """A validated spec from the flags the user set; InvalidSpec otherwise."""
+def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), requirements: Optional[str] = None):
+    """A validated spec from the flags the user set (a relative --script made absolute against the working
+    folder), the arguments after `--`, and the image `orch build --requirements FILE` made; InvalidSpec
+    otherwise."""
+    from ..scripts import absolute
     from ..spec import make_spec
 
-    return make_spec(**set_spec_fields(params))
+    fields = set_spec_fields(params)
+    if "script" in fields:
+        fields["script"] = absolute(fields["script"], Path.cwd())
+    if script_args:
+        fields["script_args"] = tuple(script_args)
+    if requirements is not None:
+        from ..user_images import image_for, read_requirements
+
+        if "image" in fields:
+            raise InvalidSpec("requirements: --requirements picks the image built with your packages; leave out "
+                              "--image, or add the packages to your own image")
+        fields["image"] = image_for(read_requirements(Path(requirements)))
+    return make_spec(**fields)
+
+
+def script_options(fn: Callable) -> Callable:
+    """The script's arguments (everything after `--`) and --requirements, for `up` and `render`."""
+    fn = click.option("--requirements", metavar="FILE",
+                      help="A requirements file of extra packages for --script: runs the image `orch build "
+                           "--requirements FILE` made from it.")(fn)
+    return click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT ARGS]")(fn)
 
 
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",

@@ -17,6 +17,8 @@ def _cells(*values: Any) -> list[Text]:
 
 
 def _spec_value(spec: Any, name: str) -> str:
+    if spec is not None and spec.script is not None and name in ("samples", "global_batch", "epochs"):
+        return "script"  # the script's own arguments decide these, not orch's flags
     return "?" if spec is None else str(getattr(spec, name, "?"))
 
 
@@ -37,21 +39,21 @@ def runs_table(runs: Iterable[Any]) -> Table:
 
 def workers_table(workers: Iterable[dict[str, Any]]) -> Table:
     """One row per worker of a finished run (RunInfo.workers)."""
-    table = Table("worker", "train s", "test acc", "samples per epoch", "exit")
+    table = Table("replica", "train s", "test acc", "samples per epoch", "exit")
     for w in workers:
         table.add_row(*_cells(
-            f"worker-{w['worker']}", fmt(w.get("train_seconds")), fmt(w.get("test_accuracy"), ".4f"),
+            f"{w.get('role', 'worker')}-{w['worker']}", fmt(w.get("train_seconds")), fmt(w.get("test_accuracy"), ".4f"),
             ", ".join(str(s) for s in w.get("samples_per_epoch") or []) or "-", str(w.get("exit_code")),
         ))
     return table
 
 
-def stats_table(run_id: str, snapshot: dict[int, Any]) -> Table:
+def stats_table(run_id: str, snapshot: dict[tuple[str, int], Any]) -> Table:
     """The latest StatsSample of each container of a run."""
     table = Table("container", "CPU %", "memory", "limit", "net rx", "net tx", "disk read", "disk write", "pids",
                   title=Text(f"run {run_id}"))
-    for index in sorted(snapshot):
-        s = snapshot[index]
+    for key in sorted(snapshot):
+        s = snapshot[key]
         table.add_row(*_cells(
             s.container, f"{s.cpu_percent:.1f}", f"{s.mem_used_bytes / 2**20:.0f} MiB",
             f"{s.mem_limit_bytes / 2**20:.0f} MiB", f"{s.net_rx_bytes / 1e6:.2f} MB", f"{s.net_tx_bytes / 1e6:.2f} MB",

@@ -32,7 +32,7 @@ class Framework(Protocol):
 
 
 # name -> module; each module has a FRAMEWORK object. Modules load only when a framework is asked for.
-FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow"}
+FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow", "mpi": "mpi"}
 
 
 def get(name: str) -> Framework:

@@ -1,4 +1,4 @@
-"""TensorFlow MultiWorkerMirroredStrategy: a TF_CONFIG per replica, and orch's TensorFlow images."""
+"""TensorFlow: a TF_CONFIG per replica (cluster grouped by role), and orch's TensorFlow images."""
 from __future__ import annotations
 
 import json
@@ -33,13 +33,14 @@ def tf_config(spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> Optional[
 
 
 class TensorFlow:
-    """MultiWorkerMirroredStrategy, one worker per container; worker 0 is the chief."""
+    """TensorFlow's strategies: one container for single and mirrored; one worker per container for mwms and
+    custom (worker 0 is the chief); a chief, parameter servers and workers, each in its own container, for ps."""
 
     name = "tensorflow"
     port = 12345
 
     def image(self, spec: "JobSpec") -> str:
-        return spec.image or image_ref("single" if spec.workers == 1 else "multi")
+        return spec.image or image_ref("single" if len(spec.replica_keys()) == 1 else "multi")
 
     def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
         config = tf_config(spec, key, addresses)

@@ -18,11 +18,13 @@ def _mlp(keras, inputs):
 
 def _cnn(keras, inputs):
     """Seed 002's CNN: Conv 32 3x3, ReLU, max-pool 2; Conv 64 3x3, ReLU, max-pool 2; Dense 128, ReLU,
-    dropout; Dense 10 (logits). Its images come flat (784) and are seen as 28 x 28 x 1."""
+    dropout; Dense 10 (logits). Its images come flat (784) and are seen as 28 x 28 x 1. The convolutions
+    keep the size ("same" padding), so 7 x 7 x 64 = 3,136 features reach Dense 128, as the seed's
+    Linear(3136, 128) says."""
     x = keras.layers.Reshape((28, 28, 1))(inputs)
-    x = keras.layers.Conv2D(32, 3, activation="relu")(x)
+    x = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(x)
     x = keras.layers.MaxPooling2D(2)(x)
-    x = keras.layers.Conv2D(64, 3, activation="relu")(x)
+    x = keras.layers.Conv2D(64, 3, padding="same", activation="relu")(x)
     x = keras.layers.MaxPooling2D(2)(x)
     x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(128, activation="relu")(x)
@@ -118,17 +120,30 @@ def mlp_logits(weights: list[np.ndarray], x: np.ndarray) -> np.ndarray:
     return x
 
 
-def local_predictions(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0,
-                      batch: int = 1024) -> np.ndarray:
-    """Class predictions for ``x`` from ``weights`` on this process alone.
+def local_logits(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0,
+                 batch: int = 1024) -> np.ndarray:
+    """Logits for ``x`` from ``weights`` on this process alone.
 
     The MLP runs in NumPy. Other models are rebuilt outside any strategy's scope, so the copy's
-    variables are plain local ones and predict() runs no collective: each worker's figure is its own.
+    variables are plain local ones and the forward pass runs no collective: each worker's figure is its own.
     """
     if name == "mlp":
-        return mlp_logits(weights, x).argmax(axis=1)
+        return mlp_logits(weights, x)
     inputs, outputs = architecture(name, keras, x, vocabulary)
     copy = keras.Model(inputs=inputs, outputs=outputs)
     copy.set_weights(weights)
-    return np.concatenate([copy(x[i:i + batch], training=False).numpy().argmax(axis=1)
-                           for i in range(0, len(x), batch)]) if len(x) else np.zeros(0, dtype=np.int64)
+    if not len(x):
+        return np.zeros((0, copy.output_shape[-1]), dtype=np.float32)
+    return np.concatenate([copy(x[i:i + batch], training=False).numpy() for i in range(0, len(x), batch)])
+
+
+def local_predictions(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0) -> np.ndarray:
+    """Class predictions for ``x`` from ``weights`` on this process alone (``local_logits``)."""
+    return local_logits(name, keras, weights, x, vocabulary).argmax(axis=1)
+
+
+def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
+    """Mean softmax cross-entropy of integer labels ``y``, computed stably in NumPy."""
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return float(-log_probs[np.arange(len(y)), y].mean()) if len(y) else 0.0

@@ -2,11 +2,12 @@
 per-worker figures, and the result written from this worker's own weights."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -38,8 +39,10 @@ def _pin(cpus: str | None) -> list[int]:
 
 def _strategy(tf, job: dict):
     """The job's tf.distribute strategy; it must exist before any other TensorFlow op runs."""
-    if job["strategy"] == "single":
+    if job["strategy"] in ("single", "mpi"):  # mpi: each rank is a plain process; MPI does the all-reduce
         return tf.distribute.get_strategy()
+    if job["strategy"] == "ps":  # the chief's view: the servers and workers are found through TF_CONFIG
+        return tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
     if job["strategy"] == "mirrored":
         gpus = tf.config.list_physical_devices("GPU")
         if gpus:
@@ -77,6 +80,7 @@ class Session:
     validation: tuple
     test: tuple
     vocabulary: int
+    role: str = "worker"
     epochs_log: list[dict] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)
 
@@ -97,18 +101,27 @@ class Session:
     def val_steps(self) -> int:
         return (len(self.validation[0]) // self.num_workers) // self.per_worker
 
-    def input_fn(self, x: np.ndarray, y: np.ndarray, shuffle: bool) -> Callable:
-        """The dataset function of a split, for DatasetCreator or distribute_datasets_from_function."""
+    def input_fn(self, x: np.ndarray, y: np.ndarray, shuffle: bool, shards: Optional[Callable] = None,
+                 source: Optional[Callable] = None) -> Callable:
+        """The dataset function of a split, for DatasetCreator or distribute_datasets_from_function.
+
+        ``shards`` returns (count, index) where the input context does not know them: under ps every
+        worker's context says pipeline 0 of 1, and the worker's index is a tensor known when it runs.
+        ``source`` makes the split's (x, y) dataset where the arrays themselves should not be captured
+        (under ps they would travel to every worker inside the function)."""
         tf, job, global_batch = self.tf, self.job, self.global_batch
 
         def make(ctx):
+            count, index = shards() if shards else (ctx.num_input_pipelines, ctx.input_pipeline_id)
+            base = source() if source else tf.data.Dataset.from_tensor_slices((x, y))
             # The only sharding there is: one shard per worker, taken once, then batched per replica.
-            ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            ds = base.shard(count, index)
             if job["cache"]:
                 ds = ds.cache()
             if shuffle:
-                buffer = job["shuffle_buffer"] or len(x) // ctx.num_input_pipelines + 1
-                ds = ds.shuffle(buffer, seed=job["seed"] + ctx.input_pipeline_id, reshuffle_each_iteration=True)
+                buffer = job["shuffle_buffer"] or len(x) // count + 1
+                seed = job["seed"] + tf.cast(index, tf.int64) if shards else job["seed"] + index
+                ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
             ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).repeat()
             options = tf.data.Options()
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
@@ -124,7 +137,7 @@ class Session:
         x_tr = self.train[0]
         self.reporter.event(contract.EVENT_START, stage="training", steps_per_epoch=self.steps_per_epoch)
         self.reporter.say(
-            f"worker {self.worker}/{self.num_workers}: {len(x_tr)} train samples, shard of "
+            f"{self.role} {self.worker}/{self.num_workers}: {len(x_tr)} train samples, shard of "
             f"{len(x_tr) // self.num_workers}, global batch {self.global_batch} ({self.per_worker} per worker), "
             f"{self.steps_per_epoch} steps per epoch, strategy {self.job['strategy']}"
         )
@@ -135,20 +148,22 @@ class Session:
             self.resumed_from.append(epoch)
             if epoch > 1:
                 self.reporter.event(contract.EVENT_RESUMED, epoch=epoch)
-                self.reporter.say(f"worker {self.worker} resumed from a checkpoint at epoch {epoch}")
+                self.reporter.say(f"{self.role} {self.worker} resumed from a checkpoint at epoch {epoch}")
 
     def epoch_done(self, record: dict) -> None:
         """Log one epoch's figures (global loss and accuracy, this worker's samples and seconds)."""
         self.epochs_log.append(record)
         self.reporter.event(contract.EVENT_EPOCH, epochs=self.job["epochs"], **record)
         self.reporter.say(
-            f"worker {self.worker} epoch {record['epoch']}/{self.job['epochs']} loss {record.get('loss', 0):.4f} "
+            f"{self.role} {self.worker} epoch {record['epoch']}/{self.job['epochs']} loss {record.get('loss', 0):.4f} "
             f"acc {record.get('accuracy', 0):.4f} val_acc {record.get('val_accuracy', 0):.4f} "
             f"samples {record['samples']} ({record['seconds']:.2f} s)"
         )
 
-    def finish(self, net, started: float) -> None:
-        """Evaluate and write this worker's result, wait for every worker's, and leave: never returns.
+    def finish(self, net, started: float, extra: Optional[dict] = None,
+               leave: Optional[Callable[[], None]] = None) -> None:
+        """Evaluate and write this worker's result, wait for every worker's (or call ``leave``, which waits its own
+        way), and leave: never returns.
 
         Test accuracy is computed from this worker's own weights, on the whole test set, with no
         collective involved: every worker's figure is its own, and in sync training they agree.
@@ -187,16 +202,20 @@ class Session:
             "tensorflow": self.tf.__version__,
             "keras": self.keras.__version__,
             "job": job,
+            **(extra or {}),
         }
         self.reporter.write_json(contract.RESULT_FILE, result)
         self.reporter.mark_done()
         self.reporter.event(contract.EVENT_DONE, train_seconds=train_seconds, test_accuracy=test_accuracy)
-        self.reporter.say(f"worker {self.worker} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
+        self.reporter.say(f"{self.role} {self.worker} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
         # This worker's collectives are all behind it. Once every worker has written its result, none
         # needs another, so all leave at once: what fit() and the collective runtime do after the last
         # epoch (checkpoint clean-up, shutdown barriers) can idle for half a minute and adds nothing.
         # Until then this worker stays, since a peer may still be reading its last all-reduce buffer.
-        self.reporter.wait_for_results(self.num_workers, since=process_started)
+        if leave is not None:
+            leave()
+        else:
+            self.reporter.wait_for_results(self.num_workers, since=process_started)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -217,10 +236,15 @@ def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir
         tf.config.threading.set_intra_op_parallelism_threads(job["threads"])
         tf.config.threading.set_inter_op_parallelism_threads(job["threads"])
     cpus = _pin(os.environ.get(contract.ENV_CPUS))
+    if job["strategy"] == "ps":  # the chief waits on every worker at once: as for the servers (ps_loop)
+        from .ps_loop import inter_op_threads
+
+        needed = inter_op_threads(json.loads(os.environ["TF_CONFIG"]))
+        tf.config.threading.set_inter_op_parallelism_threads(max(job["threads"], len(cpus), needed))
     reporter.event(contract.EVENT_START, stage="connecting")
     strategy = _strategy(tf, job)  # it must exist before any other TensorFlow op runs
     tf.keras.utils.set_random_seed(job["seed"])
     train, validation, test = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
     return Session(reporter=reporter, job=job, worker=worker, num_workers=num_workers, tf=tf, keras=keras,
                    models=models, strategy=strategy, cpus=cpus, train=train, validation=validation, test=test,
-                   vocabulary=data.vocabulary_size(job["dataset"], data_dir))
+                   vocabulary=data.vocabulary_size(job["dataset"], data_dir), role=reporter.role)

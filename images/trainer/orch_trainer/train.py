@@ -1,13 +1,14 @@
 """Entry point of a worker container: set up, train with the job's loop, emit events, write results."""
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import time
 import traceback
 
 from . import contract
-from .reporter import Reporter, job_from_env
+from .reporter import Reporter, job_from_env, role_from_env
 from .session import Session, start
 
 
@@ -29,9 +30,14 @@ def train_with_fit(s: Session) -> None:
         net.distribute_reduction_method = "first" if job["log_reduction"] == "epoch" else job["log_reduction"]
 
     class Events(keras.callbacks.Callback):
+        """Progress, and each epoch's figures: besides its seconds, what of them went to validation, to reading
+        the metrics across workers and to the checkpoint, so a run's time can be told apart from its steps'."""
+
         beat = 0.0
         in_epoch = False
         train_metrics = None
+        validation_began = checkpoint_began = 0.0
+        validation_seconds = reduction_seconds = 0.0
 
         def _heartbeat(self) -> None:
             # Progress the orchestrator can see: a stalled all-reduce stops it on every worker.
@@ -53,14 +59,24 @@ def train_with_fit(s: Session) -> None:
         def on_test_begin(self, logs=None):
             # fit() validates after each epoch's training and resets the metrics first: read them now.
             if self.in_epoch:
+                began = time.perf_counter()
                 self.train_metrics = self._metrics()
+                self.reduction_seconds += time.perf_counter() - began
+                self.validation_began = time.perf_counter()
+
+        def on_test_end(self, logs=None):
+            if self.in_epoch:
+                self.validation_seconds = time.perf_counter() - self.validation_began
 
         def on_epoch_begin(self, epoch, logs=None):
             self.in_epoch, self.train_metrics = True, None
+            self.validation_seconds = self.reduction_seconds = 0.0
             self.started = time.perf_counter()
             s.resumed(epoch + 1)  # BackupAndRestore skips the epochs its checkpoint already holds
 
         def on_epoch_end(self, epoch, logs=None):
+            checkpoint_seconds = time.perf_counter() - marks.epoch_ended  # BackupAndRestore ran in between
+            began = time.perf_counter()
             local = strategy.experimental_local_results(net.samples_seen)
             samples = int(sum(int(v.numpy()) for v in local))
             for v in local:
@@ -71,13 +87,25 @@ def train_with_fit(s: Session) -> None:
             else:
                 record = {**self.train_metrics, **self._metrics("val_")}
             record.update({k: float(v) for k, v in (logs or {}).items() if not k.endswith(models.LOCAL_LOG)})
-            record.update(epoch=epoch + 1, seconds=time.perf_counter() - self.started, samples=samples)
+            self.reduction_seconds += time.perf_counter() - began
+            record.update(epoch=epoch + 1, seconds=time.perf_counter() - self.started, samples=samples,
+                          validation_seconds=self.validation_seconds, reduction_seconds=self.reduction_seconds,
+                          checkpoint_seconds=checkpoint_seconds)
             s.epoch_done(record)
             if epoch + 1 == job["epochs"]:
                 # The result is written from the last epoch's callback: it does not wait for TensorFlow's
                 # teardown at the end of fit(), which can idle for half a minute.
                 s.finish(net, started)
 
+    class Marks(keras.callbacks.Callback):
+        """Runs before BackupAndRestore at each epoch's end, so Events can time the checkpoint."""
+
+        epoch_ended = 0.0
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epoch_ended = time.perf_counter()
+
+    marks = Marks()
     s.announce()
     # Checkpoints go to the shared folder: after a restart of the whole group, fit() resumes from the
     # last one instead of from scratch. save_freq counts fit's batch callbacks, one per
@@ -95,18 +123,37 @@ def train_with_fit(s: Session) -> None:
         steps_per_epoch=s.steps_per_epoch,
         validation_data=creator(s.input_fn(*s.validation, shuffle=False)),
         validation_steps=s.val_steps,
-        callbacks=[backup, Events()],
+        callbacks=[marks, backup, Events()],
         verbose=0,
     )
     s.finish(net, started)  # resumed from a checkpoint that already held every epoch
 
 
 def main() -> int:
+    faulthandler.enable()  # a crash inside TensorFlow's C++ still shows where Python was
     job, worker, num_workers, data_dir, out_dir = job_from_env()
-    reporter = Reporter(out_dir, worker)
+    reporter = Reporter(out_dir, worker, role_from_env())
     try:
+        if job["strategy"] == "ps" and reporter.role != "chief":
+            from .ps_loop import serve
+
+            serve(reporter, job)
+            return 0
+        comm = mpi = None
+        if job["strategy"] == "mpi":  # MPI is initialised before TensorFlow's threads start
+            from .mpi_loop import communicator
+
+            comm, mpi = communicator(num_workers)
         session = start(reporter, job, worker, num_workers, data_dir)
-        if job["strategy"] == "custom":
+        if job["strategy"] == "mpi":
+            from .mpi_loop import train_with_mpi
+
+            train_with_mpi(session, comm, mpi)
+        elif job["strategy"] == "ps":
+            from .ps_loop import train_with_ps
+
+            train_with_ps(session)
+        elif job["strategy"] == "custom":
             from .custom_loop import train_with_custom_loop
 
             train_with_custom_loop(session)

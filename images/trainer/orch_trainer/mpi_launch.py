@@ -1,0 +1,210 @@
+"""Start an MPI job's ranks, one per container, with MPICH's Hydra and no ssh (orchestrator/frameworks/mpi.py).
+
+    python3 -m orch_trainer.mpi_launch RANK-COMMAND...
+
+Replica 0 runs ``mpiexec -launcher manual``, which prints the command of one Hydra proxy per host and waits for
+the proxies to call back. Replica 0 runs the first itself and hands each other replica its own over a TCP port;
+each replica runs it in place of this process, and the proxy starts the rank. The container's exit status is the
+proxy's (mpiexec's on replica 0), so a dead rank, which makes Hydra end the job, fails the containers.
+
+Hydra forwards every rank's output to mpiexec, which would put every rank's lines in replica 0's log. Each proxy
+is therefore given this container's own output streams as spare descriptors (ORCH_MPI_STDOUT_FD and _STDERR_FD),
+and each rank starts through ``--rank``, which writes there (``adopt_stdout``): each replica's log holds its own
+rank's output, as with any other framework.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ENV_HOSTS = "ORCH_MPI_HOSTS"
+ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
+ENV_STDOUT_FD = "ORCH_MPI_STDOUT_FD"
+ENV_STDERR_FD = "ORCH_MPI_STDERR_FD"
+PROXY = "hydra_pmi_proxy"
+LAUNCH_LINE = "HYDRA_LAUNCH: "
+LAUNCH_END = "HYDRA_LAUNCH_END"
+LINE_LIMIT = 4096  # bytes of one proxy command: Hydra's are a few hundred
+
+
+def adopt_stdout() -> None:
+    """In a rank: write to this container's own output streams rather than through Hydra (see above)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for name, target in ((ENV_STDOUT_FD, 1), (ENV_STDERR_FD, 2)):
+        fd = os.environ.get(name, "")
+        if fd.isdigit():
+            try:
+                os.dup2(int(fd), target)
+            except OSError:
+                pass  # not inherited: the rank's output goes through Hydra instead
+
+
+def _spare_streams() -> tuple[int, int]:
+    """This container's standard output and error as inheritable descriptors, named in the environment."""
+    spare = []
+    for name, fd in ((ENV_STDOUT_FD, 1), (ENV_STDERR_FD, 2)):
+        copy = os.dup(fd)
+        os.set_inheritable(copy, True)
+        os.environ[name] = str(copy)
+        spare.append(copy)
+    return spare[0], spare[1]
+
+
+def proxy_argv(line: str, index: int, leader: str) -> list[str]:
+    """The proxy command for replica ``index`` out of a launch line; ValueError unless it is exactly that: Hydra's
+    proxy, for this replica, calling back to replica 0 (the proxy takes its program from whoever it calls)."""
+    if len(line) > LINE_LIMIT or "\x00" in line:
+        raise ValueError("launch line too long or not text")
+    argv = shlex.split(line)
+    expected = shutil.which(PROXY)
+    if not argv or argv[0] != expected:
+        raise ValueError(f"launch line runs {argv[0] if argv else 'nothing'!r}, not {expected}")
+    ids = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--proxy-id"]
+    if ids != [str(index)]:
+        raise ValueError(f"launch line is for proxy {ids}, not {index}")
+    if any(not re.fullmatch(r"[A-Za-z0-9_.:,/=+-]+", a) for a in argv):
+        raise ValueError("launch line has an argument that is not a plain word")
+    ports = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--control-port"]
+    if len(ports) != 1 or ports[0].rsplit(":", 1)[0] != leader:
+        raise ValueError(f"launch line calls back to {ports}, not to {leader}")
+    return argv
+
+
+def _lead(hosts: list[str], port: int, command: list[str]) -> int:
+    """Replica 0: run mpiexec, serve each other replica its proxy command, run proxy 0, return mpiexec's status."""
+    # -genvnone: each rank keeps its own container's environment (its index, its folders), not replica 0's.
+    # The rank starts in /tmp, which every replica has, and ``--rank`` then moves it to its own folder.
+    argv = ["mpiexec", "-launcher", "manual", "-localhost", hosts[0], "-hosts", ",".join(hosts), "-n",
+            str(len(hosts)), "-ppn", "1", "-genvnone", "-wdir", "/tmp", sys.executable, "-m", "orch_trainer.mpi_launch",
+            "--rank", *command]
+    mpiexec = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
+    lines: dict[int, str] = {}
+    assert mpiexec.stdout is not None
+    for line in mpiexec.stdout:
+        if line.startswith(LAUNCH_LINE):
+            found = re.search(r"--proxy-id (\d+)", line)
+            if found:
+                lines[int(found.group(1))] = line[len(LAUNCH_LINE):].strip()
+        elif line.strip() == LAUNCH_END:
+            break
+        else:
+            sys.stdout.write(line)
+    try:
+        if sorted(lines) != list(range(len(hosts))):
+            print(f"[orch] mpiexec printed no launch line for every host: {sorted(lines)}", file=sys.stderr)
+            return 1
+        server = socket.create_server(("", port), reuse_port=False)
+        threading.Thread(target=_serve, args=(server, lines), daemon=True).start()
+        proxy = subprocess.Popen(proxy_argv(lines[0], 0, hosts[0]), pass_fds=_spare_streams())
+        threading.Thread(target=_end_with, args=(proxy, mpiexec), daemon=True).start()
+        for line in mpiexec.stdout:  # what the ranks print through Hydra (little: they write to their own stdout)
+            sys.stdout.write(line)
+        status = mpiexec.wait()
+        try:
+            proxy.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+        _wait_for_other_proxies()
+        return status
+    finally:
+        if mpiexec.poll() is None:
+            mpiexec.kill()
+
+
+def _end_with(proxy: subprocess.Popen, mpiexec: subprocess.Popen) -> None:
+    """End mpiexec if proxy 0 fails first: mpiexec would wait for its call forever."""
+    if proxy.wait() != 0 and mpiexec.poll() is None:
+        time.sleep(1.0)  # Hydra ends the job itself when a rank fails; this is for a proxy that never called
+        if mpiexec.poll() is None:
+            mpiexec.kill()
+
+
+def _wait_for_other_proxies(timeout: float = 10.0) -> None:
+    """With shared memory the other replicas live in this container's PID namespace, which ends with it; mpiexec
+    returns once their ranks ended, perhaps before their proxies exit. Wait (a little) until they have."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = False
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        running = running or PROXY.encode() in f.read()
+                except OSError:
+                    continue
+        if not running:
+            return
+        time.sleep(0.05)
+
+
+def _serve(server: socket.socket, lines: dict[int, str]) -> None:
+    """Answer each replica that asks (its index, one line) with its proxy command."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError as exc:  # without this server no replica can start: end the job, orch names why
+            print(f"[orch] the launch server failed: {exc}", file=sys.stderr, flush=True)
+            os._exit(1)
+        with conn:
+            conn.settimeout(5)
+            try:
+                asked = conn.recv(16).decode("ascii", "replace").strip()
+                if asked.isdigit() and 0 < int(asked) in lines:
+                    conn.sendall((lines[int(asked)] + "\n").encode())
+            except OSError:
+                continue
+
+
+def _follow(leader: str, port: int, index: int) -> list[str]:
+    """Replica ``index``: ask replica 0 for this replica's proxy command until it answers."""
+    while True:
+        try:
+            with socket.create_connection((leader, port), timeout=5) as conn:
+                conn.sendall(f"{index}\n".encode())
+                data = b""
+                while not data.endswith(b"\n") and len(data) <= LINE_LIMIT:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            if data.endswith(b"\n"):
+                return proxy_argv(data.decode("utf-8", "replace").strip(), index, leader)
+        except OSError:
+            pass  # replica 0 is not listening yet: orch's startup timeout bounds the wait
+        time.sleep(0.2)
+
+
+def _rank(command: list[str]) -> None:
+    """In a rank, started by its proxy: this container's own output and working folder, then the rank's command."""
+    adopt_stdout()
+    os.chdir(os.environ.get("ORCH_OUTPUT_DIR") or "/tmp")  # a script's own folder; the trainer needs none
+    os.execvp(command[0], command)
+
+
+def main(command: list[str]) -> int:
+    if command[:1] == ["--rank"]:
+        _rank(command[1:])
+    hosts = os.environ[ENV_HOSTS].split(",")
+    port = int(os.environ[ENV_LAUNCH_PORT])
+    index = int(os.environ.get("ORCH_WORKER_INDEX", "0"))
+    if not command:
+        print("usage: python3 -m orch_trainer.mpi_launch RANK-COMMAND...", file=sys.stderr)
+        return 2
+    if index == 0:
+        return _lead(hosts, port, command)
+    argv = _follow(hosts[0], port, index)
+    _spare_streams()
+    sys.stdout.flush()
+    os.execv(argv[0], argv)  # the proxy takes this process's place; its status is the container's
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,308 @@
+"""The Kubernetes backend, render-only: manifests validated offline against Kubernetes' own schemas, pinned
+by golden files, and the trainer's start-up rendezvous checked against the one Compose sets literally."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from orchestrator import contract, frameworks
+from orchestrator.backends.k8s import KubernetesBackend, object_name
+from orchestrator.errors import InvalidSpec
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+from orchestrator.spec import make_spec
+
+from .test_cli_inprocess import one_line_error, orch
+from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
+
+K8S_VERSION = "1.37.0"  # the newest schema kubernetes-validate ships (see setup.cfg's pin)
+GOLDEN = Path(__file__).parent / "golden"
+PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
+DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+KINDS = ("job", "jobset")
+
+
+def k8s_plan(**fields):
+    return plan(make_spec(backend="k8s", **{"run_id": "golden", **fields}), PATHS)
+
+
+def documents(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def job_templates(doc: dict) -> list[dict]:
+    """Every batch/v1 Job in a document: the Job itself, or a JobSet's replicated Jobs wrapped as Jobs."""
+    if doc["kind"] == "Job":
+        return [doc]
+    if doc["kind"] == "JobSet":
+        return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{doc['metadata']['name']}-{r['name']}-0"},
+                 **r["template"]} for r in doc["spec"]["replicatedJobs"]]
+    return []
+
+
+def validate(text: str) -> list[dict]:
+    """Validate every manifest of ``text`` against the Kubernetes schemas (a JobSet, a CRD kubernetes-validate
+    has no schema for, through its Job templates); return the documents."""
+    docs = documents(text)
+    for doc in docs:
+        for part in job_templates(doc) if doc["kind"] == "JobSet" else [doc]:
+            kubernetes_validate.validate(part, K8S_VERSION, strict=True)
+    return docs
+
+
+def _golden(name: str, text: str) -> str:
+    path = GOLDEN / name
+    if os.environ.get("ORCH_UPDATE_GOLDEN"):
+        path.write_text(text)
+    return path.read_text()
+
+
+# -- validation and golden files ----------------------------------------------------------------------
+@pytest.mark.parametrize("framework", sorted(frameworks.FRAMEWORKS))
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("workers", range(1, 9))
+def test_manifests_validate_and_match_golden(framework, kind, workers):
+    p = k8s_plan(framework=framework, workers=workers, k8s_kind=kind, global_batch=840)
+    validate(p.artifact)
+    # Regenerate after an intended change with ORCH_UPDATE_GOLDEN=1, and review the diff.
+    assert p.artifact == _golden(f"k8s-{kind}-{framework}-{workers}-workers.yml", p.artifact)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("fields", [
+    {"gpus": 2, "cpus": 0.5, "memory_mb": 8192},
+    {"max_restarts": 3, "k8s_checkpoint_claim": "checkpoints", "time_limit": 7200.5},
+    {"registry": "registry.example:5000/ml", "dataset": "synthetic", "threads": 2},
+    {"image": "example.org/team/trainer:1", "run_id": "a" * 63},
+    {"run_id": "ends_with_underscore_"},
+])
+def test_every_variant_validates(kind, fields):
+    validate(k8s_plan(workers=3, k8s_kind=kind, **fields).artifact)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parameter_servers_succeed_with_the_chief(kind):
+    # The servers and workers of ps never exit: success is the chief's alone, and the cluster stops the rest.
+    p = k8s_plan(workers=2, strategy="ps", parameter_servers=2, k8s_kind=kind)
+    (doc,) = [d for d in validate(p.artifact) if d["kind"] != "Service"]
+    if kind == "job":
+        assert doc["spec"]["completions"] == 5 and doc["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    else:
+        assert [r["name"] for r in doc["spec"]["replicatedJobs"]] == ["chief", "ps", "worker"]
+        assert doc["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["chief"]}
+    assert "successPolicy" not in next(d for d in documents(k8s_plan(workers=2, k8s_kind="job").artifact)
+                                       if d["kind"] == "Job")["spec"]
+
+
+# -- what the manifests say ---------------------------------------------------------------------------
+def pod_specs(docs: list[dict]) -> list[dict]:
+    return [job["spec"]["template"]["spec"] for doc in docs for job in job_templates(doc)]
+
+
+def env_of(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pods_are_locked_down(kind):
+    docs = validate(k8s_plan(workers=2, k8s_kind=kind, cpus=2, gpus=1, memory_mb=4096).artifact)
+    for pod in pod_specs(docs):
+        assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+        assert pod["restartPolicy"] == "Never"
+        assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                                          "seccompProfile": {"type": "RuntimeDefault"}}
+        for c in pod["initContainers"] + pod["containers"]:
+            assert c["securityContext"] == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                            "privileged": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+            assert c["resources"]["requests"] == c["resources"]["limits"]
+        (trainer,) = pod["containers"]
+        assert trainer["resources"]["limits"] == {"cpu": "2", "memory": "4096Mi", "nvidia.com/gpu": 1}
+        mounts = {m["mountPath"]: m for m in trainer["volumeMounts"]}
+        assert mounts[contract.DATA_MOUNT]["readOnly"] is True
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["tmp"]["emptyDir"]["medium"] == volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+        assert {"/tmp", "/dev/shm"} <= set(mounts)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_jobs_fail_whole_by_orchs_exit_code_rules(kind):
+    docs = validate(k8s_plan(workers=4, k8s_kind=kind, time_limit=90.2).artifact)
+    for job in (j for d in docs for j in job_templates(d)):
+        spec = job["spec"]
+        assert spec["completionMode"] == "Indexed" and spec["backoffLimit"] == 0
+        assert spec["activeDeadlineSeconds"] == 91
+        disrupted, program = spec["podFailurePolicy"]["rules"]
+        assert disrupted == {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+        assert program["action"] == "FailJob"
+        assert program["onExitCodes"] == {"containerName": "trainer", "operator": "In", "values": list(range(1, 129))}
+    assert "activeDeadlineSeconds" not in json.dumps(documents(k8s_plan(workers=2, k8s_kind=kind).artifact))
+
+
+def test_plain_job_is_one_indexed_job_behind_a_headless_service():
+    service, job = validate(k8s_plan(workers=3).artifact)
+    name = object_name("golden")
+    assert service["kind"] == "Service" and service["metadata"]["name"] == name
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    pod = job["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert pod["spec"]["subdomain"] == name
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 3
+
+
+def test_jobset_restarts_the_whole_group_from_the_claim():
+    (jobset,) = documents(k8s_plan(workers=3, k8s_kind="jobset", max_restarts=2,
+                                   k8s_checkpoint_claim="ckpt").artifact)
+    name = object_name("golden")
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
+    spec = jobset["spec"]
+    assert spec["network"] == {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True}
+    policy = spec["failurePolicy"]
+    assert policy["maxRestarts"] == 2 and policy["restartStrategy"] == "BlockingRecreate"
+    assert [(r["action"], r["onJobFailureReasons"]) for r in policy["rules"]] == [
+        ("FailJobSet", ["PodFailurePolicy"]), ("FailJobSet", ["DeadlineExceeded"])]
+    assert all(re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", r["name"]) for r in policy["rules"])
+    assert spec["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["worker"]}
+    (replicated,) = spec["replicatedJobs"]
+    assert replicated["name"] == "worker" and replicated["replicas"] == 1
+    pod = replicated["template"]["spec"]["template"]["spec"]
+    assert "subdomain" not in pod  # the JobSet sets its own
+    (trainer,) = pod["containers"]
+    shared = next(m for m in trainer["volumeMounts"] if m["name"] == "shared")
+    assert shared == {"name": "shared", "mountPath": "/orch/run/shared", "subPath": "golden"}
+    assert {"name": "shared", "persistentVolumeClaim": {"claimName": "ckpt"}} in pod["volumes"]
+
+
+def test_registry_prefixes_orchs_images_only():
+    pod = pod_specs(documents(k8s_plan(workers=2, registry="reg.example/ml").artifact))[0]
+    assert pod["containers"][0]["image"].startswith("reg.example/ml/orch-trainer:")
+    assert pod["initContainers"][0]["image"].startswith("reg.example/ml/orch-data:")
+    own = pod_specs(documents(k8s_plan(workers=2, registry="reg.example/ml", image="ex.org/t:1").artifact))[0]
+    assert own["containers"][0]["image"] == "ex.org/t:1"
+    assert "--registry" in k8s_plan(workers=2).artifact.splitlines()[1]  # the note says what to pass
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("run_id", ["golden", "a" * 63, "x_y", "x-y", "ends-", "9" * 40])
+def test_host_names_are_dns_labels(kind, run_id):
+    p = k8s_plan(workers=8, k8s_kind=kind, run_id=run_id)
+    addresses = KubernetesBackend().addresses(p.spec, p.spec.replica_keys(), 12345)
+    for address in addresses.values():
+        host, subdomain = address.removesuffix(":12345").split(".")
+        assert DNS_LABEL.fullmatch(host) and DNS_LABEL.fullmatch(subdomain), address
+    assert len(set(addresses.values())) == 8
+
+
+def test_distinct_run_ids_get_distinct_names():
+    ids = ["x_y", "x-y", "a" * 63, "a" * 62 + "b", "ends-", "ends_"]
+    assert len({object_name(i) for i in ids}) == len(ids)
+
+
+# -- injection ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_hostile_values_stay_values(kind):
+    hostile = 'x"\n---\nkind: Secret\nmetadata: {name: pwned}\n# '
+    spec = make_spec(backend="k8s", k8s_kind=kind, run_id="r", workers=2)
+    spec = spec.model_copy(update={"run_id": "r\n" + hostile, "image": hostile})  # past validation, on purpose
+    p = plan(spec, PATHS)
+    docs = documents(p.artifact)
+    assert [d["kind"] for d in docs] == (["JobSet"] if kind == "jobset" else ["Service", "Job"])
+    assert all(d["metadata"]["annotations"]["orch.run-id"] == "r\n" + hostile for d in docs)
+    for pod in pod_specs(docs):
+        assert pod["containers"][0]["image"] == hostile
+        assert env_of(pod["containers"][0])[contract.ENV_RUN_ID] == "r\n" + hostile
+
+
+# -- the trainer's rendezvous at start-up -------------------------------------------------------------
+def pods(p) -> list[tuple[dict, int]]:
+    """(the environment Kubernetes gives the pod, its completion index) of every pod the manifests make."""
+    result = []
+    for doc in documents(p.artifact):
+        for job in job_templates(doc):
+            env = env_of(job["spec"]["template"]["spec"]["containers"][0])
+            result += [({**env, contract.ENV_COMPLETION_INDEX: str(i)}, i) for i in range(job["spec"]["completions"])]
+    return result
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("workers", range(1, 9))
+def test_each_pod_derives_the_tf_config_compose_would_set(trainer, kind, workers):
+    p = k8s_plan(workers=workers, k8s_kind=kind, global_batch=840)
+    keys = p.spec.replica_keys()
+    tf = frameworks.get("tensorflow")
+    addresses = KubernetesBackend().addresses(p.spec, keys, tf.port)
+    derived = [trainer.rendezvous.env_from_index(env) for env, _i in pods(p)]
+    assert len(derived) == len(keys)
+    for env, key, replica in zip(derived, keys, p.replicas):
+        expected = tf.env(p.spec, key, addresses)  # as Compose sets it, with the pods' addresses
+        assert env.get("TF_CONFIG") == expected.get("TF_CONFIG")
+        assert (env[contract.ENV_ROLE], int(env[contract.ENV_WORKER_INDEX])) == key
+        # and exactly the per-replica values the plan holds for it
+        for name in contract.DERIVED_FROM_INDEX:
+            if name in replica.env:
+                assert env[name] == replica.env[name], name
+        assert all(name not in pod_env for pod_env, _i in pods(p) for name in ("TF_CONFIG", contract.ENV_WORKER_INDEX))
+
+
+def test_job_from_env_derives_before_it_reads(trainer, monkeypatch):
+    p = k8s_plan(workers=3)
+    env, _i = pods(p)[2]
+    environ = dict(env)  # the pod's whole environment, and nothing of this process's
+    monkeypatch.setattr(os, "environ", environ)
+    _job, worker, num_workers, _data, _out = trainer.reporter.job_from_env()
+    assert (worker, num_workers) == (2, 3)
+    assert json.loads(environ["TF_CONFIG"])["task"] == {"type": "worker", "index": 2}
+
+
+# -- refusals and the CLI -----------------------------------------------------------------------------
+@pytest.mark.parametrize("fields, needle", [
+    ({"max_restarts": 1}, "--k8s-checkpoint-claim NAME"),
+    ({"network": "shared"}, "--network shared is for --backend compose"),
+    ({"k8s_checkpoint_claim": "Bad_Claim"}, "k8s_checkpoint_claim: 'Bad_Claim' is not"),
+    ({"registry": "reg.example/ml/"}, "registry: 'reg.example/ml/' is not"),
+])
+def test_refusals_are_one_line_naming_the_flag(fields, needle):
+    with pytest.raises(InvalidSpec) as exc:
+        make_spec(backend="k8s", run_id="r", workers=2, **fields)
+    assert needle in exc.value.message and "\n" not in exc.value.message
+
+
+def test_a_script_of_this_host_is_refused_on_a_cluster():
+    with pytest.raises(InvalidSpec, match="script: --script mounts a folder of this host"):
+        make_spec(backend="k8s", run_id="r", script="/home/me/train.py")
+
+
+def test_cli_render_prints_the_manifests(tmp_path):
+    result = orch("render", "--backend", "k8s", "--k8s-kind", "jobset", "-n", "2", "--run-id", "golden")
+    assert result.code == 0 and result.err == "", result
+    assert result.out == k8s_plan(workers=2, k8s_kind="jobset").artifact
+    validate(result.out)
+    plan_json = json.loads(orch("render", "--backend", "k8s", "-n", "2", "--run-id", "r", "--format", "json").out)
+    assert plan_json["backend"] == "k8s" and plan_json["project"] == "orch-r"
+    assert [r["tf_config"]["cluster"]["worker"] for r in plan_json["replicas"]] == [
+        ["orch-r-0.orch-r:12345", "orch-r-1.orch-r:12345"]] * 2
+
+
+def test_cli_up_says_to_apply_the_rendered_manifests(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    result = orch("up", "--backend", "k8s", "-n", "2", "--run-id", "r")
+    one_line_error(result, 2, "`orch render --backend k8s | kubectl apply -f -`")
+    assert not (tmp_path / "runs" / "r").exists()
+
+
+def test_cli_refuses_restarts_without_a_claim():
+    one_line_error(orch("render", "--backend", "k8s", "--max-restarts", "1", "--run-id", "r"), 2,
+                   "--k8s-checkpoint-claim NAME")
+
+
+def test_the_plan_keeps_the_backend():
+    p = k8s_plan(workers=2)
+    assert p.backend == "k8s" and p.artifact_name == "k8s.yml"
+    assert dataclasses.replace(p, artifact="").engine_name == "orch-golden"

@@ -1,0 +1,92 @@
+"""Users' own scripts in real containers: with and without orch's report helper, failing, restarted, and with
+extra packages from `orch build --requirements`. Each test removes what it started, even on failure."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+
+pytestmark = pytest.mark.docker
+
+EXAMPLE = str(ROOT / "examples" / "mnist_keras.py")
+SMALL = ["--", "--epochs", "2", "--samples", "6000"]
+
+
+def test_a_script_with_the_report_helper_gets_epochs_and_test_accuracy(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-script")
+    proc = run_orch(["up", "--script", EXAMPLE, "--workers", "2", "--run-id", "live-script", "--format", "json",
+                     *SMALL], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert [w["samples_per_epoch"] for w in info["workers"]] == [[2400, 2400]] * 2  # 80% of 6,000, halved
+    accuracies = {w["test_accuracy"] for w in info["workers"]}
+    assert len(accuracies) == 1 and accuracies.pop() > 0.5  # each from its own weights, and they agree
+    run = tmp_path / "runs" / "live-script"
+    assert json.loads((run / "worker-1" / "summary.json").read_text())["workers"] == 2  # its own output folder
+    collected = run_orch(["collect", "live-script", "--format", "json", "--out", str(tmp_path / "out")], orch_env)
+    assert collected.returncode == 0, collected.stderr
+    summary = json.loads(collected.stdout)
+    assert summary["epochs_completed"] == 2 and summary["test_accuracy"] > 0.5
+    assert orch_containers("live-script") == [] and orch_networks("live-script") == []
+
+
+def test_a_script_without_orch_code_still_gets_its_exits_wall_time_and_logs(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-script-plain")
+    proc = run_orch(["up", "--script", EXAMPLE, "--workers", "2", "--run-id", "live-script-plain", "--format",
+                     "json", *SMALL, "--no-report"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["state"] == "succeeded" and info["wall_seconds"] > 0
+    assert [(w["exit_code"], w["test_accuracy"]) for w in info["workers"]] == [(0, None), (0, None)]
+    logs = run_orch(["logs", "live-script-plain"], orch_env)
+    assert logs.returncode == 0 and "test accuracy" in logs.stdout
+    collected = run_orch(["collect", "live-script-plain", "--format", "json", "--out", str(tmp_path / "out")],
+                         orch_env)
+    assert collected.returncode == 0, collected.stderr
+    summary = json.loads(collected.stdout)
+    assert summary["wall_seconds"] > 0 and summary["workers"][0]["stats_samples"] > 0
+
+
+def test_a_failing_script_fails_the_run_with_its_exit_code(images, orch_env, cleanup):
+    cleanup.append("live-script-bad")
+    proc = run_orch(["up", "--script", EXAMPLE, "--workers", "2", "--run-id", "live-script-bad", "--",
+                     "--no-such-flag"], orch_env)
+    assert proc.returncode == 1
+    assert "exited with code 2" in proc.stderr and "unrecognized arguments: --no-such-flag" in proc.stderr
+    assert orch_containers("live-script-bad") == [] and orch_networks("live-script-bad") == []
+
+
+def test_a_killed_script_worker_restarts_the_group(images, orch_env, tmp_path, cleanup):
+    run_id = "live-script-restart"
+    cleanup.append(run_id)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--script", EXAMPLE, "--workers", "2",
+                             "--max-restarts", "1", "--run-id", run_id, "--", "--epochs", "30", "--samples", "6000"],
+                            env=orch_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_dir = tmp_path / "runs" / run_id
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker-1's first epoch")
+        ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=orch.run={run_id}", "--filter",
+                              "label=orch.index=1"], capture_output=True, text=True).stdout.split()
+        subprocess.run(["docker", "kill", *ids], check=True, capture_output=True)
+        _, stderr = proc.communicate(timeout=400)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "worker-1 was killed by signal 9" in stderr and "(restart 1 of 1)" in stderr
+    record = json.loads((tmp_path / "runs" / run_id / "run.json").read_text())
+    assert record["state"] == "succeeded" and len(record["restarts"]) == 1
+
+
+def test_extra_packages_come_from_orch_build_requirements(images, orch_env, cleanup):
+    requirements = str(ROOT / "examples" / "requirements.txt")
+    built = run_orch(["build", "--requirements", requirements, "--format", "json"], orch_env, timeout=900)
+    assert built.returncode == 0, built.stderr
+    assert any("-user-" in image["tag"] for image in json.loads(built.stdout))
+    cleanup.append("live-script-packages")
+    proc = run_orch(["up", "--script", EXAMPLE, "--requirements", requirements, "--run-id", "live-script-packages",
+                     *SMALL, "--table"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    logs = run_orch(["logs", "live-script-packages"], orch_env).stdout
+    assert "global batch    test accuracy" in logs  # tabulate's header, from the added package

@@ -1,0 +1,266 @@
+"""Live runs on a single-node Docker Swarm (`--backend swarm`). The swarm is this engine's: the fixture initialises
+one only if the engine is in none, and then leaves it (and removes the docker_gwbridge network it made) afterwards,
+even when a test fails. Each test removes its stack, containers and networks."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from orchestrator import __version__
+
+from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+
+pytestmark = pytest.mark.docker
+
+SMALL = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
+LONG = ["--workers", "2", "--dataset", "synthetic", "--samples", "20000", "--epochs", "200",
+        "--steps-per-execution", "1"]
+
+
+def _docker(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=120)
+
+
+def _swarm_state() -> str:
+    return _docker("info", "--format", "{{.Swarm.LocalNodeState}}", check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def swarm():
+    """An active swarm on this engine for the module's tests; left as it was found afterwards."""
+    info = json.loads(_docker("info", "--format", "{{json .Swarm}}", check=True).stdout)
+    state = info.get("LocalNodeState")
+    if state == "active" and not info.get("ControlAvailable"):
+        pytest.skip("this engine is a swarm worker; these tests need a manager (or no swarm at all)")
+    if state not in ("active", "inactive"):
+        pytest.skip(f"the engine's swarm is {state!r}; these tests need it active or inactive")
+    had_gwbridge = bool(_docker("network", "ls", "-q", "--filter", "name=^docker_gwbridge$").stdout.strip())
+    try:
+        if state == "inactive":
+            _docker("swarm", "init", "--advertise-addr", "127.0.0.1", check=True)
+        yield
+    finally:
+        if state == "inactive":  # ours, even half made: leave it, and the bridge it added
+            _docker("swarm", "leave", "--force")
+            if not had_gwbridge:
+                _docker("network", "rm", "docker_gwbridge")
+            assert _swarm_state() == "inactive", "the test swarm was not left"
+
+
+def _services(run_id: str) -> list[str]:
+    return _docker("service", "ls", "-q", "--filter", f"label=com.docker.stack.namespace=orch-{run_id}").stdout.split()
+
+
+def _gone(run_id: str) -> bool:
+    return _services(run_id) == [] and orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+@pytest.fixture
+def stacks(swarm):
+    """Collects run ids; removes their stacks, containers and networks even when the test fails."""
+    run_ids: list[str] = []
+    yield run_ids
+    for run_id in run_ids:
+        try:
+            _remove_stack(run_id)
+        except (subprocess.SubprocessError, OSError) as exc:  # go on with the others; say which was left
+            print(f"cleanup of stack orch-{run_id} failed: {exc}", file=sys.stderr)
+
+
+def _remove_stack(run_id: str) -> None:
+    _docker("stack", "rm", f"orch-{run_id}")
+    deadline = time.monotonic() + 60
+    while _services(run_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    ids = orch_containers(run_id)
+    if ids:
+        _docker("rm", "-f", *ids)
+    deadline = time.monotonic() + 30
+    while orch_networks(run_id) and time.monotonic() < deadline:
+        _docker("network", "rm", *orch_networks(run_id))
+        time.sleep(0.5)
+
+
+def test_two_workers_succeed_with_results_read_from_stdout(images, orch_env, tmp_path, stacks):
+    stacks.append("live-swarm")
+    proc = run_orch(["up", "--backend", "swarm", "--workers", "2", *SMALL, "--run-id", "live-swarm",
+                     "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["state"] == "succeeded"
+    workers = info["workers"]
+    assert [w["replicas"] for w in workers] == [2, 2]
+    assert len({w["test_accuracy"] for w in workers}) == 1 and 0.15 < workers[0]["test_accuracy"] <= 1.0  # chance is 0.1
+    run_dir = tmp_path / "runs" / "live-swarm"
+    for i in range(2):
+        # Copied from the replica's stdout: the replica's own folder is not mounted on Swarm.
+        assert json.loads((run_dir / f"worker-{i}" / "result.json").read_text())["worker"] == i
+        assert [e["epoch"] for e in replica_events(run_dir, i) if e["event"] == "epoch"] == [1, 2]
+        assert (run_dir / "logs" / f"worker-{i}.log").stat().st_size > 0
+    stack_file = (run_dir / "stack.yml").read_text()
+    assert '"endpoint_mode": "dnsrr"' in stack_file and '"condition": "none"' in stack_file
+    assert _gone("live-swarm")
+    collected = run_orch(["collect", "live-swarm", "--out", str(tmp_path / "collected"), "--format", "json"],
+                         orch_env)
+    assert collected.returncode == 0, collected.stderr
+    summary = json.loads(collected.stdout)
+    assert summary["state"] == "succeeded" and len(summary["workers"]) == 2
+
+
+def test_killed_worker_fails_the_run_and_leaves_nothing(images, orch_env, tmp_path, stacks):
+    stacks.append("live-swarm-kill")
+    run_dir = tmp_path / "runs" / "live-swarm-kill"
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--backend", "swarm", *LONG, "--run-id",
+                             "live-swarm-kill"], env=orch_env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker 1's first epoch")
+        victim = _docker("ps", "-q", "--filter", "label=orch.run=live-swarm-kill", "--filter",
+                         "label=orch.index=1").stdout.split()
+        assert victim, "no running container for worker 1"
+        _docker("kill", *victim, check=True)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "orch: error: worker-1 was killed by signal 9 (exit 137)" in stderr
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["state"] == "failed" and "worker-1" in record["error"]
+    assert _gone("live-swarm-kill")
+
+
+def test_detach_ps_and_down(images, orch_env, tmp_path, stacks):
+    stacks.append("live-swarm-detach")
+    proc = run_orch(["up", "--backend", "swarm", *LONG, "--run-id", "live-swarm-detach", "--detach"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "live-swarm-detach"
+    wait_for(lambda: len(orch_containers("live-swarm-detach")) == 2, 120, "both task containers")
+    listed = json.loads(run_orch(["ps", "live-swarm-detach", "--format", "json"], orch_env).stdout)
+    assert listed[0]["state"] == "running"
+    # No orch watches a detached run: `orch ps` copies the records its replicas printed into the run folder.
+    run_dir = tmp_path / "runs" / "live-swarm-detach"
+    wait_for(lambda: run_orch(["ps", "live-swarm-detach"], orch_env).returncode == 0
+             and any(e["event"] == "epoch" for e in replica_events(run_dir, 0)), 240, "worker 0's first epoch")
+    down = run_orch(["down", "live-swarm-detach"], orch_env)
+    assert down.returncode == 0, down.stderr
+    assert _gone("live-swarm-detach")
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
+    epochs = [e["epoch"] for e in replica_events(run_dir, 0) if e["event"] == "epoch"]
+    assert epochs == list(range(1, len(epochs) + 1))  # each once, though ps and down both copied them
+
+
+def test_a_worker_that_cannot_run_says_why(images, orch_env, tmp_path, stacks):
+    # --image of a name no node has: the task is rejected, and orch reports the swarm's reason at once.
+    stacks.append("live-swarm-reject")
+    proc = run_orch(["up", "--backend", "swarm", "--workers", "1", *SMALL, "--registry", "registry.invalid/ml",
+                     "--run-id", "live-swarm-reject", "--startup-timeout", "120"], orch_env, timeout=300)
+    assert proc.returncode != 0
+    assert "worker-0 failed: the swarm rejected it" in proc.stderr, proc.stderr
+    assert _gone("live-swarm-reject")
+
+
+def test_the_data_set_travels_inside_the_image(images, orch_env, tmp_path, stacks):
+    # Nodes see no folder of this host: orch adds MNIST to the trainer image as one layer, and mounts no data.
+    stacks.append("live-swarm-mnist")
+    proc = run_orch(["up", "--backend", "swarm", "--workers", "2", "--dataset", "mnist", "--samples", "6000",
+                     "--epochs", "2", "--run-id", "live-swarm-mnist", "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert {w["test_accuracy"] for w in info["workers"]} == {info["workers"][0]["test_accuracy"]}
+    assert info["workers"][0]["test_accuracy"] > 0.6
+    stack_file = (tmp_path / "runs" / "live-swarm-mnist" / "stack.yml").read_text()
+    assert '-multi-mnist"' in stack_file and '"target": "/orch/data"' not in stack_file
+    labels = json.loads(_docker("image", "inspect", "--format", "{{json .Config.Labels}}",
+                                f"orch-trainer:{__version__}-multi-mnist", check=True).stdout)
+    assert labels["orch.kind"] == "data"
+    assert _gone("live-swarm-mnist")
+
+
+def test_a_killed_worker_restarts_the_group_on_one_node(images, orch_env, tmp_path, stacks):
+    run_id = "live-swarm-restart"
+    stacks.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    args = ["--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs", "4",
+            "--steps-per-execution", "1", "--max-restarts", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--backend", "swarm", *args, "--run-id",
+                             run_id], env=orch_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker 1's first epoch")
+        victim = _docker("ps", "-q", "--filter", f"label=orch.run={run_id}", "--filter",
+                         "label=orch.index=1").stdout.split()
+        _docker("kill", *victim, check=True)
+        _, stderr = proc.communicate(timeout=400)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "worker-1 was killed by signal 9" in stderr and "(restart 1 of 1)" in stderr
+    events = replica_events(run_dir, 1)
+    assert [e["epoch"] for e in events if e["event"] == "resumed"] == [2]  # from the checkpoint on this host
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
+    assert _gone(run_id)
+
+
+def test_orch_build_data_makes_both_data_images(images, orch_env):
+    built = run_orch(["build", "--data", "mnist", "--format", "json"], orch_env, timeout=600)
+    assert built.returncode == 0, built.stderr
+    tags = {image["tag"] for image in json.loads(built.stdout)}
+    assert {f"orch-trainer:{__version__}-multi-mnist", f"orch-data:{__version__}-mnist"} <= tags
+    # What Kubernetes' init container does with it: copy the files, as a non-root user, into an empty folder.
+    copied = _docker("run", "--rm", "--user", "1000:1000", "--read-only", "--tmpfs", "/orch/data:uid=1000",
+                     "--network", "none", f"orch-data:{__version__}-mnist", "sh", "-c",
+                     "cp -R /orch-data/. /orch/data/ && ls /orch/data", check=True).stdout.split()
+    assert "mnist-train-60k.npz" in copied
+
+
+def test_an_experiment_runs_its_cells_on_the_swarm(images, orch_env, tmp_path, stacks):
+    experiment = tmp_path / "on-swarm.yaml"
+    experiment.write_text("name: on-swarm\nbase: {backend: swarm, dataset: synthetic, samples: 6000, epochs: 1, "
+                          "steps_per_execution: 10}\ngrid: {workers: [1, 2]}\n")
+    proc = run_orch(["experiment", "run", str(experiment), "--out", str(tmp_path / "results")], orch_env, timeout=600)
+    cells_file = tmp_path / "results" / "on-swarm" / "cells.json"
+    cells = json.loads(cells_file.read_text()) if cells_file.exists() else {}
+    stacks.extend(c["run_id"] for c in cells.values())  # removed afterwards, should the sweep have left one
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(c["state"] for c in cells.values()) == ["succeeded", "succeeded"]
+    report = (tmp_path / "results" / "on-swarm" / "report.md").read_text()
+    assert "| 2 |" in report and "T(N)/T(1)" in report
+    assert all(_gone(c["run_id"]) for c in cells.values())
+
+
+def test_three_workers_finish_with_the_same_figures_as_on_compose(images, orch_env, stacks, cleanup):
+    args = ["--workers", "3", "--dataset", "synthetic", "--samples", "6000", "--epochs", "2",
+            "--steps-per-execution", "10"]
+    stacks.append("live-swarm-w3")
+    cleanup.append("live-compose-w3")
+    on_swarm = run_orch(["up", "--backend", "swarm", *args, "--run-id", "live-swarm-w3", "--format", "json"],
+                        orch_env)
+    on_compose = run_orch(["up", *args, "--run-id", "live-compose-w3", "--format", "json"], orch_env)
+    assert on_swarm.returncode == 0, on_swarm.stderr
+    assert on_compose.returncode == 0, on_compose.stderr
+    swarm_workers, compose_workers = (json.loads(p.stdout)["workers"] for p in (on_swarm, on_compose))
+    # The same shards of the same data, the same steps: the same samples and the same model.
+    assert [w["samples_per_epoch"] for w in swarm_workers] == [w["samples_per_epoch"] for w in compose_workers] \
+        == [[1280, 1280]] * 3
+    swarm_acc, compose_acc = ({w["test_accuracy"] for w in ws} for ws in (swarm_workers, compose_workers))
+    assert len(swarm_acc) == len(compose_acc) == 1 and abs(swarm_acc.pop() - compose_acc.pop()) < 0.02
+
+
+def test_a_two_rank_mpi_job_finishes_with_the_same_figures_as_on_compose(images, orch_env, stacks, cleanup):
+    # On Swarm the ranks meet over TCP on the overlay (--transport auto); on Compose over shared memory.
+    args = ["--framework", "mpi", "--workers", "2", "--dataset", "synthetic", "--samples", "3000", "--epochs", "2"]
+    stacks.append("live-swarm-mpi")
+    cleanup.append("live-compose-mpi")
+    on_swarm = run_orch(["up", "--backend", "swarm", *args, "--run-id", "live-swarm-mpi", "--format", "json"],
+                        orch_env)
+    on_compose = run_orch(["up", *args, "--run-id", "live-compose-mpi", "--format", "json"], orch_env)
+    assert on_swarm.returncode == 0, on_swarm.stderr
+    assert on_compose.returncode == 0, on_compose.stderr
+    swarm_workers, compose_workers = (json.loads(p.stdout)["workers"] for p in (on_swarm, on_compose))
+    assert [w["samples_per_epoch"] for w in swarm_workers] == [w["samples_per_epoch"] for w in compose_workers] \
+        == [[960, 960]] * 2
+    # The same global batches split between the same ranks: the same model to the last digit.
+    assert {w["test_accuracy"] for w in swarm_workers} == {w["test_accuracy"] for w in compose_workers}
+    assert _gone("live-swarm-mpi")

@@ -1,0 +1,184 @@
+"""Users' own scripts (--script): the spec, the plan, the supervisor's rules for them, the report helper,
+and the extra-packages image's name. Pure: no engine."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator import contract
+from orchestrator.backends import Status
+from orchestrator.errors import InvalidSpec
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+from orchestrator.records import parse_event, parse_result
+from orchestrator.scripts import absolute, check
+from orchestrator.spec import make_spec
+from orchestrator.supervisor import Observation, Verdict, Watch, decide
+from orchestrator.user_images import image_for, read_requirements
+
+from .test_cli_inprocess import one_line_error, orch
+from .test_supervisor import NOW, ev, rs
+from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
+
+PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
+
+
+def script_spec(**fields):
+    return make_spec(run_id="s", script="/home/me/exp/train.py", **fields)
+
+
+# -- the spec ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fields, needle", [
+    ({"script": "train.py"}, "is not an absolute path to a .py file"),
+    ({"script": "/home/me/train.sh"}, "is not an absolute path to a .py file"),
+    ({"script": "/home/me/\ntrain.py"}, "is not an absolute path to a .py file"),
+    ({"script_args": ("--lr", "0.1")}, "arguments after `--` are for --script"),
+    ({"script": "/x/t.py", "script_args": ("a\x00b",)}, "NUL byte"),
+])
+def test_script_fields_are_validated(fields, needle):
+    with pytest.raises(InvalidSpec) as exc:
+        make_spec(run_id="s", **fields)
+    assert needle in exc.value.message and "\n" not in exc.value.message
+
+
+def test_relative_scripts_become_absolute_against_their_base():
+    assert absolute("train.py", Path("/home/me/exp")) == "/home/me/exp/train.py"
+    assert absolute("../x/t.py", Path("/home/me/exp")) == "/home/me/x/t.py"
+    assert absolute("/abs/t.py", Path("/elsewhere")) == "/abs/t.py"
+    assert absolute(5, Path("/")) == 5  # left for the spec to refuse
+
+
+def test_check_refuses_what_cannot_be_mounted(tmp_path):
+    with pytest.raises(InvalidSpec, match="cannot use"):
+        check(str(tmp_path / "missing.py"))
+    (tmp_path / "folder.py").mkdir()
+    with pytest.raises(InvalidSpec, match="is not a regular file"):
+        check(str(tmp_path / "folder.py"))
+    (tmp_path / "ok.py").write_text("print(1)\n")
+    check(str(tmp_path / "ok.py"))
+
+
+# -- the plan ----------------------------------------------------------------------------------------------
+def test_a_script_runs_from_its_own_folder_with_its_folder_read_only():
+    spec = script_spec(workers=2, script_args=("--lr", "0.1", "$HOME", 'say "hi"'))
+    p = plan(spec, PATHS)
+    for r in p.replicas:
+        assert r.command == ("python3", "-u", "/orch/script/train.py", "--lr", "0.1", "$HOME", 'say "hi"')
+        assert r.working_dir == r.env[contract.ENV_OUTPUT_DIR] == f"/orch/run/worker-{r.index}"
+        assert r.env[contract.ENV_SHARED_DIR] == "/orch/run/shared" and "TF_CONFIG" in r.env
+        script_mount = [m for m in r.mounts if m.target == contract.SCRIPT_MOUNT]
+        assert [(m.source, m.read_only) for m in script_mount] == [("/home/me/exp", True)]
+    compose = yaml.safe_load(p.artifact)["services"]["worker-1"]
+    # Quoted, so neither YAML nor Compose's interpolation ($ doubled) changes an argument.
+    assert compose["entrypoint"] == ["python3", "-u", "/orch/script/train.py", "--lr", "0.1", "$$HOME", 'say "hi"']
+    assert compose["working_dir"] == "/orch/run/worker-1" and compose["read_only"] is True
+
+
+def test_orchs_trainer_keeps_the_images_entry_point():
+    (replica,) = plan(make_spec(run_id="s"), PATHS).replicas
+    assert replica.command == () and "entrypoint" not in yaml.safe_load(plan(make_spec(run_id="s"), PATHS).artifact)[
+        "services"]["worker-0"]
+
+
+# -- the supervisor ------------------------------------------------------------------------------------------
+def obs(states, events=(), heartbeats=None, now=NOW, elapsed=1.0):
+    return Observation(states=tuple(states), events=tuple(events), heartbeats=heartbeats or {}, now=now,
+                       elapsed=elapsed)
+
+
+def test_a_silent_script_is_judged_by_its_exits_and_its_time_limit_alone():
+    spec = script_spec(workers=2, startup_timeout=5, stall_timeout=5, time_limit=60)
+    running = (rs(0), rs(1))
+    d = decide(spec, Watch(), obs(running, elapsed=50, now=NOW + 50))  # no events: neither timeout applies
+    assert d.verdict == Verdict.WAIT
+    d = decide(spec, Watch(), obs(running, elapsed=61))
+    assert d.verdict == Verdict.TIMED_OUT and "time limit of 60 s" in d.message
+    done = (rs(0, Status.SUCCEEDED, exit_code=0), rs(1, Status.SUCCEEDED, exit_code=0))
+    assert decide(spec, Watch(), obs(done)).verdict == Verdict.SUCCEEDED
+    failed = (rs(0, Status.FAILED, exit_code=2, finished_at=NOW), rs(1))
+    d = decide(spec, Watch(), obs(failed))
+    assert d.verdict == Verdict.FAILED and "worker-0 exited with code 2" in d.message
+
+
+def test_a_reporting_script_is_watched_for_progress_and_waited_for_after_its_result():
+    spec = script_spec(workers=2, startup_timeout=5, stall_timeout=5)
+    running = (rs(0), rs(1))
+    d = decide(spec, Watch(), obs(running, events=(ev(0, "start", stage="training"),)))
+    assert d.verdict == Verdict.WAIT and d.watch.joined_at == NOW  # worker-1 reports nothing: not awaited
+    d2 = decide(spec, d.watch, obs(running, heartbeats={("worker", 0): NOW}, now=NOW + 6, elapsed=7))
+    assert d2.verdict == Verdict.FAILED and "no worker made progress" in d2.message
+    finished = (ev(0, "done", train_seconds=1.0, test_accuracy=0.5),)
+    d3 = decide(spec, d.watch, obs(running, events=finished, heartbeats={("worker", 0): NOW + 60}, now=NOW + 60,
+                                   elapsed=60))
+    assert d3.verdict == Verdict.WAIT  # a script's exit is its verdict: no grace after its result
+
+
+# -- the report helper, as the image has it -------------------------------------------------------------------
+def test_the_report_helper_writes_what_the_host_reads(trainer, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(contract.ENV_OUT_DIR, str(tmp_path))
+    monkeypatch.setenv(contract.ENV_WORKER_INDEX, "1")
+    monkeypatch.setenv(contract.ENV_ROLE, "worker")
+    report = trainer.report
+    report.epoch(1, samples=480, seconds=0.5, epochs=2, loss=0.7, accuracy=0.6)
+    report.epoch(2, samples=480, seconds=0.4, epochs=2, loss=0.5, accuracy=0.8, val_accuracy=0.75)
+    report.result(test_accuracy=0.8)
+    folder = tmp_path / "worker-1"
+    events = [parse_event(json.loads(line)) for line in (folder / contract.EVENTS_FILE).read_text().splitlines()]
+    assert [e.event for e in events] == ["start", "epoch", "epoch", "done"]
+    assert events[0].stage == "training" and events[2].epochs == 2 and events[2].val_accuracy == 0.75
+    result = parse_result(json.loads((folder / contract.RESULT_FILE).read_text()))
+    assert result.worker == 1 and result.samples_per_epoch == [480, 480] and result.test_accuracy == 0.8
+
+
+# -- extra packages ---------------------------------------------------------------------------------------------
+def test_the_extra_packages_image_is_named_by_the_files_content(tmp_path):
+    req = tmp_path / "requirements.txt"
+    req.write_text("tabulate==0.9.0\n")
+    tag = image_for(read_requirements(req))
+    assert tag.startswith("orch-trainer:") and "-user-" in tag and tag == image_for(b"tabulate==0.9.0\n")
+    assert image_for(b"tabulate==0.8.10\n") != tag
+
+
+@pytest.mark.parametrize("content, needle", [(None, "does not exist"), (b"\xff\xfe", "not UTF-8"),
+                                             (b"x" * 70_000, "cannot read")])
+def test_unreadable_requirements_are_one_line_errors(tmp_path, content, needle):
+    req = tmp_path / "requirements.txt"
+    if content is not None:
+        req.write_bytes(content)
+    with pytest.raises(InvalidSpec, match=needle):
+        read_requirements(req)
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------------
+def test_render_resolves_the_script_and_passes_the_arguments(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = orch("render", "--script", "train.py", "--run-id", "r", "--", "--epochs", "2")
+    assert result.code == 0, result
+    service = yaml.safe_load(result.out)["services"]["worker-0"]
+    assert service["entrypoint"][2:] == ["/orch/script/train.py", "--epochs", "2"]
+    assert any(v["source"] == str(tmp_path) and v.get("read_only") for v in service["volumes"])
+
+
+def test_up_with_a_missing_script_says_so_and_starts_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_line_error(orch("up", "--script", "missing.py", "--run-id", "r"), 2, "script: cannot use")
+    assert not (tmp_path / "runs" / "r").exists()
+
+
+def test_arguments_without_a_script_are_refused():
+    one_line_error(orch("up", "stray", "--run-id", "r"), 2, "arguments after `--` are for --script")
+
+
+def test_an_experiment_names_its_script_relative_to_its_own_folder(tmp_path):
+    from orchestrator.experiment_file import expand, load
+
+    (tmp_path / "exp").mkdir()
+    path = tmp_path / "exp" / "scripts.yaml"
+    path.write_text("name: scripts\nbase: {script: ../train.py, script_args: [--epochs, '2']}\n"
+                    "grid: {workers: [1, 2]}\n")
+    cells = expand(load(path))
+    assert {c.fields["script"] for c in cells} == {str(tmp_path / "train.py")}
+    assert cells[0].fields["script_args"] == ["--epochs", "2"]

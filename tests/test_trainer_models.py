@@ -1,0 +1,63 @@
+"""Every model on every data set it supports, inside the trainer image (TensorFlow lives there, not on the
+host): the data's shapes and labels, the model's layers, parameter counts and output shapes. No job runs:
+one container, no network, the data read-only."""
+import json
+import subprocess
+
+import pytest
+
+from orchestrator import contract
+from orchestrator.data import dataset_dir, prepare
+from orchestrator.frameworks.tensorflow import image_ref
+from orchestrator.paths import default_paths
+
+pytestmark = pytest.mark.docker
+
+PROBE = r"""
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, tensorflow as tf, tf_keras as keras
+from orch_trainer import data, model
+dataset, name = sys.argv[1], sys.argv[2]
+train, validation, test = data.load(dataset, "/orch/data", 3000, 42)
+vocabulary = data.vocabulary_size(dataset, "/orch/data")
+net = model.build(name, keras, tf, train[0], vocabulary)
+out = net(train[0][:5], training=False)
+print(json.dumps({
+    "x": [list(train[0].shape), str(train[0].dtype)], "y": sorted(int(v) for v in np.unique(train[1])),
+    "splits": [len(train[0]), len(validation[0]), len(test[0])], "vocabulary": vocabulary,
+    "params": int(net.count_params()), "out": list(out.shape),
+    "layers": [type(l).__name__ for l in net.layers],
+    "local": list(model.local_logits(name, keras, net.get_weights(), test[0][:7], vocabulary).shape),
+}))
+"""
+
+CASES = [("mnist", "mlp"), ("mnist", "cnn"), ("fashion-mnist", "mlp"), ("fashion-mnist", "cnn"),
+         ("synthetic", "mlp"), ("synthetic", "cnn"), ("vader-reviews", "text")]
+MLP_PARAMS = 784 * 25 + 25 + 25 * 15 + 15 + 15 * 10 + 10
+CNN_PARAMS = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (3136 * 128 + 128) + (128 * 10 + 10)
+
+
+@pytest.mark.parametrize("dataset, name", CASES)
+def test_each_model_builds_on_each_data_set_it_supports(images, dataset, name):
+    paths = default_paths()
+    prepare(paths.data, dataset, lambda _msg: None)
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--user", "1000:1000",
+         "-v", f"{dataset_dir(paths.data, dataset)}:{contract.DATA_MOUNT}:ro", "--entrypoint", "python3",
+         image_ref("single"), "-c", PROBE, dataset, name], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["splits"] == [1920, 480, 600]  # 64/16/20 of 3,000
+    if name == "text":
+        assert got["x"][1] == "int32" and got["x"][0] == [1920, 48] and got["y"] == [0, 1]
+        # The 10,000 most frequent tokens, plus 0 (padding) and 1 (unknown).
+        assert got["vocabulary"] == 10_002 and got["out"] == [5, 2] and got["local"] == [7, 2]
+        assert got["params"] == 10_002 * 32 + (32 * 32 + 32) + (32 * 2 + 2)
+        assert "Embedding" in got["layers"] and "GlobalAveragePooling1D" in got["layers"]
+        return
+    assert got["x"] == [[1920, 784], "float32"] and got["y"] == list(range(10)) and got["out"] == [5, 10]
+    assert got["local"] == [7, 10]
+    assert got["params"] == (MLP_PARAMS if name == "mlp" else CNN_PARAMS)
+    if name == "cnn":
+        assert got["layers"].count("Conv2D") == 2 and "Dropout" in got["layers"]

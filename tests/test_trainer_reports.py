@@ -1,0 +1,87 @@
+"""The trainer's side of engines with no shared folder: its rendezvous derived from a completion index, and its
+reports as lines on stdout, read back by orchestrator.stdout_reports. Imported as the image has it."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from orchestrator import contract, stdout_reports
+
+from .conftest import ROOT
+
+TRAINER = ROOT / "images" / "trainer" / "orch_trainer"
+
+
+@pytest.fixture
+def trainer(tmp_path, monkeypatch):
+    """The trainer's reporter and rendezvous modules as the image has them: the contract copied in."""
+    package = tmp_path / "image" / "orch_trainer"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for name in ("reporter.py", "rendezvous.py", "report.py"):
+        shutil.copy(TRAINER / name, package / name)
+    shutil.copy(ROOT / "orchestrator" / "contract.py", package / "contract.py")
+    monkeypatch.syspath_prepend(str(package.parent))
+    names = ("orch_trainer", "orch_trainer.reporter", "orch_trainer.rendezvous", "orch_trainer.contract",
+             "orch_trainer.report")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import orch_trainer.rendezvous
+    import orch_trainer.report
+    import orch_trainer.reporter
+
+    yield orch_trainer
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_completion_indexes_count_through_the_roles(trainer):
+    cluster = [["chief", ["c:1"]], ["ps", ["p0:1", "p1:1"]], ["worker", ["w0:1", "w1:1", "w2:1"]]]
+    replica_of = trainer.rendezvous.replica_of
+    assert [replica_of(cluster, i) for i in range(6)] == [
+        ("chief", 0), ("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1), ("worker", 2)]
+    assert replica_of(cluster, 2, role="worker") == ("worker", 2)  # one Job per role: the index is the role's
+    for bad, role in ((6, None), (-1, None), (3, "worker"), (0, "launcher")):
+        with pytest.raises(ValueError):
+            replica_of(cluster, bad, role)
+    env = trainer.rendezvous.env_from_index({contract.ENV_CLUSTER: json.dumps(cluster),
+                                             contract.ENV_COMPLETION_INDEX: "4"})
+    assert json.loads(env["TF_CONFIG"]) == {"cluster": dict(cluster), "task": {"type": "worker", "index": 1}}
+    assert env[contract.ENV_NUM_WORKERS] == "3"
+    assert trainer.rendezvous.env_from_index({}) == {}  # Compose: everything already set
+
+
+def test_stdout_reports_round_trip(trainer, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(contract.ENV_REPORT, contract.REPORT_STDOUT)
+    reporter = trainer.reporter.Reporter(str(tmp_path), 1)
+    reporter.event(contract.EVENT_START, stage="importing")
+    reporter.heartbeat(1700000000.25)
+    result = {"v": contract.CONTRACT_VERSION, "worker": 1, "epochs": [{"loss": 0.5, "note": "é\n" * 5000}]}
+    reporter.write_json(contract.RESULT_FILE, result)
+    reporter.say("a line for people")
+    out = capsys.readouterr().out
+    assert all(len(line.encode()) <= contract.STDOUT_LINE_LIMIT for line in out.splitlines())
+    got = list(stdout_reports.records(out.splitlines()))
+    assert [name for name, _text in got] == [contract.EVENTS_FILE, contract.HEARTBEAT_FILE, contract.RESULT_FILE]
+    assert json.loads(got[0][1])["stage"] == "importing" and got[1][1] == "1700000000.250"
+    assert json.loads(got[2][1]) == result
+    assert not list((tmp_path / contract.replica_dir("worker", 1)).iterdir())  # nothing written to files
+
+
+def test_files_stay_the_default(trainer, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(contract.ENV_REPORT, raising=False)
+    reporter = trainer.reporter.Reporter(str(tmp_path), 0)
+    reporter.event(contract.EVENT_START, stage="importing")
+    assert capsys.readouterr().out == ""
+    assert (tmp_path / contract.replica_dir("worker", 0) / contract.EVENTS_FILE).read_text().count("\n") == 1
+
+
+def test_hostile_report_lines_are_ignored():
+    p = contract.STDOUT_PREFIX
+    lines = [f"{p} ../../etc/passwd 1/1 x", f"{p} result.json 2/1 x", f"{p} result.json 0/0 x",
+             f"{p} result.json 1/999999 x", f"{p} events.jsonl 1/2 {{", f"{p} events.jsonl 3/3 }}",
+             f"{p} heartbeat 1/1 5", f"{p}x heartbeat 1/1 6", "[orch] worker 0 done"]
+    assert list(stdout_reports.records(lines)) == [("heartbeat", "5")]
