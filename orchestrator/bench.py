@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import wheels
+from .frameworks import mpi
 from .errors import InvalidSpec, OrchError
 from .paths import Paths, asset_dir, default_paths
 from .safeio import read_json_bounded
@@ -183,7 +184,13 @@ def on_host(api: str, ranks: int, sizes: list[int], iterations: int, warmup: int
         env = {**os.environ, "BENCH_SHARED_DIR": tmp, "TF_CPP_MIN_LOG_LEVEL": "2"}
         log = open(Path(tmp) / "output.log", "wb")  # a file, not pipes: no rank blocks on a full pipe
         if api == "mpi":
-            procs = [subprocess.Popen([str(venv / "bin" / "mpiexec"), "-n", str(ranks), python, *args], env=env,
+            # As in the containers: UCX's copy through shared memory (no single-copy CMA, which needs ptrace
+            # rights and so differs between a host and a container), and Hydra's fork launcher, which starts the
+            # ranks here without asking whether this host is local (it would try ssh for a host it thinks is not).
+            env.update({"UCX_TLS": mpi.UCX_TRANSPORTS["shm"], "UCX_POSIX_USE_PROC_LINK": "y",
+                        "UCX_WARN_UNUSED_ENV_VARS": "n"})
+            launcher = [str(venv / "bin" / "mpiexec"), "-launcher", "fork", "-n", str(ranks)]
+            procs = [subprocess.Popen([*launcher, python, *args], env=env,
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)]
         else:
             hosts = [f"localhost:{p}" for p in _free_ports(ranks)]
