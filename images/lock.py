@@ -1,8 +1,10 @@
-"""Regenerate images/requirements.lock: `make lock`, or `python images/lock.py` with orch's venv.
+"""Regenerate the images' locks: `make lock`, or `python images/lock.py [tensorflow|torch]` with orch's venv.
 
-Resolves requirements.txt (with its dependencies) and requirements-nodeps.txt (without) with the host's
+For each image recipe (images/ for TensorFlow and MPI, images/torch/ for PyTorch): resolves its
+requirements.txt (with its dependencies) and requirements-nodeps.txt (without) with the host's
 pip for the image's interpreter (CPython 3.11, manylinux x86_64 up to glibc 2.36: the same target
-`orch build` downloads for), downloads every wheel (about 320 MB) into a temporary folder, and writes
+`orch build` downloads for), downloads every wheel (about 320 MB for TensorFlow, 3.2 GB for PyTorch)
+into a temporary folder, and writes
 each package's exact version and sha256. The wheels then seed orch's wheelhouse cache under the new
 lock's digest, so the next `orch build` does not download them again. Review the lock's diff and commit it.
 """
@@ -20,14 +22,20 @@ from orchestrator.wheels import generate_lock  # noqa: E402
 
 def main() -> int:
     images = Path(__file__).resolve().parent
-    try:
-        lock = generate_lock(images, default_paths().wheelhouse, lambda msg: print(msg, file=sys.stderr))
-    except OrchError as exc:
-        print(f"lock: error: {exc.message}", file=sys.stderr)
-        if exc.details:
-            print(exc.details, file=sys.stderr)
-        return 1
-    print(f"wrote {lock.path} ({len(lock.packages)} packages, digest {lock.digest})")
+    wanted = sys.argv[1:] or ["tensorflow", "torch"]
+    folders = {"tensorflow": images, "torch": images / "torch"}
+    for name in wanted:
+        if name not in folders:
+            print(f"lock: error: {name!r} is not a recipe; choose from {', '.join(folders)}", file=sys.stderr)
+            return 2
+        try:
+            lock = generate_lock(folders[name], default_paths().wheelhouse, lambda msg: print(msg, file=sys.stderr))
+        except OrchError as exc:
+            print(f"lock: error: {exc.message}", file=sys.stderr)
+            if exc.details:
+                print(exc.details, file=sys.stderr)
+            return 1
+        print(f"wrote {lock.path} ({len(lock.packages)} packages, digest {lock.digest})")
     return 0
 
 

@@ -28,7 +28,7 @@ ENV_CPUS = "ORCH_CPUS"
 ENV_CLUSTER = "ORCH_CLUSTER"
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
 # The variables a replica derives from those, which a shared pod template therefore leaves out.
-DERIVED_FROM_INDEX = (ENV_ROLE, ENV_WORKER_INDEX, ENV_NUM_WORKERS, "TF_CONFIG")
+DERIVED_FROM_INDEX = (ENV_ROLE, ENV_WORKER_INDEX, ENV_NUM_WORKERS, "TF_CONFIG", "RANK")
 
 # How a replica reports: "files" (the default) into its folder under ENV_OUT_DIR; "stdout" as lines on its
 # standard output, for engines with no folder shared with orch: each record is STDOUT_PREFIX, the name of the
@@ -68,6 +68,8 @@ FRAMEWORK_TRAINING_FIELDS = {
     "tensorflow": ("replicas", "parameter_servers", "steps_per_execution", "collective", "bytes_per_pack",
                    "collective_timeout", "log_reduction", "cache", "prefetch", "shuffle_buffer"),
     "mpi": ("transport",),
+    # The timeouts set gloo's own, a little beyond orch's, so orch names a stalled or missing rank first.
+    "torch": ("batch_per_worker", "startup_timeout", "stall_timeout"),
 }
 
 

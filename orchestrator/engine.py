@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional
 
-from .errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing, OrchError
+from .errors import BuildError, ComposeMissing, DockerError, EngineUnreachable, ImageMissing, OrchError
 
 LABEL_RUN = "orch.run"
 LABEL_ROLE = "orch.role"
@@ -28,6 +28,7 @@ COMPOSE_DOWN_TIMEOUT = 120  # on top of the stop grace period
 COMPOSE_QUICK = 30
 STACK_DEPLOY_TIMEOUT = 300  # creating a stack's services and network; the tasks start in the background
 STACK_RM_TIMEOUT = 120  # the services' removal is asked for; the tasks stop in the background
+IMAGE_RUN_TIMEOUT = 3600  # an image's install step in a container, and the commit of its layer (gigabytes)
 COPY_TIMEOUT = 1800  # `docker save | docker load` of a trainer image (1.4 GB) to another engine
 LABEL_STACK = "com.docker.stack.namespace"  # set by `docker stack deploy` on a stack's services and networks
 ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
@@ -179,6 +180,37 @@ class Engine:
                 raise DockerError(f"copying files into {path} of a container from {image} failed")
             self._call("commit", lambda: self.client.api.commit(
                 container, repository=repository, tag=version, message="orch build: trainer code", conf=config))
+        finally:
+            self.remove_container(container)
+
+    def run_to_image(self, image: str, command: list[str], mounts: dict[str, str], tag: str,
+                     config: dict[str, Any], say: Callable[[str], None]) -> None:
+        """Make image ``tag`` by running ``command`` in a container of ``image`` with no network and the host
+        folders ``mounts`` (host path -> container path) read-only, then committing it with ``config`` (the
+        image configuration: Env, Entrypoint, WorkingDir, Labels). The command's output goes to ``say``, line
+        by line; a non-zero exit is a BuildError with its last lines."""
+        binds = {host: {"bind": inside, "mode": "ro"} for host, inside in mounts.items()}
+        repository, _, version = tag.rpartition(":")
+        container = self._call("create", lambda: self.client.api.create_container(
+            image, command=command, user="0", network_disabled=True,
+            host_config=self.client.api.create_host_config(binds=binds, network_mode="none")))["Id"]
+        try:
+            self._call("start", lambda: self.client.api.start(container))
+            tail: list[str] = []
+            for line in _lines(self.client.api.logs(container, stream=True, follow=True)):
+                tail = (tail + [line])[-10:]
+                say(line)
+            api, quick = self.client.api, self.client.api.timeout
+            api.timeout = IMAGE_RUN_TIMEOUT  # committing gigabytes takes minutes
+            try:
+                status = self._call("wait", lambda: api.wait(container))
+                if status.get("StatusCode") != 0:
+                    raise BuildError(f"building {tag} failed (exit {status.get('StatusCode')})",
+                                     details="\n".join(tail))
+                self._call("commit", lambda: api.commit(
+                    container, repository=repository, tag=version, message=f"orch build: {tag}", conf=config))
+            finally:
+                api.timeout = quick
         finally:
             self.remove_container(container)
 

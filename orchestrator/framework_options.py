@@ -6,7 +6,7 @@ to ``FrameworkOptions`` and to ``OPTION_MODELS``.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,6 +131,41 @@ class MpiOptions(BaseModel):
         """Nothing of MPI's own depends on the job's shape; the spec checks the batch and the backend."""
 
 
+class TorchOptions(BaseModel):
+    """PyTorch (seed 002): DistributedDataParallel over gloo, one rank per container; one container is the serial
+    baseline, a plain training loop with no process group. SGD with momentum 0.9."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Literal["torch"] = Field("torch", description="the framework")
+    batch_per_worker: int = Field(
+        0, ge=0, le=65_536, json_schema_extra={"default_text": "off: --batch-size is the global batch"},
+        description="With --framework torch: each rank's own batch, so the global batch is this times --workers and "
+                    "grows with N (seed 002's per-process batch, to reproduce it); leave --batch-size out with it. "
+                    "0 = off: --batch-size is the global batch, split among the ranks, the same work per step for "
+                    "every N.",
+    )
+
+    # Generic fields whose default differs under this framework: seed 002's CNN, and SGD's learning rate.
+    generic_defaults: ClassVar[dict[str, object]] = {"model": "cnn", "learning_rate": 0.01}
+
+    def resolved_strategy(self, workers: int) -> str:
+        return "serial" if workers == 1 else "ddp"
+
+    def roles(self, workers: int) -> list[tuple[str, int]]:
+        return [("worker", workers)]
+
+    def reporting_roles(self, workers: int) -> tuple[str, ...]:
+        return ("worker",)
+
+    def per_worker_batch(self, workers: int, global_batch: int) -> int:
+        return global_batch // workers  # with --batch-per-worker the spec derives the global batch from it
+
+    def check(self, workers: int, global_batch: int) -> None:
+        """Nothing of PyTorch's own depends on the job's shape; the spec checks the batch and the model."""
+
+
 # A discriminated union: a spec's ``framework.name`` picks the model that validates the rest.
-FrameworkOptions = Annotated[Union[TensorFlowOptions, MpiOptions], Field(discriminator="name")]
-OPTION_MODELS: dict[str, type[BaseModel]] = {"tensorflow": TensorFlowOptions, "mpi": MpiOptions}
+FrameworkOptions = Annotated[Union[TensorFlowOptions, MpiOptions, TorchOptions], Field(discriminator="name")]
+OPTION_MODELS: dict[str, type[BaseModel]] = {"tensorflow": TensorFlowOptions, "mpi": MpiOptions,
+                                             "torch": TorchOptions}

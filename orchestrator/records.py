@@ -48,6 +48,10 @@ class EpochEvent(_Record):
     validation_seconds: Optional[float] = Field(None, ge=0)
     reduction_seconds: Optional[float] = Field(None, ge=0)
     checkpoint_seconds: Optional[float] = Field(None, ge=0)
+    # Of the training steps' time, where the trainer measures them (PyTorch): the steps' own work, and the wait
+    # for the gradients' all-reduce that backward could not hide.
+    compute_seconds: Optional[float] = Field(None, ge=0)
+    allreduce_wait_seconds: Optional[float] = Field(None, ge=0)
 
 
 class DoneEvent(_Record):

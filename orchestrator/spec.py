@@ -92,10 +92,12 @@ class JobSpec(BaseModel):
     epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e"), description="Epochs.")
     global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b"),
                               description="GLOBAL batch, summed over workers: the same work per step for every N.")
-    learning_rate: float = Field(1e-3, gt=0, le=10, description="Adam learning rate.")
+    learning_rate: float = Field(1e-3, gt=0, le=10, json_schema_extra=flag(default_text="0.001; 0.01 for torch"),
+                                 description="Learning rate: Adam's (TensorFlow, MPI), or SGD's with momentum 0.9 "
+                                             "(--framework torch, as seed 002).")
     seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
     model: Literal["mlp", "cnn", "text"] = Field(
-        "mlp",
+        "mlp", json_schema_extra=flag(default_text="mlp; cnn for torch"),
         description="mlp: seed 000's MLP (784, 25, 15 and 10 units); cnn: seed 002's CNN (two convolutions with "
                     "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
                     "data sets only).",
@@ -156,6 +158,30 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _framework_defaults(cls, data: Any) -> Any:
+        """Generic fields left out take the framework's own defaults (``generic_defaults``: PyTorch's model and
+        learning rate); with PyTorch's --batch-per-worker the global batch follows from it."""
+        if not isinstance(data, dict):
+            return data
+        framework = data.get("framework")
+        name = framework.name if isinstance(framework, BaseModel) else (
+            framework.get("name", "tensorflow") if isinstance(framework, dict) else None)
+        model = OPTION_MODELS.get(name) if isinstance(name, str) else None
+        if model is None:
+            return data
+        data = {**{k: v for k, v in getattr(model, "generic_defaults", {}).items()}, **data}
+        per = framework.batch_per_worker if isinstance(framework, BaseModel) else (
+            framework.get("batch_per_worker") if isinstance(framework, dict) else None)
+        workers = data.get("workers", 1)
+        if per and isinstance(per, int) and isinstance(workers, int) and not isinstance(workers, bool):
+            if "global_batch" in data and data["global_batch"] != per * workers:
+                raise ValueError(f"global_batch: --batch-per-worker {per} with {workers} workers is a global batch "
+                                 f"of {per * workers}, got --batch-size {data['global_batch']}; leave --batch-size out")
+            data["global_batch"] = per * workers
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _default_roles(cls, data: Any) -> Any:
         """Roles left out are the framework's for ``workers``; a framework that does not validate leaves
         them to the field's own error."""
@@ -188,7 +214,9 @@ class JobSpec(BaseModel):
         strategy = self.framework.resolved_strategy(self.workers)
         if self.framework.name == "mpi":
             self._check_mpi()
-        if self.checkpoint_every and strategy in ("custom", "ps", "mpi"):
+        if self.framework.name == "torch":
+            self._check_torch()
+        if self.checkpoint_every and strategy in ("custom", "ps", "mpi", "serial", "ddp"):
             raise ValueError(f"checkpoint_every: {strategy} checkpoints after every epoch; --checkpoint-every sets "
                              "Keras' BackupAndRestore in fit() (single, mirrored, mwms)")
         if strategy == "mirrored" and self.gpus and self.framework.replicas > self.gpus:
@@ -247,6 +275,18 @@ class JobSpec(BaseModel):
             raise ValueError(f"transport: shm makes the containers share one host's IPC and PID namespaces, which "
                              f"only Compose can; use --transport tcp with --backend {self.backend}")
 
+    def _check_torch(self) -> None:
+        """Raise ValueError (one line) where a PyTorch job asks for what orch's PyTorch trainer does not do."""
+        if self.model == "text":
+            raise ValueError("model: --framework torch trains seed 002's cnn or the mlp on images; text is "
+                             "TensorFlow's")
+        if self.gpus:
+            raise ValueError("gpus: orch's PyTorch image is built for CPUs (cuDNN's kernels and the GPU linear "
+                             "algebra are left out of it); leave --gpus out")
+        if self.network == "host":
+            raise ValueError("network: --framework torch meets on the cluster network; --network host would put "
+                             "gloo's unauthenticated ports on every interface of this host; leave --network out")
+
     def _check_engine_fields(self) -> None:
         """Raise ValueError (one line, naming the flag) if the engine-specific fields do not fit the backend."""
         if self.registry is not None and not re.fullmatch(REGISTRY_PATTERN, self.registry):
@@ -303,7 +343,10 @@ class JobSpec(BaseModel):
 
     def replace(self, **changes: Any) -> "JobSpec":
         """Return a new, validated spec with ``changes`` (flat field names) applied."""
-        return make_spec(**{**self.flat(), **changes})
+        fields = self.flat()
+        if fields.get("batch_per_worker") and "global_batch" not in changes:
+            del fields["global_batch"]  # it follows from the per-worker batch and the (new) worker count
+        return make_spec(**{**fields, **changes})
 
     def training_fields(self) -> dict[str, Any]:
         """The fields the trainer reads, as the contract names them."""

@@ -21,6 +21,15 @@ def images():
     return build(bootstrap=True, say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
+@pytest.fixture(scope="session")
+def torch_image(images):
+    """orch's PyTorch image, built (or found up to date) once per test session, after the base image. Its
+    wheels (3.2 GB) are downloaded once per machine."""
+    from orchestrator.torch_images import build
+
+    return build(say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
+
+
 @pytest.fixture
 def orch_env(tmp_path):
     """Environment for an `orch` subprocess whose runs go to a fresh folder."""

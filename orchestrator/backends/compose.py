@@ -5,7 +5,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from .. import __version__
+from .. import __version__, frameworks
 from ..engine import LABEL_RUN, ContainerState, Engine
 from ..timestamps import parse_timestamp
 from ..render import render_template
@@ -88,6 +88,7 @@ class ComposeBackend(Backend):
                 # /etc/hosts would map to themselves), and the group's first replica's IPC and PID namespaces.
                 "hostname": f"{r.host_group}-host" if r.host_group else r.name,
                 "ipc": "" if not r.host_group else "shareable" if r.name == r.host_group else f"service:{r.host_group}",
+                "shm_mb": frameworks.shm_mb(spec) if not r.host_group else 0,
             }
             for i, r in enumerate(plan.replicas)
         ]
@@ -101,7 +102,7 @@ class ComposeBackend(Backend):
             "pids_limit": spec.pids_limit,
             "cpus": spec.cpus,
             "gpus": spec.gpus,
-            "shm_mb": SHM_MB,
+            "group_shm_mb": max(SHM_MB, frameworks.shm_mb(spec)),
             "run_label": LABEL_RUN,
         })
 
@@ -109,7 +110,8 @@ class ComposeBackend(Backend):
     def preflight(self, plan: "Plan") -> None:
         self.engine.ping()
         self.engine.compose_version()
-        hint = "run `orch build` first" if plan.spec.image is None else "pull or build it first"
+        hint = (f"run `{frameworks.build_command(plan.spec)}` first" if plan.spec.image is None
+                else "pull or build it first")
         self.engine.require_image(plan.image, hint)
 
     def apply(self, plan: "Plan", artifact: Path) -> None:

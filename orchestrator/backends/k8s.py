@@ -321,7 +321,8 @@ class KubernetesBackend(Backend):
             {"name": "run", "emptyDir": {"sizeLimit": RUN_SIZE}},
             {"name": "shared", **shared},
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": TMP_SIZE}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory",
+                                           "sizeLimit": f"{frameworks.shm_mb(spec)}Mi" if frameworks.shm_mb(spec) else SHM_SIZE}},
         ]
 
     # -- the cluster: the official client, through kube.KubeApi --------------------------------

@@ -277,7 +277,7 @@ class SwarmBackend(Backend):
         volumes += [
             {"type": "tmpfs", "target": contract.OUT_MOUNT, "tmpfs": {"size": RUN_BYTES}},
             {"type": "tmpfs", "target": "/tmp", "tmpfs": {"size": TMP_BYTES}},
-            {"type": "tmpfs", "target": "/dev/shm", "tmpfs": {"size": SHM_BYTES}},
+            {"type": "tmpfs", "target": "/dev/shm", "tmpfs": {"size": frameworks.shm_mb(spec) * MiB or SHM_BYTES}},
         ]
         limits: dict[str, Any] = {"memory": f"{spec.memory_mb}M", "pids": spec.pids_limit}
         if spec.cpus:
@@ -327,7 +327,8 @@ class SwarmBackend(Backend):
                               "checkpoints in this host's run folder, which the other nodes cannot read; use "
                               "--max-restarts 0 (a failed run then fails), or a swarm of one node")
         if plan.spec.registry is None:
-            hint = "run `orch build` first" if plan.spec.image is None else "pull or build it first"
+            hint = (f"run `{frameworks.build_command(plan.spec)}` first" if plan.spec.image is None
+                else "pull or build it first")
             self.engine.require_image(_base_image(plan), hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:

@@ -19,6 +19,14 @@ from .tables import images_table
                    "signatures; only debootstrap runs as root (through sudo when orch is not root).")
 @click.option("--mirror", default="http://deb.debian.org/debian", show_default=True, help="Debian mirror for --bootstrap-base.")
 @click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
+@click.option("--framework", "frameworks", multiple=True, type=click.Choice(["tensorflow", "torch"]),
+              help="Which trainer images to build: tensorflow (TensorFlow and MPI, the default) or torch (PyTorch: "
+                   "3.2 GB of wheels, downloaded once, built only when asked for). Repeatable.")
+@click.option("--torch-index", metavar="URL", envvar="ORCH_TORCH_INDEX", show_envvar=True,
+              help="Take torch from this package index as well as the host's own, e.g. PyTorch's CPU-only index "
+                   "https://download.pytorch.org/whl/cpu: its CPU build outranks PyPI's CUDA build of the same "
+                   "version, so the image needs no CUDA libraries. Locked on first download. [default: PyPI's "
+                   "torch, from images/torch/requirements.lock]")
 @click.option("--requirements", metavar="FILE", type=click.Path(dir_okay=False),
               help="Also build an image with the extra packages of this requirements file, for `orch up --script "
                    "... --requirements FILE`: downloaded by the host's pip, added to orch's image, offline.")
@@ -30,8 +38,9 @@ from .tables import images_table
 @format_option
 @pass_env
 def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: str, force: bool,
-          requirements: Optional[str], datasets: tuple[str, ...], fmt: str) -> None:
-    """Build the single- and multi-worker trainer images, offline.
+          frameworks: tuple[str, ...], torch_index: Optional[str], requirements: Optional[str],
+          datasets: tuple[str, ...], fmt: str) -> None:
+    """Build the trainer images, offline: TensorFlow's (with MPI) by default, PyTorch's with --framework torch.
 
     Python packages are downloaded by the host's pip into a cached wheelhouse and installed in the
     image with --no-index; no container reaches the network. Images whose inputs have not changed
@@ -42,8 +51,18 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
     from ..images import BuiltImage, build as build_images
 
     status = env.err.status("building images", spinner="dots") if env.stderr_isatty else contextlib.nullcontext()
+    wanted = set(frameworks or ("tensorflow",))
+    source = click.get_current_context().get_parameter_source("torch_index")
+    if torch_index and "torch" not in wanted and source == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--torch-index is for the PyTorch image; add --framework torch")
     with status:
-        results = build_images(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, say=env.say)
+        results = []
+        if "tensorflow" in wanted or bootstrap_base:
+            results = build_images(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, say=env.say)
+        if "torch" in wanted:
+            from ..torch_images import build as build_torch
+
+            results += build_torch(base=base, force=force, index=torch_index, say=env.say)
         if requirements is not None:
             from ..user_images import build as build_user
 

@@ -32,9 +32,20 @@ class Framework(Protocol):
 
 
 # name -> module; each module has a FRAMEWORK object. Modules load only when a framework is asked for.
-FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow", "mpi": "mpi"}
+FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow", "mpi": "mpi", "torch": "torch"}
 
 
 def get(name: str) -> Framework:
     """The framework called ``name`` (the spec has validated it)."""
     return importlib.import_module(f".{FRAMEWORKS[name]}", __name__).FRAMEWORK
+
+
+def shm_mb(spec: "JobSpec") -> int:
+    """The /dev/shm a replica of ``spec`` needs in MiB, or 0 for the engine's default (64 MiB): a framework whose
+    processes share tensors through it (PyTorch's DataLoader workers) asks for more with ``shm_mb``."""
+    return getattr(get(spec.framework.name), "shm_mb", 0)
+
+
+def build_command(spec: "JobSpec") -> str:
+    """The command that builds the image orch's own trainer runs in for ``spec``'s framework."""
+    return getattr(get(spec.framework.name), "build_command", "orch build")

@@ -50,6 +50,10 @@ def env_from_index(environ: Mapping[str, str]) -> dict[str, str]:
         contract.ENV_WORKER_INDEX: str(index),
         contract.ENV_NUM_WORKERS: str(len(dict(cluster)[role])),
     }
+    if "MASTER_ADDR" in environ:  # PyTorch: the rank is the replica's place across the whole cluster
+        before = sum(len(addresses) for name, addresses in cluster[:[n for n, _ in cluster].index(role)])
+        env["RANK"] = str(before + index)
+        return env
     config = tf_config(cluster, role, index)
     if config is not None:
         env["TF_CONFIG"] = json.dumps(config, separators=(",", ":"), sort_keys=True)

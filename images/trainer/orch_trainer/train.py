@@ -134,6 +134,11 @@ def main() -> int:
     job, worker, num_workers, data_dir, out_dir = job_from_env()
     reporter = Reporter(out_dir, worker, role_from_env())
     try:
+        if job["framework"] == "torch":
+            from .torch_loop import train
+
+            train(reporter, job, worker, num_workers, data_dir)
+            return 0
         if job["strategy"] == "ps" and reporter.role != "chief":
             from .ps_loop import serve
 

@@ -1,0 +1,149 @@
+"""PyTorch's framework, pure: the rendezvous environment of every rank, the rendered Compose file, the spec's
+PyTorch defaults and refusals, the CPU-only index's download command, and gloo's interface."""
+import json
+import socket
+
+import pytest
+import yaml
+
+from orchestrator import frameworks
+from orchestrator.errors import InvalidSpec
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+from orchestrator.spec import make_spec
+from orchestrator.torch_images import index_download_args
+
+from .conftest import ROOT, run_orch
+from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
+
+
+def _paths(tmp_path):
+    return Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_every_rank_gets_the_environment_rendezvous(workers, tmp_path):
+    p = plan(make_spec(framework="torch", workers=workers, run_id="t"), _paths(tmp_path))
+    for position, replica in enumerate(p.replicas):
+        env = replica.env
+        assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("worker-0", "29500")
+        assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(position), str(workers), "0")
+        assert replica.image == "orch-torch:0.1.0"
+        assert replica.rendezvous["torch"] == {"rank": position, "world_size": workers, "master": "worker-0",
+                                               "master_port": 29500, "backend": "gloo", "init_method": "env://"}
+        assert json.loads(env["ORCH_JOB"])["strategy"] == "ddp"
+
+
+def test_one_worker_is_the_serial_baseline_with_no_process_group(tmp_path):
+    (replica,) = plan(make_spec(framework="torch", run_id="t"), _paths(tmp_path)).replicas
+    assert not {"MASTER_ADDR", "RANK", "WORLD_SIZE"} & set(replica.env)
+    assert json.loads(replica.env["ORCH_JOB"])["strategy"] == "serial" and replica.rendezvous == {"torch": None}
+
+
+def test_the_compose_file_is_locked_down_with_shared_memory_for_each_rank(tmp_path):
+    p = plan(make_spec(framework="torch", workers=2, run_id="t"), _paths(tmp_path))
+    services = yaml.safe_load(p.artifact)["services"]
+    for name in ("worker-0", "worker-1"):
+        s = services[name]
+        assert s["shm_size"] == "512m" and s["read_only"] and s["cap_drop"] == ["ALL"]
+        assert "no-new-privileges:true" in s["security_opt"] and s["user"] == "1000:1000"
+        assert s["networks"] == ["cluster"] and "ipc" not in s and "entrypoint" not in s
+    swarm = plan(make_spec(framework="torch", workers=2, run_id="t", backend="swarm"), _paths(tmp_path))
+    mounts = yaml.safe_load(swarm.artifact)["services"]["worker-0"]["volumes"]
+    assert {"type": "tmpfs", "target": "/dev/shm", "tmpfs": {"size": 512 * 2**20}} in mounts
+
+
+def test_a_users_script_runs_under_the_interface_launcher(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text("print('hi')\n")
+    p = plan(make_spec(framework="torch", workers=2, run_id="t", script=str(script), script_args=("--x", "1")),
+             _paths(tmp_path))
+    assert p.replicas[1].command == ("python3", "-m", "orch_trainer.torch_env", "python3", "-u",
+                                     "/orch/script/ddp.py", "--x", "1")
+    assert p.replicas[1].env["RANK"] == "1"
+    one = plan(make_spec(framework="torch", run_id="t", script=str(script)), _paths(tmp_path))
+    assert one.replicas[0].command == ("python3", "-u", "/orch/script/ddp.py")
+
+
+def test_pytorch_defaults_are_seed_002s():
+    spec = make_spec(framework="torch", workers=2)
+    assert (spec.model, spec.learning_rate, spec.global_batch) == ("cnn", 0.01, 96)
+    assert make_spec(framework="torch", model="mlp", learning_rate=0.1).model == "mlp"
+    assert make_spec(workers=2).learning_rate == 1e-3  # TensorFlow's stay
+    assert spec.training_fields()["batch_per_worker"] == 0
+
+
+def test_batch_per_worker_makes_the_global_batch_grow_with_the_ranks():
+    spec = make_spec(framework="torch", workers=4, batch_per_worker=64)
+    assert spec.global_batch == 256 and spec.replace(workers=8).global_batch == 512
+    assert make_spec(framework="torch", workers=4, batch_per_worker=64, global_batch=256).global_batch == 256
+    with pytest.raises(InvalidSpec, match="--batch-per-worker 64 with 4 workers is a global batch of 256, got "
+                                          "--batch-size 96; leave --batch-size out"):
+        make_spec(framework="torch", workers=4, batch_per_worker=64, global_batch=96)
+    with pytest.raises(InvalidSpec, match="batch_per_worker: --batch-per-worker is an option of --framework torch"):
+        make_spec(workers=2, batch_per_worker=64)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"model": "text", "dataset": "vader-reviews"}, "model: --framework torch trains seed 002's cnn or the mlp"),
+    ({"gpus": 1}, "gpus: orch's PyTorch image is built for CPUs"),
+    ({"network": "host", "expose_ports_on_host": True}, "network: --framework torch meets on the cluster network"),
+    ({"checkpoint_every": 10}, "checkpoint_every: ddp checkpoints after every epoch"),
+    ({"strategy": "mwms"}, "strategy: --strategy is an option of --framework tensorflow, not torch"),
+])
+def test_what_pytorch_does_not_do_is_refused_in_one_line(fields, message):
+    with pytest.raises(InvalidSpec) as info:
+        make_spec(framework="torch", workers=2, **fields)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_cpu_only_index_is_asked_for_the_locked_versions():
+    assert index_download_args("https://download.pytorch.org/whl/cpu") == [
+        "--extra-index-url", "https://download.pytorch.org/whl/cpu", "torch==2.9.1", "numpy==2.4.6"]
+    for bad in ("download.pytorch.org/whl/cpu", "file:///etc", "https://x y", "ftp://mirror/simple"):
+        with pytest.raises(InvalidSpec, match="is not an http\\(s\\) URL of a package index"):
+            index_download_args(bad)
+
+
+def test_the_cli_refuses_a_bad_index_before_building(orch_env):
+    proc = run_orch(["build", "--framework", "torch", "--torch-index", "not a url"], orch_env)
+    assert proc.returncode == 2 and "is not an http(s) URL of a package index" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = run_orch(["build", "--torch-index", "https://example.org/simple"], orch_env)
+    assert proc.returncode == 2 and "--torch-index is for the PyTorch image; add --framework torch" in proc.stderr
+
+
+def test_the_lock_pins_torch_and_the_libraries_it_links():
+    from orchestrator.wheels import check_fresh, read_lock
+
+    lock = read_lock(ROOT / "images" / "torch" / "requirements.lock")
+    check_fresh(lock, ROOT / "images" / "torch")
+    assert lock.packages["torch"].version == "2.9.1"
+    assert {"nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cublas-cu12"} <= set(lock.packages)
+    assert not {"triton", "nvidia-cusolver-cu12", "tensorflow-cpu"} & set(lock.packages)
+    assert frameworks.build_command(make_spec(framework="torch")) == "orch build --framework torch"
+
+
+def test_kubernetes_pods_derive_their_rank_from_the_completion_index(trainer):  # noqa: F811
+    rendezvous = trainer.rendezvous
+    cluster = [["worker", ["a:29500", "b:29500", "c:29500"]]]
+    env = rendezvous.env_from_index({"ORCH_CLUSTER": json.dumps(cluster), "JOB_COMPLETION_INDEX": "2",
+                                     "MASTER_ADDR": "a"})
+    assert env["RANK"] == "2" and env["ORCH_WORKER_INDEX"] == "2" and "TF_CONFIG" not in env
+
+
+def test_gloo_is_bound_to_the_interface_that_reaches_the_master():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("torch_env", ROOT / "images/trainer/orch_trainer/torch_env.py")
+    torch_env = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(torch_env)  # standard library only, as in the image
+
+    assert torch_env.cluster_interface("127.0.0.1") == "lo"
+    env = {"MASTER_ADDR": "127.0.0.1"}
+    assert torch_env.set_interface(env) == "lo" and env["GLOO_SOCKET_IFNAME"] == "lo"
+    mine = {"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "eth9"}
+    assert torch_env.set_interface(mine) == "eth9"  # the user's choice stands
+    assert torch_env.set_interface({}) is None  # the serial baseline has no master
+    assert torch_env.cluster_interface("no-such-host.invalid") is None
+    assert socket.if_nameindex()

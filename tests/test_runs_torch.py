@@ -1,0 +1,100 @@
+"""PyTorch DDP in real containers (`--framework torch`): 1 and 2 ranks reach the same model each on its shard, a
+killed rank is survived by a whole-group restart from rank 0's checkpoint, a rank that never starts times out
+by name, and a user's DDP script meets its peers through orch's environment. Each test removes what it started,
+even on failure. The PyTorch image is built once per session (its wheels are downloaded once per machine)."""
+import json
+import subprocess
+
+import pytest
+
+from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from .test_runs_faults import _container, _start
+
+pytestmark = pytest.mark.docker
+
+SMALL = ["--framework", "torch", "--dataset", "mnist", "--samples", "3000", "--epochs", "2"]
+LONG = ["--framework", "torch", "--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs", "4"]
+
+
+def _up(args, orch_env, run_id):
+    proc = run_orch(["up", *args, "--run-id", run_id, "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["workers"]
+
+
+def test_one_and_two_ranks_reach_the_same_model_each_on_its_shard(torch_image, orch_env, tmp_path, cleanup):
+    cleanup.extend(["live-torch-1", "live-torch-2"])
+    one = _up([*SMALL, "--workers", "1"], orch_env, "live-torch-1")
+    two = _up([*SMALL, "--workers", "2"], orch_env, "live-torch-2")
+    # The same global batches, split by DistributedSampler, the same dropout masks: the same updates, so the
+    # same test accuracy on every rank, each computed from that rank's own weights.
+    assert {w["test_accuracy"] for w in one + two} == {one[0]["test_accuracy"]}
+    assert one[0]["test_accuracy"] > 0.15  # chance is 0.1
+    assert [w["samples_per_epoch"] for w in one] == [[1920, 1920]]  # 64% of 3,000
+    assert [w["samples_per_epoch"] for w in two] == [[960, 960]] * 2  # each rank's shard, measured
+    run = tmp_path / "runs" / "live-torch-2"
+    for i in range(2):
+        result = json.loads((run / f"worker-{i}" / "result.json").read_text())
+        assert result["backend"] == "gloo" and result["gloo_interface"] not in (None, "lo")  # the cluster network
+        assert result["strategy"] == "ddp" and result["torch"].startswith("2.9.1")
+        epoch = result["epochs"][0]
+        assert epoch["compute_seconds"] > 0 and epoch["allreduce_in_flight_seconds"] > 0
+        assert f"worker {i}/2:" in (run / "logs" / f"worker-{i}.log").read_text()
+    serial = json.loads((tmp_path / "runs" / "live-torch-1" / "worker-0" / "result.json").read_text())
+    assert serial["strategy"] == "serial" and serial["backend"] is None
+    collected = run_orch(["collect", "live-torch-1", "live-torch-2", "--format", "json"], orch_env)
+    assert collected.returncode == 0, collected.stderr
+    for run_id in ("live-torch-1", "live-torch-2"):
+        assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_a_killed_rank_restarts_the_group_from_rank_0s_checkpoint(torch_image, orch_env, tmp_path, cleanup):
+    run_id = "live-torch-restart"
+    cleanup.append(run_id)
+    run_dir = tmp_path / "runs" / run_id
+    proc = _start([*LONG, "--max-restarts", "1", "--run-id", run_id, "--format", "json"], orch_env)
+    try:
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 300, "worker 1's first epoch")
+        subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "worker-1 was killed by signal 9" in err and "(restart 1 of 1)" in err
+    workers = json.loads(out)["workers"]
+    assert len(workers) == 2 and len({w["test_accuracy"] for w in workers}) == 1
+    resumed = [e["epoch"] for e in replica_events(run_dir, 0) if e["event"] == "resumed"]
+    assert resumed and resumed[0] >= 2  # from the checkpoint, not from scratch
+    assert json.loads((run_dir / "run.json").read_text())["restarts"][0]["exit_code"] == 137
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_a_rank_that_never_starts_times_out_by_name(torch_image, orch_env, tmp_path, cleanup):
+    run_id = "live-torch-startup"
+    cleanup.append(run_id)
+    proc = _start([*SMALL, "--workers", "2", "--startup-timeout", "20", "--run-id", run_id], orch_env)
+    try:
+        wait_for(lambda: len(orch_containers(run_id)) == 2, 120, "the containers")
+        subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "orch: error: worker-1 did not join the cluster within the startup timeout of 20 s" in stderr
+    assert json.loads((tmp_path / "runs" / run_id / "run.json").read_text())["state"] == "timed-out"
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_a_users_ddp_script_meets_its_peers_through_the_environment(torch_image, orch_env, tmp_path, cleanup):
+    run_id = "live-torch-script"
+    cleanup.append(run_id)
+    proc = run_orch(["up", "--framework", "torch", "--workers", "2", "--script", str(ROOT / "examples" / "torch_ddp.py"),
+                     "--run-id", run_id, "--format", "json", "--", "--epochs", "2"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    workers = json.loads(proc.stdout)["workers"]
+    assert [w["samples_per_epoch"] for w in workers] == [[1536, 1536]] * 2  # DistributedSampler's halves
+    assert len({w["test_accuracy"] for w in workers}) == 1 and workers[0]["test_accuracy"] > 0.7
+    for i in range(2):
+        log = (tmp_path / "runs" / run_id / "logs" / f"worker-{i}.log").read_text()
+        assert f"rank {i} of 2 via eth" in log  # gloo on the cluster network's interface, not loopback
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
