@@ -57,10 +57,11 @@ TRANSPORTS = (
               "MPICH over UCX's TCP, one container per rank on the run's bridge"),
     Transport("mpi-shm", "mpi", {"framework": "mpi", "transport": "shm"},
               "MPICH over UCX's shared memory, the containers sharing one IPC and PID namespace"),
-    Transport("gloo", "gloo", {}, "PyTorch's gloo over TCP",
-              unavailable="needs a PyTorch image, which orch does not build yet (PyTorch DDP is its own issue)"),
+    Transport("gloo", "gloo", {"framework": "torch"},
+              "PyTorch's gloo over TCP (DistributedDataParallel's backend), one container per rank on the run's bridge"),
 )
-HOST_PACKAGES = {"mpi": ("mpich", "mpi4py", "numpy"), "tensorflow": None}  # None: the whole lock
+HOST_PACKAGES = {"mpi": ("mpich", "mpi4py", "numpy"), "tensorflow": None, "gloo": None}  # None: the whole lock
+RECIPES = {"mpi": "", "tensorflow": "", "gloo": "torch"}  # each API's image recipe under images/: its lock
 
 
 @dataclass
@@ -137,13 +138,14 @@ def in_containers(transport: Transport, ranks: int, sizes: list[int], iterations
 def host_env(api: str, paths: Paths, say: Say) -> Path:
     """A virtual environment on this host with the images' own wheels for ``api`` (made once, then reused)."""
     from .images import wheelhouse
+    from .torch_images import _wheelhouse as torch_wheelhouse
 
-    lock = wheels.read_lock(asset_dir("images") / "requirements.lock")
+    lock = wheels.read_lock(asset_dir("images") / RECIPES[api] / "requirements.lock")
     wanted = HOST_PACKAGES[api]
     venv = paths.cache / "bench-venv" / f"{lock.digest}-{api}"
     if (venv / "ready").is_file():
         return venv
-    house = wheelhouse(paths, say)
+    house = torch_wheelhouse(None, paths, say)[0] if api == "gloo" else wheelhouse(paths, say)
     packages = [p for name, p in sorted(lock.packages.items()) if wanted is None or name in wanted]
     say(f"making a host environment for the {api} reference from the wheelhouse ({len(packages)} packages)")
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -192,6 +194,11 @@ def on_host(api: str, ranks: int, sizes: list[int], iterations: int, warmup: int
             launcher = [str(venv / "bin" / "mpiexec"), "-launcher", "fork", "-n", str(ranks)]
             procs = [subprocess.Popen([*launcher, python, *args], env=env,
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)]
+        elif api == "gloo":  # one store on rank 0, every rank on loopback, as DDP's env:// rendezvous
+            gloo = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_ports(1)[0]),
+                    "WORLD_SIZE": str(ranks), "GLOO_SOCKET_IFNAME": "lo"}
+            procs = [subprocess.Popen([python, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                      env={**gloo, "RANK": str(i)}) for i in range(ranks)]
         else:
             hosts = [f"localhost:{p}" for p in _free_ports(ranks)]
             procs = [subprocess.Popen([python, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

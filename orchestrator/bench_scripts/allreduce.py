@@ -5,6 +5,8 @@ replicas. Rank 0 writes what it measured as JSON to --out (default: allreduce.js
 
 - mpi: mpi4py's Allreduce, sum of float32, in place. Every rank waits at a barrier before each call, so a
   sample is the collective alone, not the ranks' skew; the sample is the slowest rank's time for that call.
+- gloo: torch.distributed's all_reduce over gloo (what DistributedDataParallel uses on CPUs), sum of float32,
+  met through the environment (MASTER_ADDR, RANK, WORLD_SIZE); a barrier before each call, as for mpi.
 - tensorflow: MultiWorkerMirroredStrategy's ring all-reduce, as orch's trainer configures it (32 MiB packs).
   Ten all-reduces run to one tf.function call and a sample is the call's time over ten: Python's dispatch,
   which a training step pays once per many all-reduces, stays out of the figure.
@@ -40,6 +42,32 @@ def _mpi(sizes: list[int], iterations: int, warmup: int) -> dict | None:
         rows.append({"bytes": int(buffer.nbytes), "samples": slowest.tolist()})
     library = MPI.Get_library_version().splitlines()[0]
     return {"api": "mpi", "ranks": comm.size, "library": library, "rows": rows} if comm.rank == 0 else None
+
+
+def _gloo(sizes: list[int], iterations: int, warmup: int) -> dict | None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")  # env://, from the variables orch (or the host reference) set
+    rank, ranks = dist.get_rank(), dist.get_world_size()
+    rows = []
+    for size in sizes:
+        tensor = torch.ones(max(1, size // 4), dtype=torch.float32)
+        times = []
+        for i in range(warmup + iterations):
+            dist.barrier()
+            started = time.perf_counter()
+            dist.all_reduce(tensor)
+            if i >= warmup:
+                times.append(time.perf_counter() - started)
+        slowest = torch.tensor(times, dtype=torch.float64)
+        dist.reduce(slowest, 0, op=dist.ReduceOp.MAX)
+        rows.append({"bytes": int(tensor.numel()) * 4, "samples": slowest.tolist()})
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"api": "gloo", "ranks": ranks, "library": f"PyTorch {torch.__version__} gloo",
+            "rows": rows} if rank == 0 else None
 
 
 def _tensorflow(sizes: list[int], iterations: int, warmup: int) -> dict | None:
@@ -94,13 +122,13 @@ def _leave_together(rank: int, ranks: int, timeout: float = 60.0) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--api", choices=("mpi", "tensorflow"), required=True)
+    parser.add_argument("--api", choices=("mpi", "tensorflow", "gloo"), required=True)
     parser.add_argument("--sizes", type=int, nargs="+", required=True, help="message sizes in bytes")
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--out", help="where rank 0 writes its JSON")
     args = parser.parse_args()
-    measured = (_mpi if args.api == "mpi" else _tensorflow)(args.sizes, args.iterations, args.warmup)
+    measured = {"mpi": _mpi, "gloo": _gloo, "tensorflow": _tensorflow}[args.api](args.sizes, args.iterations, args.warmup)
     if measured is not None:
         out = args.out or os.path.join(os.environ.get("ORCH_OUTPUT_DIR", "."), "allreduce.json")
         with open(out + ".tmp", "w") as f:

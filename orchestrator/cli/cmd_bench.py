@@ -65,9 +65,10 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
     """One all-reduce between containers placed exactly as orch places a job's replicas.
 
     For each transport (TensorFlow's ring on the bridge and on shared loopback, MPI over TCP and over shared
-    memory, gloo where a PyTorch image exists), each rank count and each message size: p50 and p99 latency and
-    bus bandwidth, beside the same all-reduce between bare host processes. Writes a table, JSON and a plot of
-    latency against size to --out. Each measurement is a short orch job; the whole default sweep takes minutes.
+    memory, PyTorch's gloo over TCP, which needs `orch build --framework torch`), each rank count and each
+    message size: p50 and p99 latency and bus bandwidth, beside the same all-reduce between bare host processes
+    (a virtual environment of the images' own wheels, made once). Writes a table, JSON and a plot of latency
+    against size to --out. Each measurement is a short orch job; the whole default sweep takes minutes.
 
       orch bench allreduce --tiny
       orch bench allreduce --ranks 3 --sizes 80K --out benchmarks/results
