@@ -27,7 +27,8 @@ SUMMARY_SCHEMA_VERSION = 1
 PREDICTIONS_LIMIT = 8 << 20  # bytes of a predictions.npz; the trainer's is about 20 KB
 MEMBER_LIMIT = 1 << 20  # bytes of one array in it, unpacked
 MAX_PREDICTIONS = 100  # images in it
-EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time"]
+EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time",
+                "compute_seconds", "allreduce_wait_seconds"]
 Events = list[tuple[Key, Any]]
 
 
@@ -107,6 +108,11 @@ def summarize(run: RunDir) -> Collected:
     net = [w["net_rx_bytes"] + w["net_tx_bytes"] for w in per_worker + serving if w["net_rx_bytes"] is not None]
     first = [e for e in epochs if keys and e["worker"] == keys[0][1]]  # in sync training every replica agrees
     epoch_times = [e["seconds"] for e in first if e.get("seconds") is not None]
+    # Throughput: every worker's own samples over its own train time, summed (measured, not assumed equal).
+    rates = [sum(w["samples_per_epoch"]) / w["train_seconds"] for w in per_worker
+             if w["train_seconds"] and w["samples_per_epoch"]]
+    split = {name: round(sum(e[name] for e in first), 4) if first and all(e.get(name) is not None for e in first)
+             else None for name in ("compute_seconds", "allreduce_wait_seconds")}
     summary = {
         "schema": SUMMARY_SCHEMA_VERSION,
         "run_id": info.run_id,
@@ -122,6 +128,9 @@ def summarize(run: RunDir) -> Collected:
         "epoch_seconds": round(mean(epoch_times), 4) if epoch_times else None,
         "val_loss": first[-1].get("val_loss") if first else None,  # after the last epoch
         "val_accuracy": first[-1].get("val_accuracy") if first else None,
+        "loss_curve": [e.get("loss") for e in first],  # the first worker's training loss per epoch
+        "samples_per_second": round(sum(rates), 2) if rates and len(rates) == len(per_worker) else None,
+        **split,  # the first worker's, summed over its epochs, where its trainer measures them
         "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
         "net_bytes": sum(net) if net else None,
         "stats_samples": len(stats),

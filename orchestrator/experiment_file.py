@@ -68,6 +68,9 @@ class ReportOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     title: str = Field("", max_length=200)
+    # A scaling study (seed 002): speedup, efficiency and throughput per N, the loss curves, and the step time
+    # split into compute and the all-reduce wait, where the trainer measures it.
+    scaling: bool = False
     reference_title: str = Field("", max_length=200)
     reference: list[ReferenceRow] = Field(default_factory=list, max_length=50)
     notes: str = Field("", max_length=10_000)

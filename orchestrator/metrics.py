@@ -140,7 +140,8 @@ def sync_cost(step_n: Optional[float], step_1: Optional[float], workers: int) ->
 # -- an experiment's cells, aggregated --------------------------------------------------------------
 def _point(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"params": record["params"], "runs": 0, "failed": 0, "acc": [], "train": [], "wall": [], "cpu": [],
-            "net": [], "step": [], "epoch": [], "val_loss": [], "val_acc": []}
+            "net": [], "step": [], "epoch": [], "val_loss": [], "val_acc": [], "tput": [], "compute": [], "wait": [],
+            "loss_curve": []}
 
 
 def named_baseline(rows: list[dict[str, Any]], baseline: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
@@ -175,6 +176,12 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
                 group[name].append(value)
         if summary.get("net_bytes") is not None:
             group["net"].append(summary["net_bytes"] / workers)
+        for name, key in (("tput", "samples_per_second"), ("compute", "compute_seconds"),
+                          ("wait", "allreduce_wait_seconds")):
+            if summary.get(key) is not None:
+                group[name].append(summary[key])
+        if summary.get("loss_curve") and not group["loss_curve"]:  # the first repeat's
+            group["loss_curve"] = list(summary["loss_curve"])
         steps = ((summary.get("workers") or [{}])[0]).get("steps_per_epoch")
         step = step_seconds(summary.get("train_seconds"), int(spec.get("epochs", 1)), steps)
         if step is not None:
@@ -185,7 +192,9 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         "wall_seconds": median_range(g["wall"]), "cpu_mean_percent": median_range(g["cpu"]),
         "net_bytes_per_worker": median_range(g["net"]), "step_seconds": median_range(g["step"]),
         "epoch_seconds": median_range(g["epoch"]), "val_loss": median_range(g["val_loss"]),
-        "val_accuracy": median_range(g["val_acc"]),
+        "val_accuracy": median_range(g["val_acc"]), "samples_per_second": median_range(g["tput"]),
+        "compute_seconds": median_range(g["compute"]), "allreduce_wait_seconds": median_range(g["wait"]),
+        "loss_curve": g["loss_curve"],
     } for g in groups.values()]
     index = point_baselines(rows, axis)
     named = named_baseline(rows, baseline) if baseline else None

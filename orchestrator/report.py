@@ -6,6 +6,7 @@ Every file is written atomically (``safeio``): an interrupted or failed write le
 """
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -122,6 +123,91 @@ def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path) -> P
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, path)
+
+
+def _line_of(row: Mapping[str, Any], axis: str) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(row["params"].items()) if k != axis) or "all"
+
+
+def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Path]:
+    """The four figures of a scaling study: loss curves, speedup with the ideal line, efficiency, and a training
+    comparison (train time and throughput against N)."""
+    plt = _pyplot()
+    timed = [r for r in rows if r["train_seconds"]]
+    if not timed:
+        return []
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(timed, key=lambda r: metrics.point_scale(r, axis)):
+        lines.setdefault(_line_of(r, axis), []).append(r)
+    paths = []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, group in lines.items():
+        for r in group:
+            if r["loss_curve"]:
+                ax.plot(range(1, len(r["loss_curve"]) + 1), r["loss_curve"], marker=".",
+                        label=f"N={metrics.point_scale(r, axis)}, {label}")
+    ax.set(xlabel="epoch", ylabel="training loss (all workers)", title="Loss curves of every world size")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    paths.append(_save(fig, out / "loss-curves.png"))
+    top = max(metrics.point_scale(r, axis) for r in timed)
+    for metric, ylabel, ideal, name in (("speedup", "speedup T(1)/T(N)", lambda n: n, "speedup"),
+                                        ("efficiency", "efficiency speedup/N", lambda n: 1.0, "efficiency")):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot([1, top], [ideal(1), ideal(top)], linestyle="--", color="grey", label="ideal")
+        for label, group in lines.items():
+            points = [(metrics.point_scale(r, axis), r[metric]) for r in group if r[metric] is not None]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=label)
+        ax.set(xlabel=axis, ylabel=ylabel, title=f"{name.capitalize()} against {axis}")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        paths.append(_save(fig, out / f"{name}.png"))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, group in lines.items():
+        n = [metrics.point_scale(r, axis) for r in group]
+        left.plot(n, [r["train_seconds"][0] for r in group], marker="o", label=label)
+        if all(r["samples_per_second"] for r in group):
+            right.plot(n, [r["samples_per_second"][0] for r in group], marker="o", label=label)
+    left.set(xlabel=axis, ylabel="train time, s (median)", title="Training time")
+    right.set(xlabel=axis, ylabel="samples per second (all workers)", title="Throughput")
+    for ax in (left, right):
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    paths.append(_save(fig, out / "training-comparison.png"))
+    return paths
+
+
+def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The scaling table (time, speedup, efficiency, throughput, accuracy per N and setup) and the step time
+    split into compute and the all-reduce wait."""
+    steps = {}
+    for c in cells.values():
+        workers = ((c.get("summary") or {}).get("workers") or [{}])
+        spec = (c.get("summary") or {}).get("spec") or {}
+        if workers[0].get("steps_per_epoch"):
+            steps[json.dumps(c["params"], sort_keys=True, default=str)] = workers[0]["steps_per_epoch"] * int(
+                spec.get("epochs", 1))
+    lines = ["## Scaling", "",
+             f"| {axis} | setup | global batch | train s | speedup | efficiency | samples/s | test accuracy | "
+             "compute ms/step | all-reduce wait ms/step | wait share |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
+        total = steps.get(json.dumps(r["params"], sort_keys=True, default=str))
+        batch = next((c["summary"]["spec"].get("global_batch") for c in cells.values()
+                      if c["params"] == r["params"] and c.get("summary")), None)
+        compute = r["compute_seconds"][0] * 1000 / total if r["compute_seconds"] and total else None
+        wait = r["allreduce_wait_seconds"][0] * 1000 / total if r["allreduce_wait_seconds"] and total else None
+        share = wait / (wait + compute) if wait is not None and compute else None
+        lines.append("| " + " | ".join([
+            str(metrics.point_scale(r, axis)), _line_of(r, axis), str(batch or "-"),
+            _median_range(r["train_seconds"], ".2f"), _opt(r["speedup"], ".2f"), _opt(r["efficiency"], ".2f"),
+            _median_range(r["samples_per_second"], ".0f"), _median_range(r["test_accuracy"], ".4f"),
+            _opt(compute, ".2f"), _opt(wait, ".2f"), _opt(share, ".0%")]) + " |")
+    return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; efficiency is speedup / N; "
+                    "samples/s is every worker's own samples over its own train time, summed. Compute is the "
+                    "first worker's training steps less the time backward waited for the gradients' all-reduce "
+                    "(the part it could not overlap with computing), per step.", ""]
 
 
 def _median_range(value: Optional[metrics.MedianRange], spec: str, scale: float = 1.0) -> str:
@@ -245,7 +331,8 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     axis = getattr(experiment.report, "scale", metrics.SCALE)
     baseline = dict(getattr(experiment.report, "baseline", {}) or {})
     axes = sorted({k for r in rows for k in r["params"]} - {axis})
-    plots = _plots(rows, axes, axis, out, named=bool(baseline))
+    scaling = bool(getattr(experiment.report, "scaling", False))
+    plots = _scaling_plots(rows, axis, out) if scaling else _plots(rows, axes, axis, out, named=bool(baseline))
     spec_fields = next(iter(cells.values()))["fields"] if cells else {}
     lines = [f"# {experiment.report.title or experiment.name}", ""]
     if experiment.description:
@@ -270,6 +357,8 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         + " Val loss and accuracy are after the last epoch; s per epoch is the mean epoch time. CPU is in "
         "percent of one core per container. Network is bytes received plus sent by each worker.", "",
     ]
+    if scaling:
+        lines += _scaling_section(rows, axis, cells)
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     lines += _why(rows, axes, axis, baseline)

@@ -141,3 +141,30 @@ def test_a_named_baseline_compares_every_setup_with_one_cell_and_keeps_their_ord
     assert by["mirrored"]["efficiency"] == pytest.approx(0.25)  # N = 1 worker x 2 replicas
     assert by["single"]["epoch_seconds"] == (2.0, 2.0, 2.0) and by["single"]["val_loss"][0] == 0.5
     assert all(r["time_ratio"] is None for r in aggregate(cells, baseline={"strategy": "ps"}))
+
+
+def _scaling_cell(setup, workers, train, repeat=0):
+    summary = {"test_accuracy": 0.9, "train_seconds": train, "wall_seconds": train + 5, "spec": {
+        "epochs": 2, "workers": workers, "global_batch": 64 * workers if setup == "batch_per_worker" else 64},
+        "workers": [{"steps_per_epoch": 100}], "samples_per_second": 6400.0 / train, "loss_curve": [2.0, 1.0],
+        "compute_seconds": train * 0.75, "allreduce_wait_seconds": train * 0.25 if workers > 1 else 0.0}
+    params = {setup: 64, "workers": workers}
+    return {"params": params, "fields": params, "repeat": repeat, "state": "succeeded", "summary": summary}
+
+
+def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
+    from orchestrator import report
+    from orchestrator.experiment_file import Experiment
+
+    cells = {f"{s}-{n}-{r}": _scaling_cell(s, n, t + r, r) for s in ("global_batch", "batch_per_worker")
+             for n, t in ((1, 10.0), (2, 8.0), (4, 20.0)) for r in range(2)}
+    rows = metrics.aggregate(cells)
+    assert {r["samples_per_second"] is not None and r["loss_curve"] == [2.0, 1.0] for r in rows} == {True}
+    experiment = Experiment(name="ddp", report={"title": "DDP", "scaling": True})
+    text = report.write_experiment_report(experiment, False, cells, rows, tmp_path).read_text()
+    # 2 workers: train 8.5 s (8 to 9) against 10.5 s: speedup 1.24, efficiency 0.62; 200 steps over 2 epochs.
+    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 | 0.62 | 756 (711–800) | 0.9000 | 31.88 | "
+            "10.62 | 25% |") in text
+    assert "| 4 | batch_per_worker 64 | 256 |" in text
+    assert {p.name for p in tmp_path.glob("*.png")} == {"loss-curves.png", "speedup.png", "efficiency.png",
+                                                         "training-comparison.png"}
