@@ -197,9 +197,13 @@ class Engine:
         try:
             self._call("start", lambda: self.client.api.start(container))
             tail: list[str] = []
-            for line in _lines(self.client.api.logs(container, stream=True, follow=True)):
-                tail = (tail + [line])[-10:]
-                say(line)
+
+            def follow() -> None:
+                for line in _lines(self.client.api.logs(container, stream=True, follow=True)):
+                    tail[:] = (tail + [line])[-10:]
+                    say(line)
+
+            self._call("follow the build", follow)
             api, quick = self.client.api, self.client.api.timeout
             api.timeout = IMAGE_RUN_TIMEOUT  # committing gigabytes takes minutes
             try:

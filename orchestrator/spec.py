@@ -173,7 +173,11 @@ class JobSpec(BaseModel):
         per = framework.batch_per_worker if isinstance(framework, BaseModel) else (
             framework.get("batch_per_worker") if isinstance(framework, dict) else None)
         workers = data.get("workers", 1)
-        if per and isinstance(per, int) and isinstance(workers, int) and not isinstance(workers, bool):
+        try:  # as pydantic will read it (an experiment file may quote it); a bad value is the field's own error
+            per = 0 if isinstance(per, bool) else int(per or 0)
+        except (TypeError, ValueError):
+            per = 0
+        if per > 0 and isinstance(workers, int) and not isinstance(workers, bool):
             if "global_batch" in data and data["global_batch"] != per * workers:
                 raise ValueError(f"global_batch: --batch-per-worker {per} with {workers} workers is a global batch "
                                  f"of {per * workers}, got --batch-size {data['global_batch']}; leave --batch-size out")
@@ -203,6 +207,8 @@ class JobSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "JobSpec":
         self.framework.check(self.workers, self.global_batch)
+        if self.framework.name == "torch":  # before the generic checks, whose advice would not fit PyTorch
+            self._check_torch()
         expected = self.framework.roles(self.workers)
         if [(r.name, r.replicas) for r in self.roles] != expected:
             shape = ", ".join(f"{n} × {r}" for n, r in expected)
@@ -214,8 +220,6 @@ class JobSpec(BaseModel):
         strategy = self.framework.resolved_strategy(self.workers)
         if self.framework.name == "mpi":
             self._check_mpi()
-        if self.framework.name == "torch":
-            self._check_torch()
         if self.checkpoint_every and strategy in ("custom", "ps", "mpi", "serial", "ddp"):
             raise ValueError(f"checkpoint_every: {strategy} checkpoints after every epoch; --checkpoint-every sets "
                              "Keras' BackupAndRestore in fit() (single, mirrored, mwms)")
@@ -277,9 +281,13 @@ class JobSpec(BaseModel):
 
     def _check_torch(self) -> None:
         """Raise ValueError (one line) where a PyTorch job asks for what orch's PyTorch trainer does not do."""
-        if self.model == "text":
+        if self.model == "text" and self.script is None:
             raise ValueError("model: --framework torch trains seed 002's cnn or the mlp on images; text is "
                              "TensorFlow's")
+        per = self.framework.batch_per_worker
+        if per and self.global_batch != per * self.workers:
+            raise ValueError(f"global_batch: --batch-per-worker {per} with {self.workers} workers is a global batch "
+                             f"of {per * self.workers}, got {self.global_batch}; leave --batch-size out")
         if self.gpus:
             raise ValueError("gpus: orch's PyTorch image is built for CPUs (cuDNN's kernels and the GPU linear "
                              "algebra are left out of it); leave --gpus out")
@@ -344,7 +352,7 @@ class JobSpec(BaseModel):
     def replace(self, **changes: Any) -> "JobSpec":
         """Return a new, validated spec with ``changes`` (flat field names) applied."""
         fields = self.flat()
-        if fields.get("batch_per_worker") and "global_batch" not in changes:
+        if changes.get("batch_per_worker", fields.get("batch_per_worker")) and "global_batch" not in changes:
             del fields["global_batch"]  # it follows from the per-worker batch and the (new) worker count
         return make_spec(**{**fields, **changes})
 

@@ -49,8 +49,8 @@ def index_download_args(url: str) -> list[str]:
     host's own index: a CPU build (``2.9.1+cpu``) outranks PyPI's CUDA build of the same version, and its
     dependencies resolve with it (no CUDA wheels)."""
     if not re.fullmatch(URL_PATTERN, url):
-        raise InvalidSpec(f"torch_index: {url[:80]!r} is not an http(s) URL of a package index, e.g. "
-                          "https://download.pytorch.org/whl/cpu")
+        raise InvalidSpec(f"--torch-index (or ORCH_TORCH_INDEX): {url[:80]!r} is not an http(s) URL of a package "
+                          "index, e.g. https://download.pytorch.org/whl/cpu")
     return ["--extra-index-url", url, pinned("torch"), pinned("numpy")]
 
 
@@ -58,7 +58,8 @@ def _index_wheelhouse(url: str, paths: Paths, say: Say) -> Path:
     """The wheels of ``url``'s torch in a cache folder named by the URL, with a lock written at first download
     (trust on first use: every later build checks the wheels against it)."""
     args = index_download_args(url)
-    folder = paths.wheelhouse / f"torch-index-{hashlib.sha256(url.encode()).hexdigest()[:16]}"
+    key = hashlib.sha256(" ".join(args).encode()).hexdigest()[:16]  # the URL and the pinned versions
+    folder = paths.wheelhouse / f"torch-index-{key}"
     lock_path = folder / LOCK_NAME
     if not (folder / ".complete").is_file():
         say(f"downloading torch and its dependencies from {url} (host pip, for CPython 3.11 manylinux)")
@@ -108,7 +109,7 @@ def build(base: Optional[str] = None, force: bool = False, index: Optional[str] 
         raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` first (it "
                            "makes the base the PyTorch image is built on), or pass --base IMAGE")
     install = (recipe() / INSTALL).read_bytes()
-    lock_text = (recipe() / LOCK_NAME).read_bytes() if not index else index.encode()
+    lock_text = (recipe() / LOCK_NAME).read_bytes() if not index else " ".join(index_download_args(index)).encode()
     runtime_digest = _digest(engine.image_id(base_ref).encode(), install, lock_text)
     archive = _trainer_archive(asset_dir("images"))
     digest = _digest(runtime_digest.encode(), archive)

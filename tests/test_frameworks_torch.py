@@ -146,4 +146,27 @@ def test_gloo_is_bound_to_the_interface_that_reaches_the_master():
     assert torch_env.set_interface(mine) == "eth9"  # the user's choice stands
     assert torch_env.set_interface({}) is None  # the serial baseline has no master
     assert torch_env.cluster_interface("no-such-host.invalid") is None
+    with pytest.raises(RuntimeError, match="no interface of this container reaches MASTER_ADDR no-such-host.invalid"):
+        torch_env.set_interface({"MASTER_ADDR": "no-such-host.invalid"}, wait=1.0)
     assert socket.if_nameindex()
+
+
+def test_review_edges_of_the_spec():
+    # A per-worker batch given as text in an experiment file is still the one the global batch follows.
+    assert make_spec(framework="torch", workers=4, batch_per_worker="64").global_batch == 256
+    spec = make_spec(framework="torch", workers=4, batch_per_worker=64)
+    assert spec.replace(batch_per_worker=0).global_batch == 256  # off again: the global batch it had stays
+    # The PyTorch refusal comes first, not advice (--expose-ports-on-host) that would only lead to it.
+    with pytest.raises(InvalidSpec, match="^network: --framework torch meets on the cluster network"):
+        make_spec(framework="torch", workers=2, network="host")
+    # A user's script may train on text; orch's own PyTorch trainer may not.
+    assert make_spec(framework="torch", model="text", dataset="vader-reviews", samples=5000,
+                     script="/x/train.py").model == "text"
+
+
+def test_requirements_are_for_the_tensorflow_image(orch_env, tmp_path):
+    (tmp_path / "requirements.txt").write_text("six\n")
+    (tmp_path / "train.py").write_text("print(1)\n")
+    proc = run_orch(["render", "--framework", "torch", "--script", str(tmp_path / "train.py"), "--requirements",
+                     str(tmp_path / "requirements.txt")], orch_env)
+    assert proc.returncode == 2 and "--requirements adds packages to orch's TensorFlow image" in proc.stderr

@@ -98,3 +98,23 @@ def test_a_users_ddp_script_meets_its_peers_through_the_environment(torch_image,
         log = (tmp_path / "runs" / run_id / "logs" / f"worker-{i}.log").read_text()
         assert f"rank {i} of 2 via eth" in log  # gloo on the cluster network's interface, not loopback
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_the_ddp_scaling_study_runs_in_its_quick_form(torch_image, orch_env, tmp_path):
+    proc = run_orch(["experiment", "run", str(ROOT / "experiments" / "ddp-scaling.yaml"), "--quick", "--out",
+                     str(tmp_path / "results")], orch_env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "results" / "ddp-scaling-quick"
+    cells = json.loads((out / "cells.json").read_text())
+    assert len(cells) == 8 and {c["state"] for c in cells.values()} == {"succeeded"}
+    # At one global batch every world size makes the same updates: one test accuracy for serial, 2, 4 and 8.
+    equal = {c["summary"]["test_accuracy"] for c in cells.values() if "global_batch" in c["params"]}
+    assert len(equal) == 1
+    per_process = {c["params"]["workers"]: c["summary"]["spec"]["global_batch"] for c in cells.values()
+                   if "batch_per_worker" in c["params"]}
+    assert per_process == {1: 64, 2: 128, 4: 256, 8: 512}  # the seed's batch grows with N
+    text = (out / "report.md").read_text()
+    assert "## Scaling" in text and "| 8 | global_batch 64 | 64 |" in text and "| 8 | batch_per_worker 64 | 512 |" in text
+    for name in ("loss-curves", "speedup", "efficiency", "training-comparison"):
+        assert (out / f"{name}.png").stat().st_size > 10_000
+    assert all(orch_containers(c["run_id"]) == [] for c in cells.values())

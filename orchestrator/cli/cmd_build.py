@@ -55,10 +55,21 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
     source = click.get_current_context().get_parameter_source("torch_index")
     if torch_index and "torch" not in wanted and source == click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("--torch-index is for the PyTorch image; add --framework torch")
+    if "torch" in wanted and torch_index:
+        from ..torch_images import index_download_args
+
+        index_download_args(torch_index)  # a bad URL is refused before anything is built
     with status:
         results = []
-        if "tensorflow" in wanted or bootstrap_base:
+        if "tensorflow" in wanted:
             results = build_images(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, say=env.say)
+        elif bootstrap_base and base is None:
+            from ..engine import Engine
+            from ..images import DEFAULT_BASE, bootstrap_base as make_base
+
+            engine = Engine()
+            if engine.image_labels(DEFAULT_BASE) is None:  # only the base: the TensorFlow images are not asked for
+                make_base(engine, DEFAULT_BASE, mirror, env.say)
         if "torch" in wanted:
             from ..torch_images import build as build_torch
 

@@ -156,6 +156,9 @@ def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), require
         if "image" in fields:
             raise InvalidSpec("requirements: --requirements picks the image built with your packages; leave out "
                               "--image, or add the packages to your own image")
+        if fields.get("framework") == "torch":
+            raise InvalidSpec("requirements: --requirements adds packages to orch's TensorFlow image; for --framework "
+                              "torch build an image FROM orch-torch with them and pass --image")
         fields["image"] = image_for(read_requirements(Path(requirements)))
     return make_spec(**fields)
 

@@ -13,8 +13,10 @@ import os
 import socket
 import struct
 import sys
+import time
 
 SIOCGIFADDR = 0x8915
+WAIT = 300.0  # seconds to wait for MASTER_ADDR to resolve: orch's default startup timeout
 
 
 def _address_of(name: str) -> str | None:
@@ -41,12 +43,18 @@ def cluster_interface(master: str) -> str | None:
     return None
 
 
-def set_interface(env=os.environ) -> str | None:
-    """Set GLOO_SOCKET_IFNAME (unless set) for a job with a MASTER_ADDR; return the interface used."""
+def set_interface(env=os.environ, wait: float = WAIT) -> str | None:
+    """Set GLOO_SOCKET_IFNAME (unless set) for a job with a MASTER_ADDR; return the interface used. MASTER_ADDR
+    may not resolve yet (its container or pod is still starting): try again for up to ``wait`` seconds; orch's
+    startup timeout names a peer that never comes."""
     if "MASTER_ADDR" not in env:
         return None
     if not env.get("GLOO_SOCKET_IFNAME"):
+        deadline = time.monotonic() + wait
         name = cluster_interface(env["MASTER_ADDR"])
+        while name is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            name = cluster_interface(env["MASTER_ADDR"])
         if name is None:
             raise RuntimeError(f"no interface of this container reaches MASTER_ADDR {env['MASTER_ADDR']}; set "
                                "GLOO_SOCKET_IFNAME")

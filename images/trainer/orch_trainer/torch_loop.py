@@ -165,12 +165,15 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
 
     shared = os.path.join(reporter.out_dir, contract.CHECKPOINT_DIR, CHECKPOINT_SUBDIR)
     path = os.path.join(shared, CHECKPOINT_FILE)
-    first = 0
+    first, before, epochs_log = 0, 0.0, []
     if os.path.isfile(path):
         state = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         first = int(state["epoch"])
+        # The epochs before the checkpoint and their training time: the result covers the whole run, not only
+        # this attempt (an attempt that resumes after the last epoch trains nothing itself).
+        before, epochs_log = float(state.get("train_seconds", 0.0)), list(state.get("epochs_log", []))
     if world > 1:
         seen = torch.tensor([first, -first], dtype=torch.int64)
         dist.all_reduce(seen, op=dist.ReduceOp.MAX)
@@ -182,9 +185,8 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
                  f"{global_batch} ({per} per worker{', fixed by --batch-per-worker' if job['batch_per_worker'] else ''}),"
                  f" {steps} steps per epoch, {'DDP over gloo on ' + str(interface) if world > 1 else 'serial'}, "
                  f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    epochs_log: list[dict] = []
-    resumed_from = first + 1
-    if first:
+    resumed_from = first + 1 if first < job["epochs"] else None
+    if first and resumed_from:
         reporter.event(contract.EVENT_RESUMED, epoch=first + 1)
         reporter.say(f"worker {rank} resumed from a checkpoint at epoch {first + 1}")
     if world > 1:
@@ -227,20 +229,24 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
             dist.all_reduce(totals)
         reduction_seconds = time.perf_counter() - reduce_began
         t = totals.tolist()
-        checkpoint_began = time.perf_counter()
-        if rank == 0:
-            os.makedirs(shared, exist_ok=True)
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1},
-                       path + ".tmp")
-            os.replace(path + ".tmp", path)  # whole or not at all: a restart never reads half a checkpoint
-        if world > 1:
-            dist.barrier()  # no rank goes on before rank 0's checkpoint of this epoch is written
-        record = {"epoch": epoch + 1, "seconds": time.perf_counter() - began, "samples": int(samples),
+        record = {"epoch": epoch + 1, "seconds": 0.0, "samples": int(samples),
                   "loss": t[0] / max(t[2], 1), "accuracy": t[1] / max(t[2], 1),
                   "val_loss": t[3] / max(t[5], 1), "val_accuracy": t[4] / max(t[5], 1),
                   "steps": steps, "train_seconds": trained, "allreduce_wait_seconds": waited,
                   "compute_seconds": trained - waited, "allreduce_in_flight_seconds": float(sum(timing.in_flight)),
                   "validation_seconds": validation_seconds, "reduction_seconds": reduction_seconds,
+                  "checkpoint_seconds": 0.0}
+        checkpoint_began = time.perf_counter()
+        record["seconds"] = checkpoint_began - began  # the checkpointed copy: its own saving not yet counted
+        if rank == 0:
+            os.makedirs(shared, exist_ok=True)
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
+                        "train_seconds": before + checkpoint_began - started, "epochs_log": [*epochs_log, record]},
+                       path + ".tmp")
+            os.replace(path + ".tmp", path)  # whole or not at all: a restart never reads half a checkpoint
+        if world > 1:
+            dist.barrier()  # no rank goes on before rank 0's checkpoint of this epoch is written
+        record = {**record, "seconds": time.perf_counter() - began,
                   "checkpoint_seconds": time.perf_counter() - checkpoint_began}
         epochs_log.append(record)
         reporter.event(contract.EVENT_EPOCH, epochs=job["epochs"], **record)
@@ -248,7 +254,7 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
                      f"{record['accuracy']:.4f} val_acc {record['val_accuracy']:.4f} samples {int(samples)} "
                      f"({record['seconds']:.2f} s, all-reduce wait {waited:.2f} s)")
         reporter.heartbeat(time.time())
-    train_seconds = time.perf_counter() - started
+    train_seconds = before + time.perf_counter() - started
 
     _, test_correct, test_count, predictions = _evaluate(torch, model, x_te_t, y_te_t, summed_loss)
     test_accuracy = test_correct / max(test_count, 1)
