@@ -264,3 +264,21 @@ def test_a_two_rank_mpi_job_finishes_with_the_same_figures_as_on_compose(images,
     # The same global batches split between the same ranks: the same model to the last digit.
     assert {w["test_accuracy"] for w in swarm_workers} == {w["test_accuracy"] for w in compose_workers}
     assert _gone("live-swarm-mpi")
+
+
+def test_a_two_rank_pytorch_job_finishes_with_the_same_figures_as_on_compose(torch_image, orch_env, stacks, cleanup):
+    # gloo on the stack's overlay network: each rank binds the interface that reaches worker-0.
+    args = ["--framework", "torch", "--model", "mlp", "--workers", "2", "--dataset", "synthetic", "--samples", "3000",
+            "--epochs", "2"]
+    stacks.append("live-swarm-torch")
+    cleanup.append("live-compose-torch")
+    on_swarm = run_orch(["up", "--backend", "swarm", *args, "--run-id", "live-swarm-torch", "--format", "json"],
+                        orch_env)
+    on_compose = run_orch(["up", *args, "--run-id", "live-compose-torch", "--format", "json"], orch_env)
+    assert on_swarm.returncode == 0, on_swarm.stderr
+    assert on_compose.returncode == 0, on_compose.stderr
+    swarm_workers, compose_workers = (json.loads(p.stdout)["workers"] for p in (on_swarm, on_compose))
+    assert [w["samples_per_epoch"] for w in swarm_workers] == [w["samples_per_epoch"] for w in compose_workers] \
+        == [[960, 960]] * 2
+    assert {w["test_accuracy"] for w in swarm_workers} == {w["test_accuracy"] for w in compose_workers}
+    assert _gone("live-swarm-torch")
