@@ -248,37 +248,32 @@ def test_three_workers_finish_with_the_same_figures_as_on_compose(images, orch_e
     assert len(swarm_acc) == len(compose_acc) == 1 and abs(swarm_acc.pop() - compose_acc.pop()) < 0.02
 
 
-def test_a_two_rank_mpi_job_finishes_with_the_same_figures_as_on_compose(images, orch_env, stacks, cleanup):
-    # On Swarm the ranks meet over TCP on the overlay (--transport auto); on Compose over shared memory.
-    args = ["--framework", "mpi", "--workers", "2", "--dataset", "synthetic", "--samples", "3000", "--epochs", "2"]
-    stacks.append("live-swarm-mpi")
-    cleanup.append("live-compose-mpi")
-    on_swarm = run_orch(["up", "--backend", "swarm", *args, "--run-id", "live-swarm-mpi", "--format", "json"],
+def _same_figures_on_swarm_and_compose(args: list[str], name: str, orch_env, stacks, cleanup) -> None:
+    """A 2-rank job of ``args`` on Swarm and on Compose: the same shares and, the same global batches split
+    between the same ranks, the same model to the last digit."""
+    stacks.append(f"live-swarm-{name}")
+    cleanup.append(f"live-compose-{name}")
+    on_swarm = run_orch(["up", "--backend", "swarm", *args, "--run-id", f"live-swarm-{name}", "--format", "json"],
                         orch_env)
-    on_compose = run_orch(["up", *args, "--run-id", "live-compose-mpi", "--format", "json"], orch_env)
+    on_compose = run_orch(["up", *args, "--run-id", f"live-compose-{name}", "--format", "json"], orch_env)
     assert on_swarm.returncode == 0, on_swarm.stderr
     assert on_compose.returncode == 0, on_compose.stderr
     swarm_workers, compose_workers = (json.loads(p.stdout)["workers"] for p in (on_swarm, on_compose))
     assert [w["samples_per_epoch"] for w in swarm_workers] == [w["samples_per_epoch"] for w in compose_workers] \
         == [[960, 960]] * 2
-    # The same global batches split between the same ranks: the same model to the last digit.
     assert {w["test_accuracy"] for w in swarm_workers} == {w["test_accuracy"] for w in compose_workers}
-    assert _gone("live-swarm-mpi")
+    assert _gone(f"live-swarm-{name}")
+
+
+def test_a_two_rank_mpi_job_finishes_with_the_same_figures_as_on_compose(images, orch_env, stacks, cleanup):
+    # On Swarm the ranks meet over TCP on the overlay (--transport auto); on Compose over shared memory.
+    _same_figures_on_swarm_and_compose(["--framework", "mpi", "--workers", "2", "--dataset", "synthetic", "--samples",
+                                        "3000", "--epochs", "2"], "mpi", orch_env, stacks, cleanup)
 
 
 def test_a_two_rank_pytorch_job_finishes_with_the_same_figures_as_on_compose(torch_image, orch_env, stacks, cleanup):
     # gloo on the stack's overlay network: each rank binds the interface that reaches worker-0.
-    args = ["--framework", "torch", "--model", "mlp", "--workers", "2", "--dataset", "synthetic", "--samples", "3000",
-            "--epochs", "2"]
-    stacks.append("live-swarm-torch")
-    cleanup.append("live-compose-torch")
-    on_swarm = run_orch(["up", "--backend", "swarm", *args, "--run-id", "live-swarm-torch", "--format", "json"],
-                        orch_env)
-    on_compose = run_orch(["up", *args, "--run-id", "live-compose-torch", "--format", "json"], orch_env)
-    assert on_swarm.returncode == 0, on_swarm.stderr
-    assert on_compose.returncode == 0, on_compose.stderr
-    swarm_workers, compose_workers = (json.loads(p.stdout)["workers"] for p in (on_swarm, on_compose))
-    assert [w["samples_per_epoch"] for w in swarm_workers] == [w["samples_per_epoch"] for w in compose_workers] \
-        == [[960, 960]] * 2
-    assert {w["test_accuracy"] for w in swarm_workers} == {w["test_accuracy"] for w in compose_workers}
-    assert _gone("live-swarm-torch")
+    _same_figures_on_swarm_and_compose(["--framework", "torch", "--model", "mlp", "--workers", "2", "--dataset",
+                                        "synthetic", "--samples", "3000", "--epochs", "2"], "torch", orch_env, stacks,
+                                       cleanup)
+

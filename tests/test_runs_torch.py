@@ -9,17 +9,12 @@ import pytest
 
 from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
 from .test_runs_faults import _container, _start
+from .test_runs_mpi import _up
 
 pytestmark = pytest.mark.docker
 
 SMALL = ["--framework", "torch", "--dataset", "mnist", "--samples", "3000", "--epochs", "2"]
 LONG = ["--framework", "torch", "--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs", "4"]
-
-
-def _up(args, orch_env, run_id):
-    proc = run_orch(["up", *args, "--run-id", run_id, "--format", "json"], orch_env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)["workers"]
 
 
 def test_one_and_two_ranks_reach_the_same_model_each_on_its_shard(torch_image, orch_env, tmp_path, cleanup):
