@@ -138,14 +138,13 @@ def in_containers(transport: Transport, ranks: int, sizes: list[int], iterations
 def host_env(api: str, paths: Paths, say: Say) -> Path:
     """A virtual environment on this host with the images' own wheels for ``api`` (made once, then reused)."""
     from .images import wheelhouse
-    from .torch_images import _wheelhouse as torch_wheelhouse
 
     lock = wheels.read_lock(asset_dir("images") / RECIPES[api] / "requirements.lock")
     wanted = HOST_PACKAGES[api]
     venv = paths.cache / "bench-venv" / f"{lock.digest}-{api}"
     if (venv / "ready").is_file():
         return venv
-    house = torch_wheelhouse(None, paths, say)[0] if api == "gloo" else wheelhouse(paths, say)
+    house = wheelhouse(paths, say, asset_dir("images") / RECIPES[api])
     packages = [p for name, p in sorted(lock.packages.items()) if wanted is None or name in wanted]
     say(f"making a host environment for the {api} reference from the wheelhouse ({len(packages)} packages)")
     venv.parent.mkdir(parents=True, exist_ok=True)

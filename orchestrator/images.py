@@ -54,10 +54,11 @@ def _requirements(images: Path) -> list[Path]:
     return [images / name for name in REQUIREMENTS]
 
 
-def wheelhouse(paths: Paths, say: Say) -> Path:
-    """The images' wheels, exactly the lock's: downloaded by the host's pip with --require-hashes into a cache
-    folder named by the lock's digest, and checked against the lock's hashes at every use."""
-    lock = read_lock(asset_dir("images") / LOCK_NAME)
+def wheelhouse(paths: Paths, say: Say, recipe: Optional[Path] = None) -> Path:
+    """The wheels of a recipe's lock (``recipe``, default images/: TensorFlow's), exactly the lock's: downloaded by
+    the host's pip with --require-hashes into a cache folder named by the lock's digest, and checked against the
+    lock's hashes at every use."""
+    lock = read_lock((recipe or asset_dir("images")) / LOCK_NAME)
     target = paths.wheelhouse / lock.digest
     try:
         fetch(target, lock, say)

@@ -18,11 +18,11 @@ from typing import Callable, Optional
 
 from . import __version__
 from .engine import LABEL_INPUTS, LABEL_KIND, Engine
-from .errors import ImageMissing, InvalidSpec, OrchError
+from .errors import ImageMissing, InvalidSpec
 from .frameworks.torch import image_ref
-from .images import DEFAULT_BASE, TRAINER_PARENT, BuiltImage, _trainer_archive
+from .images import DEFAULT_BASE, TRAINER_PARENT, BuiltImage, _trainer_archive, wheelhouse
 from .paths import Paths, asset_dir, default_paths
-from .wheels import LOCK_NAME, check_fresh, download, fetch, read_lock, render_lock, verify
+from .wheels import LOCK_NAME, check_fresh, download, read_lock, render_lock, verify
 
 RUNTIME_TAG = f"orch-torch-runtime:{__version__}"
 INSTALL = "install.sh"
@@ -76,15 +76,8 @@ def _wheelhouse(index: Optional[str], paths: Paths, say: Say) -> tuple[Path, Pat
     if index:
         folder = _index_wheelhouse(index, paths, say)
         return folder, folder / LOCK_NAME
-    lock = read_lock(recipe() / LOCK_NAME)
-    check_fresh(lock, recipe())
-    target = paths.wheelhouse / lock.digest
-    try:
-        fetch(target, lock, say)
-    except PermissionError as exc:
-        raise OrchError(f"cannot write the wheelhouse cache ({exc.filename}); `sudo chown -R $USER {paths.cache}`, "
-                        "or set ORCH_CACHE_DIR") from None
-    return target, lock.path
+    check_fresh(read_lock(recipe() / LOCK_NAME), recipe())
+    return wheelhouse(paths, say, recipe()), recipe() / LOCK_NAME
 
 
 def _digest(*parts: bytes) -> str:

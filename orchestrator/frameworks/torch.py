@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from .mpi import host_of
 
 if TYPE_CHECKING:
     from ..spec import JobSpec
@@ -27,10 +28,6 @@ MASTER_PORT = 29500  # PyTorch's customary port; each replica has its own networ
 def image_ref() -> str:
     """The tag of orch's PyTorch trainer image for this version."""
     return f"{IMAGE_REPO}:{__version__}"
-
-
-def host_of(address: str) -> str:
-    return address.rsplit(":", 1)[0]
 
 
 class Torch:
