@@ -110,6 +110,17 @@ def median_range(values: Sequence[float]) -> Optional[MedianRange]:
     return (median(values), min(values), max(values)) if values else None
 
 
+def speedup_range(t_n: Optional[MedianRange], t_1: Optional[float],
+                  workers: int) -> tuple[Optional[MedianRange], Optional[MedianRange]]:
+    """Speedup and efficiency as (median, min, max) over the N-worker repeats, each against the median
+    one-worker time ``t_1``: the slowest repeat gives the least speedup. (None, None) if either is unknown."""
+    if not t_n or not t_1 or min(t_n) <= 0 or workers < 1:
+        return None, None
+    med, lo, hi = t_n
+    s = (t_1 / med, t_1 / hi, t_1 / lo)
+    return s, tuple(v / workers for v in s)  # type: ignore[return-value]
+
+
 def step_seconds(train_seconds: Optional[float], epochs: int, steps_per_epoch: Optional[int]) -> Optional[float]:
     """Seconds per training step: train time over every step of every epoch. None if unknown."""
     if not train_seconds or not steps_per_epoch or epochs < 1:
@@ -207,6 +218,7 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
             n = point_scale(row, axis)
         t_1 = base["train_seconds"][0] if base else None
         row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
+        row["speedup_range"], row["efficiency_range"] = speedup_range(row["train_seconds"], t_1, n)
         sync = sync_cost(row["step_seconds"][0] if row["step_seconds"] else None,
                          base["step_seconds"][0] if base and base["step_seconds"] else None, n)
         row["sync_seconds_per_step"] = sync.seconds_per_step if sync else None

@@ -156,9 +156,11 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Pat
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot([1, top], [ideal(1), ideal(top)], linestyle="--", color="grey", label="ideal")
         for label, group in lines.items():
-            points = [(metrics.point_scale(r, axis), r[metric]) for r in group if r[metric] is not None]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=label)
+            points = [(metrics.point_scale(r, axis), *r[f"{metric}_range"]) for r in group if r[f"{metric}_range"]]
+            if points:  # the median, with the repeats' min-max as the error bar
+                n, med, lo, hi = zip(*points)
+                ax.errorbar(n, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
+                            marker="o", capsize=3, label=label)
         ax.set(xlabel=axis, ylabel=ylabel, title=f"{name.capitalize()} against {axis}")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
@@ -196,16 +198,22 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
         total = steps.get(json.dumps(r["params"], sort_keys=True, default=str))
         batch = next((c["summary"]["spec"].get("global_batch") for c in cells.values()
                       if c["params"] == r["params"] and c.get("summary")), None)
-        compute = r["compute_seconds"][0] * 1000 / total if r["compute_seconds"] and total else None
-        wait = r["allreduce_wait_seconds"][0] * 1000 / total if r["allreduce_wait_seconds"] and total else None
+        per_step = 1000 / total if total else None
+        compute = r["compute_seconds"][0] * per_step if r["compute_seconds"] and per_step else None
+        wait = r["allreduce_wait_seconds"][0] * per_step if r["allreduce_wait_seconds"] and per_step else None
         share = wait / (wait + compute) if wait is not None and compute else None
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), _line_of(r, axis), str(batch or "-"),
-            _median_range(r["train_seconds"], ".2f"), _opt(r["speedup"], ".2f"), _opt(r["efficiency"], ".2f"),
-            _median_range(r["samples_per_second"], ".0f"), _median_range(r["test_accuracy"], ".4f"),
-            _opt(compute, ".2f"), _opt(wait, ".2f"), _opt(share, ".0%")]) + " |")
+            _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
+            _median_range(r["efficiency_range"], ".2f"), _median_range(r["samples_per_second"], ".0f"),
+            _median_range(r["test_accuracy"], ".4f"),
+            _median_range(r["compute_seconds"], ".2f", per_step) if per_step else "-",
+            _median_range(r["allreduce_wait_seconds"], ".2f", per_step) if per_step else "-",
+            _opt(share, ".0%")]) + " |")
     return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; efficiency is speedup / N; "
-                    "samples/s is every worker's own samples over its own train time, summed. Compute is the "
+                    "samples/s is every worker's own samples over its own train time, summed. Figures are the median over "
+                    "repeats with the min–max range in brackets; the speedup's range is each repeat's time against "
+                    "the median one-process time. Compute is the "
                     "first worker's training steps less the time backward waited for the gradients' all-reduce "
                     "(the part it could not overlap with computing), per step.", ""]
 

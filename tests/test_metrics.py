@@ -19,6 +19,13 @@ def test_missing_or_zero_times_give_none(t_n, t_1, workers):
     assert metrics.scaling(t_n, t_1, workers) == metrics.Scaling(None, None, None)
 
 
+def test_speedup_range_is_each_repeat_against_the_median_one_worker_time():
+    speedup, efficiency = metrics.speedup_range((5.0, 4.0, 8.0), 10.0, 2)
+    assert speedup == pytest.approx((2.0, 1.25, 2.5)) and efficiency == pytest.approx((1.0, 0.625, 1.25))
+    assert metrics.speedup_range(None, 10.0, 2) == (None, None) == metrics.speedup_range((5.0, 4.0, 8.0), None, 2)
+    assert metrics.speedup_range((5.0, 0.0, 8.0), 10.0, 2) == (None, None)
+
+
 def test_efficiency_needs_workers():
     assert metrics.efficiency(5.0, 10.0, 0) is None and metrics.speedup(5.0, 10.0) == 2.0
 
@@ -163,8 +170,9 @@ def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
     experiment = Experiment(name="ddp", report={"title": "DDP", "scaling": True})
     text = report.write_experiment_report(experiment, False, cells, rows, tmp_path).read_text()
     # 2 workers: train 8.5 s (8 to 9) against 10.5 s: speedup 1.24, efficiency 0.62; 200 steps over 2 epochs.
-    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 | 0.62 | 756 (711–800) | 0.9000 | 31.88 | "
-            "10.62 | 25% |") in text
+    # The speedup's range is each repeat against the median one-worker time: 10.5/9 to 10.5/8.
+    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 (1.17–1.31) | 0.62 (0.58–0.66) | 756 (711–800) | "
+            "0.9000 | 31.88 (30.00–33.75) | 10.62 (10.00–11.25) | 25% |") in text
     assert "| 4 | batch_per_worker 64 | 256 |" in text
     assert {p.name for p in tmp_path.glob("*.png")} == {"loss-curves.png", "speedup.png", "efficiency.png",
                                                          "training-comparison.png"}
