@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,17 +23,18 @@ def trainer(tmp_path, monkeypatch):
     package = tmp_path / "image" / "orch_trainer"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    for name in ("reporter.py", "rendezvous.py", "report.py"):
+    for name in ("reporter.py", "rendezvous.py", "report.py", "session.py"):
         shutil.copy(TRAINER / name, package / name)
     shutil.copy(ROOT / "orchestrator" / "contract.py", package / "contract.py")
     monkeypatch.syspath_prepend(str(package.parent))
     names = ("orch_trainer", "orch_trainer.reporter", "orch_trainer.rendezvous", "orch_trainer.contract",
-             "orch_trainer.report")
+             "orch_trainer.report", "orch_trainer.session")
     for name in names:
         monkeypatch.delitem(sys.modules, name, raising=False)
     import orch_trainer.rendezvous
     import orch_trainer.report
     import orch_trainer.reporter
+    import orch_trainer.session
 
     yield orch_trainer
     for name in names:
@@ -85,3 +88,37 @@ def test_hostile_report_lines_are_ignored():
              f"{p} result.json 1/999999 x", f"{p} events.jsonl 1/2 {{", f"{p} events.jsonl 3/3 }}",
              f"{p} heartbeat 1/1 5", f"{p}x heartbeat 1/1 6", "[orch] worker 0 done"]
     assert list(stdout_reports.records(lines)) == [("heartbeat", "5")]
+
+
+def test_every_trainer_writes_the_predictions_grid_orch_reads(trainer, tmp_path, monkeypatch):
+    """TensorFlow's and PyTorch's trainers write their grid with one function; orch's bounded reader takes it."""
+    import numpy as np
+
+    from orchestrator import collect
+
+    monkeypatch.delenv(contract.ENV_REPORT, raising=False)
+    reporter = trainer.reporter.Reporter(str(tmp_path), 0)
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, 784), dtype=np.float32), rng.integers(0, 10, 40)
+    trainer.session.write_predictions(reporter, x, y, y[::-1].copy())
+    got_x, got_true, got_pred = collect.read_predictions(Path(reporter.dir) / contract.PREDICTIONS_FILE)
+    assert got_x.shape == (25, 784) and (got_true == y[:25]).all() and (got_pred == y[::-1][:25]).all()
+    text = trainer.reporter.Reporter(str(tmp_path), 1)
+    trainer.session.write_predictions(text, rng.integers(0, 100, (40, 20)), y, y)  # token ids: no grid
+    assert not (Path(text.dir) / contract.PREDICTIONS_FILE).exists()
+
+
+def test_leaving_writes_the_result_marks_it_done_and_exits_0(trainer, tmp_path):
+    """``leave`` never returns: it writes the result, tells the other workers, waits for theirs and exits."""
+    script = (f"import sys; sys.path.insert(0, {str(Path(trainer.__file__).parent.parent)!r})\n"
+              "from orch_trainer import reporter, session\n"
+              f"r = reporter.Reporter({str(tmp_path)!r}, 0)\n"
+              "session.leave(r, {'worker': 0, 'train_seconds': 1.5, 'test_accuracy': 0.5}, 1)\n"
+              "print('returned')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "returned" not in done.stdout
+    assert "worker 0 done: train 1.50 s, test accuracy 0.5000" in done.stdout
+    folder = tmp_path / contract.replica_dir("worker", 0)
+    assert json.loads((folder / contract.RESULT_FILE).read_text())["test_accuracy"] == 0.5
+    assert (tmp_path / contract.DONE_DIR / contract.replica_dir("worker", 0)).is_file()
+    assert json.loads((folder / contract.EVENTS_FILE).read_text().splitlines()[-1])["event"] == contract.EVENT_DONE

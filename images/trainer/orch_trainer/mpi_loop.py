@@ -171,4 +171,4 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
             mpi.Finalize()
 
     s.finish(net, started, extra={"replicas": comm.size, "mpi": None if mpi is None else mpi.Get_library_version()
-                                  .splitlines()[0][:200]}, leave=leave)
+                                  .splitlines()[0][:200]}, wait=leave)

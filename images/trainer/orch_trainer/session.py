@@ -37,6 +37,42 @@ def _pin(cpus: str | None) -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
+def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray) -> None:
+    """For image data, a grid of the first test images with this worker's predictions, written whole and then
+    renamed: never half a file. Text data has no grid."""
+    if x.ndim != 2 or x.shape[1] != 784:
+        return
+    grid = slice(0, min(25, len(x)))
+    target = os.path.join(reporter.dir, contract.PREDICTIONS_FILE)
+    with open(target + ".tmp", "wb") as f:
+        np.savez_compressed(f, x=(x[grid] * 255).round().astype(np.uint8), y_true=y_true[grid],
+                            y_pred=y_pred[grid].astype(np.int32))
+    os.replace(target + ".tmp", target)
+
+
+def leave(reporter: Reporter, result: dict, num_workers: int, wait: Optional[Callable[[], None]] = None) -> None:
+    """Write this worker's result, tell the others, and leave once every worker has written its own (or once
+    ``wait``, which waits its own way, returns): never returns.
+
+    This worker's collectives are all behind it. Once every worker has written its result, none needs
+    another, so all leave at once: what a framework does after the last epoch (checkpoint clean-up, shutdown
+    barriers) can idle for half a minute and adds nothing. Until then this worker stays, since a peer may
+    still be reading its last all-reduce buffer.
+    """
+    reporter.write_json(contract.RESULT_FILE, result)
+    reporter.mark_done()
+    reporter.event(contract.EVENT_DONE, train_seconds=result["train_seconds"], test_accuracy=result["test_accuracy"])
+    reporter.say(f"{reporter.role} {reporter.worker} done: train {result['train_seconds']:.2f} s, "
+                 f"test accuracy {result['test_accuracy']:.4f}")
+    if wait is not None:
+        wait()
+    else:
+        reporter.wait_for_results(num_workers, since=process_started)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _strategy(tf, job: dict):
     """The job's tf.distribute strategy; it must exist before any other TensorFlow op runs."""
     if job["strategy"] in ("single", "mpi"):  # mpi: each rank is a plain process; MPI does the all-reduce
@@ -161,8 +197,8 @@ class Session:
         )
 
     def finish(self, net, started: float, extra: Optional[dict] = None,
-               leave: Optional[Callable[[], None]] = None) -> None:
-        """Evaluate and write this worker's result, wait for every worker's (or call ``leave``, which waits its own
+               wait: Optional[Callable[[], None]] = None) -> None:
+        """Evaluate and write this worker's result, wait for every worker's (or call ``wait``, which waits its own
         way), and leave: never returns.
 
         Test accuracy is computed from this worker's own weights, on the whole test set, with no
@@ -173,13 +209,7 @@ class Session:
         weights = [w for layer in net.layers for w in layer.get_weights()]
         predictions = self.models.local_predictions(job["model"], self.keras, weights, x_te, self.vocabulary)
         test_accuracy = float((predictions == y_te).mean())
-        if x_te.ndim == 2 and x_te.shape[1] == 784:  # images: a grid of them with this worker's predictions
-            grid = slice(0, min(25, len(x_te)))
-            target = os.path.join(self.reporter.dir, contract.PREDICTIONS_FILE)
-            with open(target + ".tmp", "wb") as f:  # written whole, then renamed: never half a file
-                np.savez_compressed(f, x=(x_te[grid] * 255).round().astype(np.uint8), y_true=y_te[grid],
-                                    y_pred=predictions[grid])
-            os.replace(target + ".tmp", target)
+        write_predictions(self.reporter, x_te, y_te, predictions)
         result = {
             "v": contract.CONTRACT_VERSION,
             "worker": self.worker,
@@ -204,21 +234,7 @@ class Session:
             "job": job,
             **(extra or {}),
         }
-        self.reporter.write_json(contract.RESULT_FILE, result)
-        self.reporter.mark_done()
-        self.reporter.event(contract.EVENT_DONE, train_seconds=train_seconds, test_accuracy=test_accuracy)
-        self.reporter.say(f"{self.role} {self.worker} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
-        # This worker's collectives are all behind it. Once every worker has written its result, none
-        # needs another, so all leave at once: what fit() and the collective runtime do after the last
-        # epoch (checkpoint clean-up, shutdown barriers) can idle for half a minute and adds nothing.
-        # Until then this worker stays, since a peer may still be reading its last all-reduce buffer.
-        if leave is not None:
-            leave()
-        else:
-            self.reporter.wait_for_results(self.num_workers, since=process_started)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        leave(self.reporter, result, self.num_workers, wait)
 
 
 def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> Session:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
 import time
 
 import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .session import _pin, process_started
+from .session import _pin, leave, write_predictions
 
 CHECKPOINT_SUBDIR = "torch"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -258,12 +257,7 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
 
     _, test_correct, test_count, predictions = _evaluate(torch, model, x_te_t, y_te_t, summed_loss)
     test_accuracy = test_correct / max(test_count, 1)
-    grid = slice(0, min(25, len(x_te)))
-    target = os.path.join(reporter.dir, contract.PREDICTIONS_FILE)
-    with open(target + ".tmp", "wb") as f:
-        np.savez_compressed(f, x=(x_te[grid] * 255).round().astype(np.uint8), y_true=y_te[grid],
-                            y_pred=predictions[grid].astype(np.int32))
-    os.replace(target + ".tmp", target)
+    write_predictions(reporter, x_te, y_te, predictions)
     result = {
         "v": contract.CONTRACT_VERSION,
         "worker": rank,
@@ -291,13 +285,4 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
         "gloo_interface": interface,
         "job": job,
     }
-    reporter.write_json(contract.RESULT_FILE, result)
-    reporter.mark_done()
-    reporter.event(contract.EVENT_DONE, train_seconds=train_seconds, test_accuracy=test_accuracy)
-    reporter.say(f"worker {rank} done: train {train_seconds:.2f} s, test accuracy {test_accuracy:.4f}")
-    # Every rank's collectives are behind it; leave once every rank has written its result.
-    reporter.wait_for_results(world, since=process_started)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
+    leave(reporter, result, world)
