@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import metrics, report, runner
+from . import machine, metrics, report, runner
 from .collect import collect
 from .errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
 from .experiment_file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
@@ -37,9 +37,21 @@ def load_cells(out: Path) -> dict[str, Any]:
     return cells if isinstance(cells, dict) else {}
 
 
-def is_done(record: Optional[dict[str, Any]], cell: Cell) -> bool:
-    """Whether a recorded cell succeeded with the same spec fields (so a re-run can skip it)."""
-    return bool(record) and record.get("state") == "succeeded" and record.get("fields") == cell.fields
+def is_done(record: Optional[dict[str, Any]], cell: Cell, machine_id: str) -> bool:
+    """Whether a recorded cell succeeded with the same spec fields on this machine (so a re-run can skip it)."""
+    return status(record, cell, machine_id) == DONE
+
+
+DONE, TO_RUN, ELSEWHERE = "done, skipped", "to run", "to run: done on another machine"
+
+
+def status(record: Optional[dict[str, Any]], cell: Cell, machine_id: str) -> str:
+    """What a resumed sweep does with a cell: skip it (DONE), run it (TO_RUN), or run it again because its
+    figures come from another machine, or from one orch did not record (ELSEWHERE): repeats from two
+    processors in one median would compare them quietly."""
+    if not record or record.get("state") != "succeeded" or record.get("fields") != cell.fields:
+        return TO_RUN
+    return DONE if (record.get("machine") or {}).get("id") == machine_id else ELSEWHERE
 
 
 @dataclass
@@ -96,18 +108,24 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
     """Run the cells not done in ``recorded`` (every cell with ``force``), recording each there and in cells.json
     as it ends."""
     progress = Progress(total=len(cells))
+    here = machine.identity()
     for cell in cells:
         progress.current = cell.key
-        if not force and is_done(recorded.get(cell.key), cell):
+        now = status(recorded.get(cell.key), cell, here["id"])
+        if not force and now == DONE:
             progress.done += 1
             progress.skipped += 1
             continue
+        if not force and now == ELSEWHERE:
+            were = recorded[cell.key].get("machine")
+            say(f"cell {cell.key} was measured on " + (f"another machine ({machine.describe(were)})" if were else
+                "a machine orch did not record") + "; running it again here")
         on_progress(progress)
         run_id = cell_run_id(experiment.name, cell.key, cell.repeat, secrets.token_hex(TOKEN_HEX // 2))
         spec = make_spec(**cell.fields, run_id=run_id)
         started = time.monotonic()
         record: dict[str, Any] = {"params": cell.params, "repeat": cell.repeat, "fields": cell.fields,
-                                  "run_id": run_id, "started": time.time()}
+                                  "run_id": run_id, "started": time.time(), "machine": here}
         try:
             runner.up(spec, paths=paths, say=say)
             record["state"] = "succeeded"

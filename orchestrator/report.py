@@ -231,6 +231,23 @@ def _opt(value: Optional[float], spec: str, suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
+def _measured_on(cells: Mapping[str, Mapping[str, Any]]) -> str:
+    """Which machine the cells were measured on; a warning when they come from several, or from one orch did
+    not record (cells of an older orch)."""
+    from . import machine
+
+    found = {c["machine"]["id"]: c["machine"] for c in cells.values() if (c.get("machine") or {}).get("id")}
+    unrecorded = sum(1 for c in cells.values() if not (c.get("machine") or {}).get("id"))
+    if not cells:
+        return "- Measured on: no cell has run"
+    if len(found) == 1 and not unrecorded:
+        return f"- Measured on: {machine.describe(next(iter(found.values())))}"
+    parts = [machine.describe(m) for m in found.values()] + ([f"{unrecorded} cells on an unrecorded one"]
+                                                             if unrecorded else [])
+    return (f"- **Measured on {len(found) + bool(unrecorded)} machines** ({'; '.join(parts)}): figures across "
+            "them are not comparable; run the sweep again on one machine to re-measure the others' cells")
+
+
 def machine_description() -> str:
     """Cores, memory and versions of this host, for reports."""
     import platform
@@ -347,6 +364,7 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         lines += [experiment.description.strip(), ""]
     lines += [
         f"- Machine: {machine_description()}",
+        _measured_on(cells),
         f"- Written: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
         + (" — **quick mode** (`--quick`): scaled down, for a demo, not for conclusions" if quick else ""),
         "- Fixed for every cell: " + ", ".join(f"{k} {v}" for k, v in sorted(spec_fields.items())

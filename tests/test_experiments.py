@@ -9,7 +9,7 @@ import pytest
 from orchestrator import experiment_file, experiments, report
 from orchestrator.errors import InvalidSpec, WorkerFailed
 from orchestrator.experiment_file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
-from orchestrator.experiments import is_done, load_cells, results_dir
+from orchestrator.experiments import ELSEWHERE, TO_RUN, is_done, load_cells, results_dir, status
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
 from orchestrator.spec import RUN_ID_PATTERN, flat_field_names
@@ -76,12 +76,46 @@ def test_bad_experiment_files_name_the_problem(text, needle):
     assert needle in info.value.message and "\n" not in info.value.message
 
 
-def test_resume_skips_only_succeeded_cells_with_the_same_spec():
+def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
     cell = Cell(key="k", params={"workers": 1}, repeat=0, fields={"workers": 1, "epochs": 2})
-    assert is_done({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}}, cell)
-    assert not is_done({"state": "failed", "fields": {"workers": 1, "epochs": 2}}, cell)
-    assert not is_done({"state": "succeeded", "fields": {"workers": 1, "epochs": 3}}, cell)
-    assert not is_done(None, cell)
+    here = {"machine": {"id": "m1"}}
+    assert is_done({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m1")
+    assert not is_done({"state": "failed", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m1")
+    assert not is_done({"state": "succeeded", "fields": {"workers": 1, "epochs": 3}, **here}, cell, "m1")
+    assert not is_done(None, cell, "m1")
+    # Measured elsewhere, or by an orch that did not record the machine: run again, and say why.
+    assert status({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m2") == ELSEWHERE
+    assert status({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}}, cell, "m1") == ELSEWHERE
+    assert status({"state": "failed", "fields": {"workers": 1, "epochs": 2}}, cell, "m1") == TO_RUN
+
+
+def test_the_machine_is_its_processor_cores_and_memory(tmp_path, monkeypatch):
+    from orchestrator import machine
+
+    info = tmp_path / "cpuinfo"
+    block = ("processor\t: {n}\nmodel name\t: Xeon\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
+             "flags\t\t: fpu sse2 avx2{extra}\n\n")
+    info.write_text(block.format(n=0, extra="") + block.format(n=1, extra=" avx512f"))
+    monkeypatch.setattr(machine, "CPUINFO", info)
+    first = machine.identity()
+    assert first["cpu"] == "Xeon" and first["cpu_id"] == "family 6 model 143 stepping 8" and first["cores"] >= 1
+    assert first["id"] == machine.fingerprint(first) and "Xeon (family 6 model 143 stepping 8)" in machine.describe(
+        first)
+    info.write_text(block.format(n=0, extra=" avx512f amx_tile"))  # another instruction set: another machine
+    assert machine.identity()["id"] != first["id"]
+    info.unlink()  # no /proc: the platform's name, still an identity
+    assert machine.identity()["cpu"] and len(machine.identity()["id"]) == 12
+
+
+def test_a_report_names_the_machine_its_cells_were_measured_on():
+    from orchestrator import report
+
+    one = {"cores": 2, "memory_gib": 24, "cpu": "Xeon", "cpu_id": "family 6", "id": "aaa"}
+    assert report._measured_on({"a": {"machine": one}, "b": {"machine": one}}) == (
+        "- Measured on: 2 cores, 24 GiB, Xeon (family 6), machine aaa")
+    mixed = report._measured_on({"a": {"machine": one}, "b": {"machine": {**one, "id": "bbb"}}, "c": {}})
+    assert mixed.startswith("- **Measured on 3 machines**") and "1 cells on an unrecorded one" in mixed
+    assert "not comparable" in mixed
 
 
 def test_sweepable_fields_are_the_flat_spec_fields():

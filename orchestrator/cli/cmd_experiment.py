@@ -30,10 +30,12 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     """Run every cell of the experiment in FILE and write results/<name>/report.md.
 
     Each cell is one `orch up` plus `orch collect`. Re-running skips the cells that already succeeded
-    with the same spec (unless --force), so an interrupted sweep resumes. A failed cell is recorded
+    with the same spec on this machine (unless --force), so an interrupted sweep resumes; cells measured
+    on another machine (another processor, core count or memory) run again, so that no median mixes
+    two machines. A failed cell is recorded
     and the sweep goes on; the report shows it.
     """
-    from .. import experiment_file, experiments
+    from .. import experiment_file, experiments, machine
     from ..paths import default_paths
 
     root = Path(out_dir) if out_dir else default_paths().results
@@ -41,8 +43,9 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     if dry_run:
         cells = experiment_file.expand(exp, quick)
         recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, root))
-        done = {c.key: experiments.is_done(recorded.get(c.key), c) for c in cells}
-        env.out.print(cells_table(exp.name, cells, done))
+        here = machine.identity()["id"]
+        status = {c.key: experiments.status(recorded.get(c.key), c, here) for c in cells}
+        env.out.print(cells_table(exp.name, cells, status))
         return
     show = _ProgressView(env, exp.name)
     with show.progress:

@@ -107,11 +107,10 @@ def checks_table(checks: Iterable[Any]) -> Table:
     return table
 
 
-def cells_table(name: str, cells: list[Any], done: dict[str, bool], title: Optional[str] = None) -> Table:
-    """`orch experiment run --dry-run`: each cell, whether it would run, and its spec fields."""
+def cells_table(name: str, cells: list[Any], status: dict[str, str], title: Optional[str] = None) -> Table:
+    """`orch experiment run --dry-run`: each cell, whether it would run (``status``), and its spec fields."""
     keys = sorted({k for c in cells for k in c.fields})
     table = Table("cell", "status", *keys, title=Text(title or f"{name}: {len(cells)} cells"))
     for c in cells:
-        table.add_row(*_cells(c.key, "done, skipped" if done.get(c.key) else "to run",
-                              *(str(c.fields.get(k, "")) for k in keys)))
+        table.add_row(*_cells(c.key, status.get(c.key, "to run"), *(str(c.fields.get(k, "")) for k in keys)))
     return table
