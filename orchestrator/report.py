@@ -242,6 +242,8 @@ def _measured_on(cells: Mapping[str, Mapping[str, Any]]) -> str:
         return "- Measured on: no cell has run"
     if len(found) == 1 and not unrecorded:
         return f"- Measured on: {machine.describe(next(iter(found.values())))}"
+    if not found:
+        return "- Measured on: a machine the cells do not record (they are from an older orch)"
     parts = [machine.describe(m) for m in found.values()] + ([f"{unrecorded} cells on an unrecorded one"]
                                                              if unrecorded else [])
     return (f"- **Measured on {len(found) + bool(unrecorded)} machines** ({'; '.join(parts)}): figures across "

@@ -116,6 +116,7 @@ def test_a_report_names_the_machine_its_cells_were_measured_on():
     mixed = report._measured_on({"a": {"machine": one}, "b": {"machine": {**one, "id": "bbb"}}, "c": {}})
     assert mixed.startswith("- **Measured on 3 machines**") and "1 cells on an unrecorded one" in mixed
     assert "not comparable" in mixed
+    assert "do not record" in report._measured_on({"a": {}, "b": {"machine": None}})
 
 
 def test_sweepable_fields_are_the_flat_spec_fields():
