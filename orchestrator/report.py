@@ -236,16 +236,17 @@ def _measured_on(cells: Mapping[str, Mapping[str, Any]]) -> str:
     not record (cells of an older orch)."""
     from . import machine
 
-    found = {c["machine"]["id"]: c["machine"] for c in cells.values() if (c.get("machine") or {}).get("id")}
-    unrecorded = sum(1 for c in cells.values() if not (c.get("machine") or {}).get("id"))
-    if not cells:
-        return "- Measured on: no cell has run"
+    measured = [c.get("machine") for c in cells.values() if c.get("state") == "succeeded"]  # failed: no figures
+    found = {m["id"]: m for m in measured if isinstance(m, dict) and m.get("id")}
+    unrecorded = sum(1 for m in measured if not (isinstance(m, dict) and m.get("id")))
+    if not measured:
+        return "- Measured on: no cell has succeeded"
     if len(found) == 1 and not unrecorded:
         return f"- Measured on: {machine.describe(next(iter(found.values())))}"
     if not found:
         return "- Measured on: a machine the cells do not record (they are from an older orch)"
-    parts = [machine.describe(m) for m in found.values()] + ([f"{unrecorded} cells on an unrecorded one"]
-                                                             if unrecorded else [])
+    parts = [machine.describe(m) for m in found.values()] + (
+        [f"{unrecorded} {'cell' if unrecorded == 1 else 'cells'} on an unrecorded one"] if unrecorded else [])
     return (f"- **Measured on {len(found) + bool(unrecorded)} machines** ({'; '.join(parts)}): figures across "
             "them are not comparable; run the sweep again on one machine to re-measure the others' cells")
 

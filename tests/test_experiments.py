@@ -89,34 +89,54 @@ def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
     assert status({"state": "failed", "fields": {"workers": 1, "epochs": 2}}, cell, "m1") == TO_RUN
 
 
-def test_the_machine_is_its_processor_cores_and_memory(tmp_path, monkeypatch):
+def test_the_machine_is_its_processor_its_vector_extensions_and_cores(tmp_path, monkeypatch):
     from orchestrator import machine
 
     info = tmp_path / "cpuinfo"
     block = ("processor\t: {n}\nmodel name\t: Xeon\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
              "flags\t\t: fpu sse2 avx2{extra}\n\n")
-    info.write_text(block.format(n=0, extra="") + block.format(n=1, extra=" avx512f"))
+    info.write_text(block.format(n=0, extra="") + block.format(n=1, extra=" avx512f"))  # the first block counts
     monkeypatch.setattr(machine, "CPUINFO", info)
     first = machine.identity()
-    assert first["cpu"] == "Xeon" and first["cpu_id"] == "family 6 model 143 stepping 8" and first["cores"] >= 1
-    assert first["id"] == machine.fingerprint(first) and "Xeon (family 6 model 143 stepping 8)" in machine.describe(
-        first)
+    assert (first["cpu"], first["cpu_id"]) == ("Xeon", "family 6 model 143 stepping 8")
+    assert "Xeon (family 6 model 143 stepping 8)" in machine.describe(first)
+    info.write_text(block.format(n=0, extra=" hypervisor md_clear"))  # the kernel's and hypervisor's flags: same
+    assert machine.identity()["id"] == first["id"]
     info.write_text(block.format(n=0, extra=" avx512f amx_tile"))  # another instruction set: another machine
     assert machine.identity()["id"] != first["id"]
-    info.unlink()  # no /proc: the platform's name, still an identity
-    assert machine.identity()["cpu"] and len(machine.identity()["id"]) == 12
+    info.write_text(block.format(n=0, extra="").replace("stepping\t: 8", "stepping\t: 9"))
+    assert machine.identity()["id"] != first["id"]
+    info.unlink()  # no /proc: the platform's name, no family, and still the same identity twice
+    assert machine.identity()["cpu_id"] == "" and machine.identity()["id"] == machine.identity()["id"] != first["id"]
+
+
+def test_only_compose_on_a_local_engine_is_checked(monkeypatch):
+    from orchestrator import machine
+
+    here = machine.where_cells_run("compose", "unix:///var/run/docker.sock")
+    assert here == machine.identity() and not here.get("unchecked")
+    remote = machine.where_cells_run("compose", "ssh://lab-box")
+    swarm = machine.where_cells_run("swarm", "unix:///var/run/docker.sock")
+    assert remote["id"].startswith("unchecked-") and remote["id"] != swarm["id"] != here["id"]
+    assert remote == machine.where_cells_run("compose", "ssh://lab-box")  # stable: a resume skips its cells
+    assert machine.describe(swarm) == "not checked: the containers ran on Swarm nodes at unix:///var/run/docker.sock"
+    assert "Kubernetes nodes" in machine.describe(machine.where_cells_run("k8s", "unix:///x"))
 
 
 def test_a_report_names_the_machine_its_cells_were_measured_on():
     from orchestrator import report
 
     one = {"cores": 2, "memory_gib": 24, "cpu": "Xeon", "cpu_id": "family 6", "id": "aaa"}
-    assert report._measured_on({"a": {"machine": one}, "b": {"machine": one}}) == (
+    ok = {"state": "succeeded"}
+    assert report._measured_on({"a": {"machine": one, **ok}, "b": {"machine": one, **ok}}) == (
         "- Measured on: 2 cores, 24 GiB, Xeon (family 6), machine aaa")
-    mixed = report._measured_on({"a": {"machine": one}, "b": {"machine": {**one, "id": "bbb"}}, "c": {}})
-    assert mixed.startswith("- **Measured on 3 machines**") and "1 cells on an unrecorded one" in mixed
+    assert report._measured_on({"a": {"machine": one, **ok}, "f": {"state": "failed"}}).startswith(
+        "- Measured on: 2 cores")  # a failed cell adds no figures
+    mixed = report._measured_on({"a": {"machine": one, **ok}, "b": {"machine": {**one, "id": "bbb"}, **ok},
+                                 "c": {"machine": "junk", **ok}})
+    assert mixed.startswith("- **Measured on 3 machines**") and "1 cell on an unrecorded one" in mixed
     assert "not comparable" in mixed
-    assert "do not record" in report._measured_on({"a": {}, "b": {"machine": None}})
+    assert "do not record" in report._measured_on({"a": ok, "b": {"machine": None, **ok}})
 
 
 def test_sweepable_fields_are_the_flat_spec_fields():
@@ -178,6 +198,14 @@ def test_run_records_cells_writes_the_report_and_resumes(monkeypatch, tmp_path):
     assert (out / "time-vs-workers.png").is_file()
     out_again, _ = experiments.run(exp, paths=paths)
     assert out_again == out and len(started) == 4  # only the failed cell ran again
+    assert "- Measured on: " in (out / "report.md").read_text()
+    # Resumed on another machine: every cell runs again, and the sweep says why.
+    other = {"cpu": "another", "id": "elsewhere"}
+    monkeypatch.setattr(experiments.machine, "where_cells_run", lambda backend, engine: other)
+    said = []
+    experiments.run(exp, paths=paths, say=said.append)
+    assert len(started) == 7 and {c["machine"]["id"] for c in load_cells(out).values()} == {"elsewhere"}
+    assert sum("was measured on another machine" in line for line in said) == 2  # the third had failed
 
 
 # -- reading experiment files ------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     two machines. A failed cell is recorded
     and the sweep goes on; the report shows it.
     """
-    from .. import experiment_file, experiments, machine
+    from .. import experiment_file, experiments
     from ..paths import default_paths
 
     root = Path(out_dir) if out_dir else default_paths().results
@@ -43,8 +43,9 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     if dry_run:
         cells = experiment_file.expand(exp, quick)
         recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, root))
-        here = machine.identity()["id"]
-        status = {c.key: experiments.status(recorded.get(c.key), c, here) for c in cells}
+        known: dict = {}
+        status = {c.key: experiments.status(recorded.get(c.key), c, experiments.machine_of(c, known)["id"])
+                  for c in cells}
         env.out.print(cells_table(exp.name, cells, status))
         return
     show = _ProgressView(env, exp.name)
