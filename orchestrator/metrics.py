@@ -152,7 +152,7 @@ def sync_cost(step_n: Optional[float], step_1: Optional[float], workers: int) ->
 def _point(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"params": record["params"], "runs": 0, "failed": 0, "acc": [], "train": [], "wall": [], "cpu": [],
             "net": [], "step": [], "epoch": [], "val_loss": [], "val_acc": [], "tput": [], "compute": [], "wait": [],
-            "loss_curve": []}
+            "loss_curve": [], "global_batch": None}
 
 
 def named_baseline(rows: list[dict[str, Any]], baseline: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
@@ -191,6 +191,8 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
                           ("wait", "allreduce_wait_seconds")):
             if summary.get(key) is not None:
                 group[name].append(summary[key])
+        if group["global_batch"] is None:
+            group["global_batch"] = spec.get("global_batch")
         if summary.get("loss_curve") and not group["loss_curve"]:  # the first repeat's
             group["loss_curve"] = list(summary["loss_curve"])
         steps = ((summary.get("workers") or [{}])[0]).get("steps_per_epoch")
@@ -205,7 +207,7 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         "epoch_seconds": median_range(g["epoch"]), "val_loss": median_range(g["val_loss"]),
         "val_accuracy": median_range(g["val_acc"]), "samples_per_second": median_range(g["tput"]),
         "compute_seconds": median_range(g["compute"]), "allreduce_wait_seconds": median_range(g["wait"]),
-        "loss_curve": g["loss_curve"],
+        "loss_curve": g["loss_curve"], "global_batch": g["global_batch"],
     } for g in groups.values()]
     index = point_baselines(rows, axis)
     named = named_baseline(rows, baseline) if baseline else None
@@ -219,8 +221,12 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         t_1 = base["train_seconds"][0] if base else None
         row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
         row["speedup_range"], row["efficiency_range"] = speedup_range(row["train_seconds"], t_1, n)
+        # A step is the same arithmetic as the baseline's only at the same global batch (not with a batch per
+        # worker): only then is the extra step time synchronisation.
+        same_work = base is not None and row["global_batch"] == base["global_batch"]
         sync = sync_cost(row["step_seconds"][0] if row["step_seconds"] else None,
-                         base["step_seconds"][0] if base and base["step_seconds"] else None, n)
+                         base["step_seconds"][0] if same_work and base["step_seconds"] else None, n)
+        row["same_work"] = same_work
         row["sync_seconds_per_step"] = sync.seconds_per_step if sync else None
         row["sync_share"] = sync.share if sync else None
     if baseline:  # setups: in the order the file gives them

@@ -346,6 +346,11 @@ def _why(rows: list[dict[str, Any]], axes: list[str], axis: str, baseline: Mappi
             f"for the slowest replica."
             + (f" Each worker moved {r['net_bytes_per_worker'][0] / 1e6:.1f} MB." if r["net_bytes_per_worker"] else "")
         )
+    larger = sum(1 for r in rows if r.get("same_work") is False)
+    if why and larger:
+        why.append(f"- {larger} grid points take a larger global batch than their baseline (a batch per worker), so "
+                   "their steps do more arithmetic and the difference is not synchronisation alone; where the "
+                   "workers time their all-reduce, the Scaling table above splits their steps.")
     return ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""] if why else []
 
 

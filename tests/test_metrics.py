@@ -174,5 +174,11 @@ def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
     assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 (1.17–1.31) | 0.62 (0.58–0.66) | 756 (711–800) | "
             "0.9000 | 31.88 (30.00–33.75) | 10.62 (10.00–11.25) | 25% |") in text
     assert "| 4 | batch_per_worker 64 | 256 |" in text
+    # A batch per worker makes every step bigger: its extra step time is not called synchronisation.
+    by = {(tuple(r["params"]), r["params"]["workers"]): r for r in rows}
+    assert by[(("batch_per_worker", "workers"), 2)]["sync_share"] is None
+    assert by[(("global_batch", "workers"), 2)]["sync_share"] is not None
+    assert "**2 workers, global_batch 64:**" in text and "**2 workers, batch_per_worker 64:**" not in text
+    assert "- 2 grid points take a larger global batch than their baseline" in text
     assert {p.name for p in tmp_path.glob("*.png")} == {"loss-curves.png", "speedup.png", "efficiency.png",
                                                          "training-comparison.png"}
