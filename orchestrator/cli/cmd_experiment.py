@@ -31,9 +31,8 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
 
     Each cell is one `orch up` plus `orch collect`. Re-running skips the cells that already succeeded
     with the same spec on this machine (unless --force), so an interrupted sweep resumes; cells measured
-    on another machine (another processor, core count or memory) run again, so that no median mixes
-    two machines. A failed cell is recorded
-    and the sweep goes on; the report shows it.
+    on another machine (another processor, instruction set or core count) run again, so that no median
+    mixes two machines. A failed cell is recorded and the sweep goes on; the report shows it.
     """
     from .. import experiment_file, experiments
     from ..paths import default_paths
