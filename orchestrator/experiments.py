@@ -38,11 +38,6 @@ def load_cells(out: Path) -> dict[str, Any]:
     return cells if isinstance(cells, dict) else {}
 
 
-def is_done(record: Optional[dict[str, Any]], cell: Cell, machine_id: str) -> bool:
-    """Whether a recorded cell succeeded with the same spec fields on this machine (so a re-run can skip it)."""
-    return status(record, cell, machine_id) == DONE
-
-
 def machine_of(cell: Cell, known: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, Any]:
     """The machine ``cell``'s containers run on (``machine.where_cells_run``), looked up once per backend in
     ``known``."""

@@ -78,8 +78,8 @@ def fingerprint(found: Mapping[str, Any]) -> str:
 
 
 def describe(found: Mapping[str, Any]) -> str:
-    """One line: "2 cores, 24 GiB, Intel(R) Xeon(R) Processor (family 6 model 167 stepping 1), id 3f...".
-    """
+    """One line: "2 cores, 24 GiB, Intel(R) Xeon(R) Processor (family 6 model 167 stepping 1), machine 36e7...",
+    or where unchecked cells ran."""
     if found.get("unchecked"):
         return f"not checked: the containers ran on {found['unchecked']}"
     cpu = found.get("cpu", "unknown CPU") + (f" ({found['cpu_id']})" if found.get("cpu_id") else "")

@@ -117,8 +117,8 @@ def speedup_range(t_n: Optional[MedianRange], t_1: Optional[float],
     if not t_n or not t_1 or min(t_n) <= 0 or workers < 1:
         return None, None
     med, lo, hi = t_n
-    s = (t_1 / med, t_1 / hi, t_1 / lo)
-    return s, tuple(v / workers for v in s)  # type: ignore[return-value]
+    return (tuple(speedup(t, t_1) for t in (med, hi, lo)),  # type: ignore[return-value]
+            tuple(efficiency(t, t_1, workers) for t in (med, hi, lo)))
 
 
 def step_seconds(train_seconds: Optional[float], epochs: int, steps_per_epoch: Optional[int]) -> Optional[float]:
@@ -173,11 +173,13 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
     for record in cells.values():
         group = groups.setdefault(json.dumps(record["params"], sort_keys=True, default=str), _point(record))
         group["runs"] += 1
+        summary = record.get("summary") or {}
+        spec = summary.get("spec") or {}
+        if group["global_batch"] is None:  # what the point asked for, failed or not
+            group["global_batch"] = spec.get("global_batch")
         if record.get("state") != "succeeded":
             group["failed"] += 1
             continue
-        summary = record.get("summary") or {}
-        spec = summary.get("spec") or {}
         workers = int(record["fields"].get("workers", spec.get("workers", 1)))
         for name, value in (("acc", summary.get("test_accuracy")), ("train", summary.get("train_seconds")),
                             ("wall", summary.get("wall_seconds")), ("cpu", summary.get("cpu_mean_percent")),
@@ -191,8 +193,6 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
                           ("wait", "allreduce_wait_seconds")):
             if summary.get(key) is not None:
                 group[name].append(summary[key])
-        if group["global_batch"] is None:
-            group["global_batch"] = spec.get("global_batch")
         if summary.get("loss_curve") and not group["loss_curve"]:  # the first repeat's
             group["loss_curve"] = list(summary["loss_curve"])
         steps = ((summary.get("workers") or [{}])[0]).get("steps_per_epoch")

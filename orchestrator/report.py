@@ -196,14 +196,12 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
         total = steps.get(json.dumps(r["params"], sort_keys=True, default=str))
-        batch = next((c["summary"]["spec"].get("global_batch") for c in cells.values()
-                      if c["params"] == r["params"] and c.get("summary")), None)
         per_step = 1000 / total if total else None
         compute = r["compute_seconds"][0] * per_step if r["compute_seconds"] and per_step else None
         wait = r["allreduce_wait_seconds"][0] * per_step if r["allreduce_wait_seconds"] and per_step else None
         share = wait / (wait + compute) if wait is not None and compute else None
         lines.append("| " + " | ".join([
-            str(metrics.point_scale(r, axis)), _line_of(r, axis), str(batch or "-"),
+            str(metrics.point_scale(r, axis)), _line_of(r, axis), str(r["global_batch"] or "-"),
             _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
             _median_range(r["efficiency_range"], ".2f"), _median_range(r["samples_per_second"], ".0f"),
             _median_range(r["test_accuracy"], ".4f"),

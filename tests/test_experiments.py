@@ -9,7 +9,7 @@ import pytest
 from orchestrator import experiment_file, experiments, report
 from orchestrator.errors import InvalidSpec, WorkerFailed
 from orchestrator.experiment_file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
-from orchestrator.experiments import ELSEWHERE, TO_RUN, is_done, load_cells, results_dir, status
+from orchestrator.experiments import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
 from orchestrator.spec import RUN_ID_PATTERN, flat_field_names
@@ -79,10 +79,10 @@ def test_bad_experiment_files_name_the_problem(text, needle):
 def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
     cell = Cell(key="k", params={"workers": 1}, repeat=0, fields={"workers": 1, "epochs": 2})
     here = {"machine": {"id": "m1"}}
-    assert is_done({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m1")
-    assert not is_done({"state": "failed", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m1")
-    assert not is_done({"state": "succeeded", "fields": {"workers": 1, "epochs": 3}, **here}, cell, "m1")
-    assert not is_done(None, cell, "m1")
+    assert status({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m1") == DONE
+    assert status({"state": "failed", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m1") == TO_RUN
+    assert status({"state": "succeeded", "fields": {"workers": 1, "epochs": 3}, **here}, cell, "m1") == TO_RUN
+    assert status(None, cell, "m1") == TO_RUN
     # Measured elsewhere, or by an orch that did not record the machine: run again, and say why.
     assert status({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}, **here}, cell, "m2") == ELSEWHERE
     assert status({"state": "succeeded", "fields": {"workers": 1, "epochs": 2}}, cell, "m1") == ELSEWHERE
