@@ -7,7 +7,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps images lock demo test clean
 
-$(ORCH): setup.cfg pyproject.toml
+$(ORCH): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -29,10 +29,10 @@ setup: $(ORCH) system-deps
 images: setup
 	$(ORCH) build --bootstrap-base
 
-# Regenerate images/requirements.lock (every wheel's version and sha256) after editing
-# images/requirements*.txt, or to take new releases of the dependencies; review the diff and commit it.
+# Regenerate the image recipes' requirements.lock (every wheel's version and sha256) after editing their
+# requirements*.txt, or to take new releases of the dependencies; review the diff and commit it.
 lock: $(ORCH)
-	$(BIN)/python images/lock.py
+	$(BIN)/python -m orchestrator.images.lock
 
 # The container-count comparison on full MNIST, 1 worker vs 3 at the same global batch, collected side
 # by side: with TensorFlow's MultiWorkerMirroredStrategy, then with MPI over shared memory; then the

@@ -22,19 +22,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TRAINER_MARKER = ROOT / "images/trainer/orch_trainer/__init__.py"
+TRAINER_MARKER = ROOT / "orchestrator/trainer/__init__.py"
 
+from orchestrator import frameworks  # noqa: E402
 from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
-from orchestrator.images import DEFAULT_BASE, RUNTIME_TAG, build  # noqa: E402
+from orchestrator.frameworks.torch import build as torch_images  # noqa: E402
+from orchestrator.images.builder import DEFAULT_BASE, RUNTIME_TAG  # noqa: E402
+from orchestrator.images.wheels import read_lock  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
-from orchestrator import torch_images  # noqa: E402
-from orchestrator.wheels import read_lock  # noqa: E402
 
 
 def timed(label: str, framework: str = "tensorflow", **kwargs) -> dict:
     started = time.monotonic()
-    builder = torch_images.build if framework == "torch" else build
-    results = builder(say=lambda msg: print(f"  {msg}", file=sys.stderr), **kwargs)
+    say = lambda msg: print(f"  {msg}", file=sys.stderr)  # noqa: E731
+    results = frameworks.get(framework).build(frameworks.BuildOptions(**kwargs), None, None, say)
     seconds = time.monotonic() - started
     print(f"{label}: {seconds:.1f} s", file=sys.stderr)
     return {"case": label, "seconds": round(seconds, 1), "built": [r.tag for r in results if r.built],

@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
-from orchestrator.rundir import RunDir  # noqa: E402
-from orchestrator.runner import container_user, up  # noqa: E402
+from orchestrator.run.rundir import RunDir  # noqa: E402
+from orchestrator.run.runner import container_user, up  # noqa: E402
 from orchestrator.spec import make_spec  # noqa: E402
 
 

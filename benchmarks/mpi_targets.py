@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator import bench  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
-from orchestrator.rundir import RunDir  # noqa: E402
-from orchestrator.runner import up  # noqa: E402
+from orchestrator.run.rundir import RunDir  # noqa: E402
+from orchestrator.run.runner import up  # noqa: E402
 from orchestrator.spec import make_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.backends.compose import ComposeBackend  # noqa: E402
-from orchestrator.images import DEFAULT_BASE  # noqa: E402
-from orchestrator.stats import Sampler  # noqa: E402
+from orchestrator.images.builder import DEFAULT_BASE  # noqa: E402
+from orchestrator.run.stats import Sampler  # noqa: E402
 
 LABEL = "orch.run=bench-sampler"
 LOAD = "import time\nwhile True:\n    sum(range(20000))\n    time.sleep(0.02)\n"

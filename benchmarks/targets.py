@@ -43,10 +43,13 @@ import compose_overhead  # noqa: E402
 from build_times import clear_for_cold_build, trainer_edited  # noqa: E402
 from scaling import NAIVE  # noqa: E402
 
-from orchestrator import contract  # noqa: E402
+from orchestrator import (
+    contract,  # noqa: E402
+    frameworks,  # noqa: E402
+)
 from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
-from orchestrator.images import _requirements, _trainer_files, build, wheelhouse  # noqa: E402
-from orchestrator.paths import asset_dir, default_paths  # noqa: E402
+from orchestrator.images.builder import _requirements, _trainer_files, wheelhouse  # noqa: E402
+from orchestrator.paths import default_paths, recipe_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
 NAIVE_DOCKERFILE = ROOT / "benchmarks/naive/Dockerfile"
@@ -77,7 +80,7 @@ def _image_size(ref: str) -> int:
 
 def _naive_build(wheels: Path) -> float:
     """Build the naive image's two kinds from a context of the same inputs; return the seconds."""
-    images = asset_dir("images")
+    images = recipe_dir("tensorflow")
     with tempfile.TemporaryDirectory() as tmp:
         context = Path(tmp)
         shutil.copy(NAIVE_DOCKERFILE, context / "Dockerfile")
@@ -89,7 +92,7 @@ def _naive_build(wheels: Path) -> float:
                 os.link(wheel, context / "wheelhouse" / wheel.name)
             except OSError:  # another file system
                 shutil.copy(wheel, context / "wheelhouse" / wheel.name)
-        for name, path in _trainer_files(images):
+        for name, path in _trainer_files():
             target = context / "trainer" / Path(name).relative_to("orch/trainer")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
@@ -98,6 +101,11 @@ def _naive_build(wheels: Path) -> float:
             subprocess.run(["docker", "build", "-q", "--build-arg", f"KIND={kind}", "-t", f"{NAIVE_TAG}-{kind}",
                             str(context)], check=True, capture_output=True)
         return time.monotonic() - started
+
+
+def build(bootstrap: bool = False, say=None) -> list:
+    """orch's TensorFlow images, as `orch build` makes them."""
+    return frameworks.get("tensorflow").build(frameworks.BuildOptions(bootstrap=bootstrap), None, None, say)
 
 
 def images_section(cold: bool) -> dict:
@@ -115,7 +123,7 @@ def images_section(cold: bool) -> dict:
     build(say=say)  # back to the committed trainer
     out["orch_size_bytes"] = _image_size(image_ref("multi"))
     log(f"orch warm rebuild: {out['orch_warm_seconds']:.1f} s, size {out['orch_size_bytes'] / 1e9:.2f} GB")
-    wheels = wheelhouse(default_paths(), say)
+    wheels = wheelhouse(default_paths(), say, recipe_dir("tensorflow"))
     try:
         out["naive_cold_seconds"] = _naive_build(wheels)
         with trainer_edited():

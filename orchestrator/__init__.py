@@ -1,21 +1,33 @@
-"""orch: run and measure distributed training in containers."""
+"""orch: run and measure distributed training in containers.
+
+The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``render``, ``collect``,
+``experiment``, ``ps`` and ``down``, plus ``job_spec`` and ``doctor``. They load on first use, since they
+import engine clients. ``orchestrator.plan`` is the planning package; ``render`` returns a plan.
+"""
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import OrchError  # noqa: E402
-from .spec import JobSpec, make_spec  # noqa: E402
+from orchestrator.errors import OrchError  # noqa: E402
+from orchestrator.spec import JobSpec, make_spec  # noqa: E402
 
-__all__ = ["__version__", "OrchError", "JobSpec", "make_spec", "plan", "apply", "up", "down", "ps", "build", "doctor"]
+__all__ = ["__version__", "OrchError", "JobSpec", "make_spec", "job_spec", "render", "up", "collect", "experiment",
+           "ps", "down", "doctor"]
 
-# The verbs import engine clients; load them only when asked for.
-_LAZY = {"plan": "plan", "apply": "runner", "up": "runner", "down": "runs", "ps": "runs", "build": "images",
-         "doctor": "doctor"}
+# name -> module that defines it; no name here is also a subpackage's, so each is always the function.
+_LAZY = {"job_spec": "api", "render": "api", "up": "api", "collect": "api", "experiment": "api", "ps": "api",
+         "down": "api", "doctor": "docker.doctor"}
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
-        raise AttributeError(name)
+        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value  # later look-ups find the function itself
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

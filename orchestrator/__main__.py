@@ -1,3 +1,3 @@
-from .cli import main
+from orchestrator.cli import main
 
 main()

@@ -22,10 +22,12 @@ ENV_OUT_DIR = "ORCH_OUT_DIR"
 ENV_CPUS = "ORCH_CPUS"
 
 # Where one pod template serves every replica (Kubernetes), each replica derives its own rendezvous at start-up
-# (orch_trainer/rendezvous.py) from ENV_CLUSTER, a JSON list of [role, [host:port, ...]] pairs in role order,
+# (rendezvous.py, shared with the host) from ENV_CLUSTER, a JSON list of [role, [host:port, ...]] pairs in role order,
 # and from the completion index Kubernetes gives it in ENV_COMPLETION_INDEX. ENV_ROLE, when set, names the
 # pod's role and the index counts within it (one Job per role); unset, the index counts across the roles.
+# ENV_RENDEZVOUS names what else the framework needs derived: "tf_config", "rank" or nothing.
 ENV_CLUSTER = "ORCH_CLUSTER"
+ENV_RENDEZVOUS = "ORCH_RENDEZVOUS"
 ENV_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
 # The variables a replica derives from those, which a shared pod template therefore leaves out.
 DERIVED_FROM_INDEX = (ENV_ROLE, ENV_WORKER_INDEX, ENV_NUM_WORKERS, "TF_CONFIG", "RANK")
@@ -63,19 +65,7 @@ TRAINING_FIELDS = (
     "checkpoint_every",
     "threads",
 )
-# Each framework's own fields in the job its trainer reads (beside TRAINING_FIELDS).
-FRAMEWORK_TRAINING_FIELDS = {
-    "tensorflow": ("replicas", "parameter_servers", "steps_per_execution", "collective", "bytes_per_pack",
-                   "collective_timeout", "log_reduction", "cache", "prefetch", "shuffle_buffer"),
-    "mpi": ("transport",),
-    # The timeouts set gloo's own, a little beyond orch's, so orch names a stalled or missing rank first.
-    "torch": ("batch_per_worker", "startup_timeout", "stall_timeout"),
-}
-
-
-def training_fields(framework: str) -> tuple[str, ...]:
-    """Every field of the job a trainer of ``framework`` reads."""
-    return TRAINING_FIELDS + FRAMEWORK_TRAINING_FIELDS.get(framework, ())
+# Each framework's own fields follow these in the job: its options' ``training_fields``.
 
 # What a replica sees under ENV_OUT_DIR: its own folder <role>-<index>/ (no other replica's), and SHARED_DIR,
 # the one folder every worker of the job shares. Nothing else of the host's run directory is mounted.

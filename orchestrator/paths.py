@@ -1,22 +1,33 @@
 """Where orch finds its assets and keeps its caches and runs."""
 from __future__ import annotations
 
+import importlib.resources
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OrchError
+from orchestrator.errors import OrchError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path("results")  # collect's and experiments' default output root, relative to where orch runs
 
 
-def asset_dir(name: str) -> Path:
-    """A top-level asset folder of the orch checkout (``images``, ``compose-templates``)."""
-    path = PROJECT_ROOT / name
-    if not path.is_dir():
-        raise OrchError(f"orch's {name}/ folder is missing at {path}; install orch from its checkout with `pip install -e .`")
+def resource(package: str, name: str) -> Path:
+    """A file or folder that orch ships inside its package (templates, image recipes, the trainer's code), as a
+    path on disk: image builds send these files to the engine, so orch must be installed as files, not zipped."""
+    path = Path(str(importlib.resources.files(package).joinpath(name)))
+    if not path.exists():
+        raise OrchError(f"orch's {name} is missing from {package} ({path}); reinstall orch")
     return path
+
+
+def trainer_dir() -> Path:
+    """orch's trainer code, the ``orch_trainer`` package of every trainer image."""
+    return resource("orchestrator", "trainer")
+
+
+def recipe_dir(framework: str) -> Path:
+    """The image recipe of ``framework`` (Dockerfile or install script, requirements and lock)."""
+    return resource(f"orchestrator.frameworks.{framework}", "image")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from .errors import OrchError
+from orchestrator.errors import OrchError
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

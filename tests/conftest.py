@@ -16,16 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def images():
     """Build (or find up to date) the trainer images once per test session."""
-    from orchestrator.images import build
+    from orchestrator import frameworks
 
-    return build(bootstrap=True, say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
+    return frameworks.get("tensorflow").build(frameworks.BuildOptions(bootstrap=True), None, None,
+                                              lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
 @pytest.fixture(scope="session")
 def torch_image(images):
     """orch's PyTorch image, built (or found up to date) once per test session, after the base image. Its
     wheels (3.2 GB) are downloaded once per machine."""
-    from orchestrator.torch_images import build
+    from orchestrator.frameworks.torch.build import build
 
     return build(say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
 

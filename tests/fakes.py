@@ -22,8 +22,10 @@ from typing import Any, Iterator, Optional, Union
 
 from orchestrator import contract
 from orchestrator.backends import Backend, Key, ReplicaState, Status
-from orchestrator.records import parse_event, parse_result
+from orchestrator.docker.stats import usage_of
+from orchestrator.run.records import parse_event, parse_result
 from orchestrator.timestamps import format_timestamp
+from orchestrator.usage import Usage
 
 MiB = 2**20
 START = 1_700_000_000.0  # the fake wall clock's epoch
@@ -329,16 +331,16 @@ class FakeBackend(Backend):
         return iter([f"{format_timestamp(t)} {line}" for t, line in sorted(lines, key=lambda pair: pair[0])
                      if since is None or t >= since])
 
-    def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
+    def stats_stream(self, replica: ReplicaState) -> Iterator[Usage]:
         self.calls.append(Call("stats_stream", (replica.label,)))
         record = self._stats(replica)
         return iter([record] if record else [])
 
-    def stats_once(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
+    def stats_once(self, replica: ReplicaState) -> Optional[Usage]:
         self.calls.append(Call("stats_once", (replica.label,)))
         return self._stats(replica)
 
-    def cancel(self, run_id: str, artifact: Optional[Path], grace: int) -> None:
+    def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         self.calls.append(Call("cancel", (run_id, artifact), {"grace": grace, "at": self.clock.monotonic()}))
         error = self.cancel_raises.pop(0) if self.cancel_raises else None
         if error is not None:
@@ -358,12 +360,12 @@ class FakeBackend(Backend):
         text = self.logs_text.get(replica.key)
         return text.splitlines() if text is not None else canned_log(replica.key, self.attempt)
 
-    def _stats(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
+    def _stats(self, replica: ReplicaState) -> Optional[Usage]:
         r = self.replicas.get(replica.key)
         if r is None or r.status != Status.RUNNING:
             return None
         used, limit = self.memory.get(replica.key, (100 * MiB, 2048 * MiB))
-        return engine_stats(used, limit)
+        return usage_of(engine_stats(used, limit))
 
     def _advance(self) -> None:
         """Apply every step that is due."""
@@ -445,7 +447,7 @@ class FakeBackend(Backend):
 
 def engine_stats(used: int, limit: int, cache: int = 8 * MiB) -> dict[str, Any]:
     """One Engine API stats record (cgroup v2 shape) of a container using ``used`` of ``limit`` bytes; the
-    page cache in ``cache`` is reported in usage and excluded again by ``parse_stats``, as by `docker stats`."""
+    page cache in ``cache`` is reported in usage and excluded again by ``usage_of``, as by `docker stats`."""
     return {
         "read": "2026-11-21T13:01:05.664847057Z",
         "preread": "2026-11-21T13:01:04.661346775Z",

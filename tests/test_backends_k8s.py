@@ -18,11 +18,10 @@ from orchestrator.errors import InvalidSpec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.spec import make_spec
+from tests.test_cli_inprocess import one_line_error, orch
+from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
-from .test_cli_inprocess import one_line_error, orch
-from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
-
-K8S_VERSION = "1.37.0"  # the newest schema kubernetes-validate ships (see setup.cfg's pin)
+K8S_VERSION = "1.37.0"  # the newest schema kubernetes-validate ships (see pyproject.toml's pin)
 GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -65,7 +64,7 @@ def _golden(name: str, text: str) -> str:
 
 
 # -- validation and golden files ----------------------------------------------------------------------
-@pytest.mark.parametrize("framework", sorted(frameworks.FRAMEWORKS))
+@pytest.mark.parametrize("framework", sorted(frameworks.BUILTIN))
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("workers", range(1, 9))
 def test_manifests_validate_and_match_golden(framework, kind, workers):

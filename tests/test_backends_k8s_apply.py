@@ -6,14 +6,13 @@ import json
 
 import pytest
 
-from orchestrator import contract, kube
-from orchestrator.backends import Status
+from orchestrator import contract
+from orchestrator.backends import Status, kube
 from orchestrator.backends.k8s import COMPLETION_INDEX, KubernetesBackend, documents_of, object_name, pod_state
 from orchestrator.errors import DockerError, InvalidSpec, RenderOnlyBackend
-from orchestrator.rundir import RunState
-
-from .test_cli_inprocess import one_line_error, orch
-from .test_runner import Harness
+from orchestrator.run.rundir import RunState
+from tests.test_cli_inprocess import one_line_error, orch
+from tests.test_runner import Harness
 
 STAMP = "2026-11-22T07:00:0{}.000000000Z"
 
@@ -128,7 +127,7 @@ def Harness_plan():
 
 
 def test_cancel_waits_for_the_pods_to_go_and_says_when_they_do_not():
-    from .fakes import FakeClock
+    from tests.fakes import FakeClock
 
     cluster = [["worker", ["a:1"]]]
     h_pods = [pod("r", 0, "Failed", cluster, exit_code=137)]

@@ -10,14 +10,13 @@ import yaml
 from orchestrator import contract
 from orchestrator.plan import plan
 from orchestrator.spec import make_spec
-
-from .test_backends_k8s import PATHS, documents, env_of, job_templates
-from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
+from tests.test_backends_k8s import PATHS, documents, env_of, job_templates
+from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
 # What differs by design: the report channel (files or stdout), the cores (no cpuset beyond Compose), where the
 # data set is (mounted, or in the image), and the cluster a Kubernetes pod derives its own values from.
 TRANSPORT = {contract.ENV_REPORT, contract.ENV_CPUS, contract.ENV_DATA_DIR, contract.ENV_CLUSTER,
-             contract.ENV_COMPLETION_INDEX}
+             contract.ENV_COMPLETION_INDEX, contract.ENV_RENDEZVOUS}
 
 
 def _env(env: dict) -> dict:

@@ -12,17 +12,22 @@ import yaml
 
 from orchestrator import contract
 from orchestrator.backends import Status, get
-from orchestrator.backends.swarm import (NOT_EXPRESSIBLE, STACK_MAX, SwarmBackend, replica_state, replica_states,
-                                         stack_name)
-from orchestrator.engine import Engine
+from orchestrator.backends.swarm import (
+    NOT_EXPRESSIBLE,
+    STACK_MAX,
+    SwarmBackend,
+    replica_state,
+    replica_states,
+    stack_name,
+)
+from orchestrator.docker.engine import Engine
 from orchestrator.errors import DockerError, ImageMissing, InvalidSpec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
+from orchestrator.run.supervisor import describe_exit
 from orchestrator.spec import make_spec
-from orchestrator.supervisor import describe_exit
-
-from .fakes import FakeClock
-from .test_cli_inprocess import orch
+from tests.fakes import FakeClock
+from tests.test_cli_inprocess import orch
 
 GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))

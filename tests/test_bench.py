@@ -7,11 +7,10 @@ import subprocess
 
 import pytest
 
-from orchestrator.bench import TRANSPORTS, Row, _compare_to_host, markdown, parse_measurement, summarize
+from orchestrator.bench import Row, _compare_to_host, known_transports, markdown, parse_measurement, summarize
 from orchestrator.errors import InvalidSpec, OrchError
-
-from .conftest import run_orch
-from .test_cli_inprocess import one_line_error, orch
+from tests.conftest import run_orch
+from tests.test_cli_inprocess import one_line_error, orch
 
 
 def test_percentiles_and_bus_bandwidth():
@@ -45,7 +44,7 @@ def test_containers_are_compared_with_the_host_of_the_same_api_ranks_and_size():
             Row("tf-ring-bridge", "containers", 3, 81920, 3000.0, 4000.0, 0.03, 10),
             Row("mpi-shm", "containers", 2, 81920, 9.0, 10.0, 9.0, 100),
             Row("gloo", "containers", 3, 81920, note="needs a PyTorch image")]
-    _compare_to_host(rows, list(TRANSPORTS))
+    _compare_to_host(rows, list(known_transports()))
     assert [r.vs_host for r in rows] == [1.5, None, None, None, None]
     text = markdown(rows, "# t")
     assert "| mpi-shm | containers | 3 | 80 KB | 150 |" in text and "1.50x" in text
@@ -72,6 +71,7 @@ def test_the_run_refuses_bad_shapes_before_anything_starts():
 
 @pytest.mark.docker
 def test_tiny_measures_every_transport_and_the_host_reference(images, torch_image, orch_env, tmp_path):
+    before = _orch_containers()  # an engine shared with other work may hold other runs' containers
     proc = run_orch(["bench", "allreduce", "--tiny", "--out", str(tmp_path / "bench"), "--format", "json"], orch_env,
                     timeout=900)
     assert proc.returncode == 0, proc.stderr
@@ -85,15 +85,20 @@ def test_tiny_measures_every_transport_and_the_host_reference(images, torch_imag
     assert {p.name for p in (tmp_path / "bench").iterdir()} >= {"allreduce.json", "allreduce.md",
                                                                    "allreduce-latency.png"}
     assert (tmp_path / "bench" / "allreduce-latency.png").stat().st_size > 10_000
-    assert subprocess.run(["docker", "ps", "-aq", "--filter", "label=orch.run"], capture_output=True, text=True,
-                          check=True).stdout.strip() == ""  # every measurement's containers are gone
+    assert _orch_containers() - before == set()  # every measurement's containers are gone
+
+
+def _orch_containers() -> set[str]:
+    """Every container of an orch run on this engine, running or not."""
+    return set(subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", "label=orch.run"],
+                              capture_output=True, text=True, check=True).stdout.split())
 
 
 @pytest.mark.parametrize("ranks", range(2, 17))
 def test_every_rank_count_the_flag_accepts_makes_a_valid_job_for_every_transport(ranks):
     from orchestrator.bench import job_spec
 
-    for transport in TRANSPORTS:
+    for transport in known_transports():
         if not transport.unavailable:
             spec = job_spec(transport, ranks, [4096], 10, 1)
             assert spec.workers == ranks and spec.global_batch % ranks == 0

@@ -5,8 +5,7 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-
-from .conftest import orch_containers, run_orch
+from tests.conftest import orch_containers, run_orch
 
 
 def test_version_and_help(orch_env):
@@ -72,10 +71,10 @@ def test_missing_image_says_to_build(orch_env, tmp_path):
 
 @pytest.mark.docker
 def test_missing_own_image_names_orch_build(monkeypatch, tmp_path):
-    from orchestrator import runner
     from orchestrator.errors import ImageMissing
     from orchestrator.frameworks import tensorflow
     from orchestrator.paths import Paths
+    from orchestrator.run import runner
     from orchestrator.spec import make_spec
 
     monkeypatch.setattr(tensorflow, "__version__", "0.0.0-never-built")

@@ -18,10 +18,9 @@ from orchestrator.cli import main
 from orchestrator.cli.env import Environment
 from orchestrator.cli.options import spec_flags
 from orchestrator.errors import ImageMissing
-from orchestrator.framework_options import TensorFlowOptions
+from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
 from orchestrator.spec import JobSpec, make_spec
-
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 VERBS = [[], ["build"], ["render"], ["up"], ["ps"], ["down"], ["stats"], ["collect"], ["experiment"],
          ["experiment", "run"], ["logs"], ["doctor"]]
@@ -252,7 +251,7 @@ def test_ps_lists_a_recorded_run_and_one_without_a_spec(folders, no_engine):
 @pytest.mark.parametrize("isatty", [False, True])
 def test_watcher_prints_worker_text_as_it_is(isatty):
     from orchestrator.cli.cmd_up import Watcher
-    from orchestrator.records import parse_event
+    from orchestrator.run.records import parse_event
 
     out, err = io.StringIO(), io.StringIO()
     env = Environment.from_streams(out, err, isatty=isatty)
@@ -293,7 +292,7 @@ def _raising(exc):
     (KeyboardInterrupt(), 130, "orch: interrupted"),
 ])
 def test_failures_map_to_one_message_and_an_exit_code(monkeypatch, exc, code, needle):
-    from orchestrator import runs
+    from orchestrator.run import runs
 
     monkeypatch.setattr(runs, "ps", _raising(exc))
     result = orch("ps")
@@ -303,7 +302,7 @@ def test_failures_map_to_one_message_and_an_exit_code(monkeypatch, exc, code, ne
 
 
 def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
-    from orchestrator import runs
+    from orchestrator.run import runs
 
     monkeypatch.setattr(runs, "ps", _raising(RuntimeError("boom")))
     with pytest.raises(RuntimeError, match="boom"):
@@ -312,7 +311,7 @@ def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_are_terminated_143(monkeypatch, signame):
-    from orchestrator import runs
+    from orchestrator.run import runs
 
     signum = getattr(signal, signame)
     before = signal.getsignal(signum)
@@ -329,7 +328,7 @@ def test_sigterm_and_sighup_are_terminated_143(monkeypatch, signame):
 
 
 def test_doctor_exits_1_when_a_check_fails(monkeypatch):
-    from orchestrator import doctor
+    from orchestrator.docker import doctor
 
     checks = [doctor.Check("engine", True, "answers"), doctor.Check("disk", False, "1 GB [free]", "free some")]
     monkeypatch.setattr(doctor, "doctor", lambda fix=False: checks)
@@ -353,8 +352,8 @@ def test_no_module_level_consoles():
 
 def test_help_imports_no_verb_library():
     code = ("import sys\nfrom orchestrator.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "loaded = [m for m in ('orchestrator.collect', 'orchestrator.experiments', 'orchestrator.report', "
-            "'orchestrator.images', 'orchestrator.runner') if m in sys.modules]\nprint(loaded, file=sys.stderr)\n"
+            "loaded = [m for m in ('orchestrator.analysis.collect', 'orchestrator.experiments.sweep', 'orchestrator.analysis.report', "
+            "'orchestrator.images.builder', 'orchestrator.run.runner') if m in sys.modules]\nprint(loaded, file=sys.stderr)\n"
             "sys.exit(1 if loaded else 0)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -363,9 +362,10 @@ def test_help_imports_no_verb_library():
 # -- up, with the runner replaced ----------------------------------------------------------------------
 @pytest.mark.parametrize("extra", [[], ["--detach"], ["--format", "json"]])
 def test_up_prints_the_run_and_its_workers(monkeypatch, extra):
-    from orchestrator import contract, runner
-    from orchestrator.records import parse_event
-    from orchestrator.rundir import RunInfo, RunState
+    from orchestrator import contract
+    from orchestrator.run import runner
+    from orchestrator.run.records import parse_event
+    from orchestrator.run.rundir import RunInfo, RunState
 
     def fake_up(spec, detach=False, say=None, on_event=None, stats_interval=1.0, **kwargs):
         assert spec.workers == 2 and spec.global_batch == 64 and spec.framework.collective == "auto"
@@ -388,3 +388,17 @@ def test_up_prints_the_run_and_its_workers(monkeypatch, extra):
         assert record["state"] == "succeeded" and record["train_seconds"] == 3.0
     else:
         assert "succeeded" in result.out and "3.00" in result.out and "worker-1" in result.out
+
+
+def test_the_runs_and_results_folders_are_flags_as_well_as_variables(tmp_path, monkeypatch):
+    from orchestrator.paths import default_paths
+
+    monkeypatch.delenv("ORCH_RUNS_DIR", raising=False)  # restored after the test, whatever the flags set
+    monkeypatch.delenv("ORCH_RESULTS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert (default_paths().runs, default_paths().results.resolve()) == (tmp_path / "runs", tmp_path / "results")
+    result = orch("--runs-dir", "elsewhere/runs", "--results-dir", "out", "ps", "--format", "json")
+    assert result.code == 0, result
+    assert (default_paths().runs, default_paths().results) == (tmp_path / "elsewhere/runs", tmp_path / "out")
+    help_text = orch("--help").out
+    assert "--runs-dir" in help_text and "ORCH_RUNS_DIR" in help_text and "--results-dir" in help_text

@@ -13,15 +13,14 @@ import numpy as np
 import pytest
 
 from orchestrator import contract
-from orchestrator.collect import PREDICTIONS_LIMIT, collect, compare, read_predictions, summarize
+from orchestrator.analysis.collect import PREDICTIONS_LIMIT, collect, compare, read_predictions, summarize
 from orchestrator.errors import RunNotFound
 from orchestrator.paths import Paths
-from orchestrator.rundir import RunDir, RunInfo, RunState
+from orchestrator.run.rundir import RunDir, RunInfo, RunState
+from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
 from orchestrator.spec import make_spec
-from orchestrator.stats import STATS_FIELDS
-
-from .conftest import run_orch
+from tests.conftest import run_orch
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "orchestrator/schemas/summary.schema.json").read_text())
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -78,7 +77,8 @@ def _fake_run(paths: Paths, run_id: str, workers: int = 2, state: RunState = Run
         f.write(",".join(STATS_FIELDS) + "\n")
         for t in range(3):
             for i in range(workers):
-                row = [100 + t, i, f"{run_id}-worker-{i}", 50 + t, 10**8, 2**31, 10**6 * t, 2 * 10**6 * t, 0, 0, 9, "worker"]
+                row = [100 + t, i, f"{run_id}-worker-{i}", 50 + t, 10**8, 2**31, 10**6 * t, 2 * 10**6 * t, 0, 0, 9, "worker",
+                       2 * 10**8]
                 f.write(",".join(map(str, row)) + "\n")
     workers_rec = [{"worker": i, "exit_code": 0 if state == RunState.SUCCEEDED else 137} for i in range(workers)]
     run.write_record(RunInfo(run_id=run_id, state=state, spec=spec, started=99.0, wall_seconds=40.0,

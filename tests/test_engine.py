@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine import Engine, parse_container
+from orchestrator.docker.engine import Engine, parse_container
 from orchestrator.errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -122,7 +122,7 @@ def test_unreachable_engine_is_reported(monkeypatch):
 
 
 def test_doctor_fix_never_replaces_a_users_own_compose_plugin(tmp_path, monkeypatch):
-    from orchestrator import doctor
+    from orchestrator.docker import doctor
 
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     plugin = tmp_path / "cli-plugins" / "docker-compose"

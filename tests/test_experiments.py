@@ -6,16 +6,17 @@ import time
 
 import pytest
 
-from orchestrator import experiment_file, experiments, report
+from orchestrator.analysis import report
 from orchestrator.errors import InvalidSpec, WorkerFailed
-from orchestrator.experiment_file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
-from orchestrator.experiments import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
+from orchestrator.experiments import file as experiment_file
+from orchestrator.experiments import sweep as experiments
+from orchestrator.experiments.file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
+from orchestrator.experiments.sweep import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
 from orchestrator.spec import RUN_ID_PATTERN, flat_field_names
-
-from .conftest import ROOT, run_orch
-from .test_collect import _fake_run, _good, _tree, assert_whole, interrupt_replace
+from tests.conftest import ROOT, run_orch
+from tests.test_collect import _fake_run, _good, _tree, assert_whole, interrupt_replace
 
 GRID = """
 name: t
@@ -90,7 +91,7 @@ def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
 
 
 def test_the_machine_is_its_processor_its_vector_extensions_and_cores(tmp_path, monkeypatch):
-    from orchestrator import machine
+    from orchestrator.analysis import machine
 
     info = tmp_path / "cpuinfo"
     block = ("processor\t: {n}\nmodel name\t: Xeon\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
@@ -111,7 +112,7 @@ def test_the_machine_is_its_processor_its_vector_extensions_and_cores(tmp_path, 
 
 
 def test_only_compose_on_a_local_engine_is_checked(monkeypatch):
-    from orchestrator import machine
+    from orchestrator.analysis import machine
 
     here = machine.where_cells_run("compose", "unix:///var/run/docker.sock")
     assert here == machine.identity() and not here.get("unchecked")
@@ -124,7 +125,7 @@ def test_only_compose_on_a_local_engine_is_checked(monkeypatch):
 
 
 def test_a_report_names_the_machine_its_cells_were_measured_on():
-    from orchestrator import report
+    from orchestrator.analysis import report
 
     one = {"cores": 2, "memory_gib": 24, "cpu": "Xeon", "cpu_id": "family 6", "id": "aaa"}
     ok = {"state": "succeeded"}

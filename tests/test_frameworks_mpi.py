@@ -91,9 +91,9 @@ def test_tensorflow_refuses_mpis_options(tmp_path):
 def launch(monkeypatch):
     import importlib.util
 
-    from .conftest import ROOT
+    from tests.conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("mpi_launch", ROOT / "images/trainer/orch_trainer/mpi_launch.py")
+    spec = importlib.util.spec_from_file_location("mpi_launch", ROOT / "orchestrator/trainer/mpi_launch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module.shutil, "which", lambda name: f"/opt/venv/bin/{name}")

@@ -8,13 +8,12 @@ import yaml
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
+from orchestrator.frameworks.torch.build import index_download_args
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.spec import make_spec
-from orchestrator.torch_images import index_download_args
-
-from .conftest import ROOT, run_orch
-from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
+from tests.conftest import ROOT, run_orch
+from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
 
 def _paths(tmp_path):
@@ -110,32 +109,40 @@ def test_the_cli_refuses_a_bad_index_before_building(orch_env):
     assert proc.returncode == 2 and "is not an http(s) URL of a package index" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_orch(["build", "--torch-index", "https://example.org/simple"], orch_env)
-    assert proc.returncode == 2 and "--torch-index is for the PyTorch image; add --framework torch" in proc.stderr
+    assert proc.returncode == 2 and "--index is for an image whose wheels come from an index; add --framework torch" in proc.stderr
 
 
 def test_the_lock_pins_torch_and_the_libraries_it_links():
-    from orchestrator.wheels import check_fresh, read_lock
+    from orchestrator.images.wheels import check_fresh, read_lock
 
-    lock = read_lock(ROOT / "images" / "torch" / "requirements.lock")
-    check_fresh(lock, ROOT / "images" / "torch")
+    lock = read_lock(ROOT / "orchestrator/frameworks/torch/image/requirements.lock")
+    check_fresh(lock, ROOT / "orchestrator/frameworks/torch/image")
     assert lock.packages["torch"].version == "2.9.1"
     assert {"nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cublas-cu12"} <= set(lock.packages)
     assert not {"triton", "nvidia-cusolver-cu12", "tensorflow-cpu"} & set(lock.packages)
-    assert frameworks.build_command(make_spec(framework="torch")) == "orch build --framework torch"
+    assert frameworks.get("torch").build_command() == "orch build --framework torch"
 
 
-def test_kubernetes_pods_derive_their_rank_from_the_completion_index(trainer):  # noqa: F811
-    rendezvous = trainer.rendezvous
-    cluster = [["worker", ["a:29500", "b:29500", "c:29500"]]]
-    env = rendezvous.env_from_index({"ORCH_CLUSTER": json.dumps(cluster), "JOB_COMPLETION_INDEX": "2",
-                                     "MASTER_ADDR": "a"})
-    assert env["RANK"] == "2" and env["ORCH_WORKER_INDEX"] == "2" and "TF_CONFIG" not in env
+def test_kubernetes_pods_derive_the_rank_compose_sets(trainer, tmp_path):  # noqa: F811
+    """Each pod of the rendered Job derives, with the trainer's copy of the shared rendezvous, the RANK that the
+    host writes literally for Compose."""
+    from orchestrator.backends.k8s import documents_of
+
+    compose = plan(make_spec(framework="torch", workers=3, run_id="ranks", dataset="synthetic"), _paths(tmp_path))
+    k8s = plan(make_spec(framework="torch", workers=3, run_id="ranks", dataset="synthetic", backend="k8s"),
+               _paths(tmp_path))
+    (job,) = [d for d in documents_of(k8s.artifact) if d["kind"] == "Job"]
+    template = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert template["ORCH_RENDEZVOUS"] == "rank" and "RANK" not in template
+    for index, replica in enumerate(compose.replicas):
+        env = trainer.rendezvous.env_from_index({**template, "JOB_COMPLETION_INDEX": str(index)})
+        assert env["RANK"] == replica.env["RANK"] == str(index) and "TF_CONFIG" not in env
 
 
 def test_gloo_is_bound_to_the_interface_that_reaches_the_master():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("torch_env", ROOT / "images/trainer/orch_trainer/torch_env.py")
+    spec = importlib.util.spec_from_file_location("torch_env", ROOT / "orchestrator/trainer/torch_env.py")
     torch_env = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(torch_env)  # standard library only, as in the image
 
@@ -169,4 +176,4 @@ def test_requirements_are_for_the_tensorflow_image(orch_env, tmp_path):
     (tmp_path / "train.py").write_text("print(1)\n")
     proc = run_orch(["render", "--framework", "torch", "--script", str(tmp_path / "train.py"), "--requirements",
                      str(tmp_path / "requirements.txt")], orch_env)
-    assert proc.returncode == 2 and "--requirements adds packages to orch's TensorFlow image" in proc.stderr
+    assert proc.returncode == 2 and "--requirements adds packages to orch's tensorflow image; for --framework torch build an image FROM orch-torch" in proc.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import __version__, images as images_mod, wheels
+from orchestrator import __version__, frameworks
 from orchestrator.errors import BuildError, OrchError
-from orchestrator.images import RUNTIME_TAG, build
-from orchestrator.paths import asset_dir
+from orchestrator.images import builder as images_mod
+from orchestrator.images import wheels
+from orchestrator.images.builder import RUNTIME_TAG
+from orchestrator.paths import recipe_dir
 
 docker = pytest.mark.docker
 
@@ -25,7 +27,7 @@ def test_images_are_tagged_with_the_version(images):
 
 @docker
 def test_up_to_date_images_are_not_rebuilt(images):
-    again = build()
+    again = frameworks.get("tensorflow").build(frameworks.BuildOptions(), None, None, None)
     assert [r.built for r in again] == [False, False]
 
 
@@ -75,9 +77,9 @@ def test_every_module_in_the_image_has_bytecode(images):
 
 
 def test_trainer_archive_is_root_owned_and_readable_by_anyone():
-    from orchestrator.images import _trainer_archive
+    from orchestrator.images.builder import _trainer_archive
 
-    with tarfile.open(fileobj=io.BytesIO(_trainer_archive(asset_dir("images")))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(_trainer_archive())) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert "orch/trainer/orch_trainer/contract.py" in members
     assert "orch/trainer/orch_trainer/train.py" in members
@@ -97,13 +99,13 @@ def test_image_holds_exactly_the_locked_packages(images):
     assert proc.returncode == 0, proc.stderr
     installed = {wheels.canonical(name): version
                  for name, version in (line.split() for line in proc.stdout.splitlines())}
-    lock = wheels.read_lock(asset_dir("images") / wheels.LOCK_NAME)
+    lock = wheels.read_lock(recipe_dir("tensorflow") / wheels.LOCK_NAME)
     expected = {name: p.version for name, p in lock.packages.items() if name not in {"pip", "setuptools", "wheel"}}
     assert installed == expected
 
 
 # -- the lock ---------------------------------------------------------------------------------------------------
-IMAGES = asset_dir("images")
+IMAGES = recipe_dir("tensorflow")
 
 
 def _requirement_pins(images: Path) -> dict[str, str]:
@@ -160,7 +162,7 @@ def test_the_committed_lock_is_the_whole_closure():
 
 
 def _fake_images(tmp_path: Path) -> Path:
-    """A copy of images/ (Dockerfile, requirements, lock, trainer) to change without touching the checkout."""
+    """A copy of the TensorFlow image recipe (Dockerfile, requirements, lock) to change without touching the checkout."""
     images = tmp_path / "images"
     shutil.copytree(IMAGES, images, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return images
@@ -331,7 +333,7 @@ class _FakeEngine:
 
 
 class _FakeProcesses:
-    """Records subprocess.run and Popen calls in orchestrator.images; every command succeeds."""
+    """Records subprocess.run and Popen calls in orchestrator.images.builder; every command succeeds."""
 
     def __init__(self, monkeypatch, euid: int, tty: bool = False, sudo: bool = True, probe_ok: bool = True):
         self.commands = []

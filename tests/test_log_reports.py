@@ -9,12 +9,11 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.errors import WorkerFailed
-from orchestrator.log_reports import EVENT_LIMIT, ReportCopier, stamp_ns
-from orchestrator.rundir import RunDir, RunState
-from orchestrator.runner import apply
-
-from .fakes import START, exits, running, trainer
-from .test_runner import POLL, Harness
+from orchestrator.run.copier import EVENT_LIMIT, ReportCopier, stamp_ns
+from orchestrator.run.rundir import RunDir, RunState
+from orchestrator.run.runner import apply
+from tests.fakes import START, exits, running, trainer
+from tests.test_runner import POLL, Harness
 
 
 @pytest.fixture
@@ -152,7 +151,7 @@ def test_the_runner_pulls_before_the_verdict(h):
 
 
 def test_a_detached_runs_records_are_copied_by_ps_and_down_once_each(h):
-    from orchestrator import runs
+    from orchestrator.run import runs
 
     p = h.plan(workers=2)
     backend = h.backend({0: trainer(), 1: trainer()}, reports_on_stdout=True, part_size=40)

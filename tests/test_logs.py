@@ -4,10 +4,17 @@ import subprocess
 
 import pytest
 
-from orchestrator.logs import (LogFilter, LogRecord, format_saved_line, is_noise, parse_engine_line, parse_saved_line,
-                               parse_since, select)
-
-from .conftest import run_orch
+from orchestrator.run.logs import (
+    LogFilter,
+    LogRecord,
+    format_saved_line,
+    is_noise,
+    parse_engine_line,
+    parse_saved_line,
+    parse_since,
+    select,
+)
+from tests.conftest import run_orch
 
 TF_NOISE = [
     "I0000 00:00:1795264806.063359       1 port.cc:153] oneDNN custom operations are on. You may see slightly",

@@ -1,7 +1,7 @@
 """Scaling arithmetic (pure): ratios, baselines, medians over repeats, synchronisation per step."""
 import pytest
 
-from orchestrator import metrics
+from orchestrator.analysis import metrics
 
 
 def test_ratio_speedup_and_efficiency():
@@ -116,7 +116,7 @@ def test_aggregate_without_a_baseline_point():
 
 
 def test_scaling_along_replicas_takes_one_replica_as_the_baseline():
-    from orchestrator.metrics import aggregate
+    from orchestrator.analysis.metrics import aggregate
 
     def cell(replicas, train):
         return {"params": {"replicas": replicas}, "fields": {"replicas": replicas}, "state": "succeeded",
@@ -132,7 +132,7 @@ def test_scaling_along_replicas_takes_one_replica_as_the_baseline():
 
 
 def test_a_named_baseline_compares_every_setup_with_one_cell_and_keeps_their_order():
-    from orchestrator.metrics import aggregate
+    from orchestrator.analysis.metrics import aggregate
 
     def cell(params, train, epoch=None, val=None):
         return {"params": params, "fields": params, "state": "succeeded",
@@ -160,8 +160,8 @@ def _scaling_cell(setup, workers, train, repeat=0):
 
 
 def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
-    from orchestrator import report
-    from orchestrator.experiment_file import Experiment
+    from orchestrator.analysis import report
+    from orchestrator.experiments.file import Experiment
 
     cells = {f"{s}-{n}-{r}": _scaling_cell(s, n, t + r, r) for s in ("global_batch", "batch_per_worker")
              for n, t in ((1, 10.0), (2, 8.0), (4, 20.0)) for r in range(2)}

@@ -6,9 +6,9 @@ from pathlib import Path
 import yaml
 
 from orchestrator import __version__
+from orchestrator.backends.template import yaml_quote
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.render import yaml_quote
 from orchestrator.spec import make_spec
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -3,7 +3,7 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.errors import ContractMismatch
-from orchestrator.records import DoneEvent, EpochEvent, parse_event, parse_result
+from orchestrator.run.records import DoneEvent, EpochEvent, parse_event, parse_result
 
 V = contract.CONTRACT_VERSION
 

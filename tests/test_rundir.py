@@ -7,7 +7,7 @@ from orchestrator import contract
 from orchestrator.errors import RunNotFound
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.rundir import RunDir, RunInfo, RunState, resolve, runs_in
+from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
 from orchestrator.spec import make_spec
 
 

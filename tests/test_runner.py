@@ -11,17 +11,29 @@ from pathlib import Path
 import pytest
 
 from orchestrator import contract
+from orchestrator.docker.stats import usage_of
 from orchestrator.errors import ContractMismatch, DockerError, ImageMissing, JobTimedOut, WorkerFailed
 from orchestrator.paths import Paths
 from orchestrator.plan import Plan, plan
-from orchestrator.rundir import RunDir, RunInfo, RunState
-from orchestrator.runner import apply
+from orchestrator.run.rundir import RunDir, RunInfo, RunState
+from orchestrator.run.runner import apply
+from orchestrator.run.supervisor import FINISH_GRACE
 from orchestrator.spec import make_spec
-from orchestrator.stats import parse_stats
-from orchestrator.supervisor import FINISH_GRACE
-
-from .fakes import (MiB, FakeBackend, FakeClock, engine_stats, exits, paused, raw_event, raw_result, running, stage,
-                    trainer, trainer_end, vanishes)
+from tests.fakes import (
+    FakeBackend,
+    FakeClock,
+    MiB,
+    engine_stats,
+    exits,
+    paused,
+    raw_event,
+    raw_result,
+    running,
+    stage,
+    trainer,
+    trainer_end,
+    vanishes,
+)
 
 POLL = 0.5
 OTHERS = "; the other workers were stopped"
@@ -402,7 +414,7 @@ def test_detach_returns_once_the_replicas_are_started(h):
 
 # -- the fake itself ------------------------------------------------------------------------------------
 def test_fake_stats_are_what_the_engine_api_reports():
-    sample = parse_stats(engine_stats(250 * MiB, 256 * MiB), 1, "worker-1", 0.0)
+    sample = usage_of(engine_stats(250 * MiB, 256 * MiB))
     assert (sample.mem_used_bytes, sample.mem_limit_bytes) == (250 * MiB, 256 * MiB)
     assert sample.cpu_percent > 0 and sample.pids == 23
 

@@ -12,12 +12,11 @@ import pytest
 from orchestrator import safeio
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.rundir import RunDir, RunState
-from orchestrator.runner import apply
-from orchestrator.runs import ps
+from orchestrator.run.rundir import RunDir, RunState
+from orchestrator.run.runner import apply
+from orchestrator.run.runs import ps
 from orchestrator.spec import make_spec
-
-from .fakes import FakeBackend, FakeClock, trainer
+from tests.fakes import FakeBackend, FakeClock, trainer
 
 # Renames of one run: compose.yml, plan.json, run.json (starting, then running), the two saved logs, and
 # run.json at the end; one more is a run that finished.

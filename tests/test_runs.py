@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan import cpuset
-
-from .conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -128,12 +128,18 @@ def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, 
 
 
 def test_worker_starved_of_memory_is_named_as_such(images, orch_env, tmp_path, cleanup):
-    """TensorFlow alone fits in 256 MiB, barely: the worker crawls instead of being OOM-killed."""
+    """TensorFlow alone fits in 256 MiB, barely. Whether the worker then crawls at its limit (and stalls) or is
+    OOM-killed depends on how much of the page cache the kernel charges to it, which differs between runs and
+    machines; either way the one error line names the worker, its memory limit and the flag to raise."""
     cleanup.append("fault-starved")
     proc = run_orch(["up", "--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--memory", "256",
                      "--stall-timeout", "15", "--run-id", "fault-starved"], orch_env)
     assert proc.returncode == 1
-    assert "worker-0 is using" in proc.stderr and "MiB memory limit; raise --memory" in proc.stderr, proc.stderr
+    error = [line for line in proc.stderr.splitlines() if line.startswith("orch: error:")]
+    assert len(error) == 1, proc.stderr
+    crawled = "worker-0 is using" in error[0] and "MiB memory limit; raise --memory" in error[0]
+    killed = "worker-0 was killed for exceeding its memory limit (exit 137); raise --memory" in error[0]
+    assert crawled or killed, proc.stderr
     assert _gone("fault-starved")
 
 

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
-from .test_runs_faults import _container, _start
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.test_runs_faults import _container, _start
 
 pytestmark = pytest.mark.docker
 

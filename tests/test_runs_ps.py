@@ -7,8 +7,8 @@ import pytest
 from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.rundir import RunDir, RunInfo, RunState
-from orchestrator.runs import down, ps
+from orchestrator.run.rundir import RunDir, RunInfo, RunState
+from orchestrator.run.runs import down, ps
 from orchestrator.spec import make_spec
 
 

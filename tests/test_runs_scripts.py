@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
 
 pytestmark = pytest.mark.docker
 

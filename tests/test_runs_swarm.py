@@ -9,8 +9,7 @@ import time
 import pytest
 
 from orchestrator import __version__
-
-from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
 
 pytestmark = pytest.mark.docker
 

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from .conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
-from .test_runs_faults import _container, _start
-from .test_runs_mpi import _up
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.test_runs_faults import _container, _start
+from tests.test_runs_mpi import _up
 
 pytestmark = pytest.mark.docker
 
@@ -102,9 +102,14 @@ def test_the_ddp_scaling_study_runs_in_its_quick_form(torch_image, orch_env, tmp
     out = tmp_path / "results" / "ddp-scaling-quick"
     cells = json.loads((out / "cells.json").read_text())
     assert len(cells) == 8 and {c["state"] for c in cells.values()} == {"succeeded"}
-    # At one global batch every world size makes the same updates: one test accuracy for serial, 2, 4 and 8.
-    equal = {c["summary"]["test_accuracy"] for c in cells.values() if "global_batch" in c["params"]}
-    assert len(equal) == 1
+    # At one global batch every world size makes the same updates up to floating-point rounding (the ranks'
+    # gradients are summed in another order): the first epoch's loss agrees to six digits for serial, 2, 4 and
+    # 8; the rounding grows over the steps, so the test accuracies end close, not equal.
+    same = [c["summary"] for c in cells.values() if "global_batch" in c["params"]]
+    first = [s["loss_curve"][0] for s in same]
+    assert len(same) == 4 and max(first) - min(first) < 1e-5 * first[0], first
+    accuracy = [s["test_accuracy"] for s in same]
+    assert min(accuracy) > 0.7 and max(accuracy) - min(accuracy) < 0.03, accuracy
     per_process = {c["params"]["workers"]: c["summary"]["spec"]["global_batch"] for c in cells.values()
                    if "batch_per_worker" in c["params"]}
     assert per_process == {1: 64, 2: 128, 4: 256, 8: 512}  # the seed's batch grows with N

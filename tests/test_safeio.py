@@ -12,8 +12,16 @@ from pathlib import Path
 import pytest
 
 from orchestrator import safeio
-from orchestrator.safeio import (FolderBusy, Tail, Unsafe, atomic_write, atomic_write_with, locked, read_bounded,
-                                 write_json)
+from orchestrator.safeio import (
+    FolderBusy,
+    Tail,
+    Unsafe,
+    atomic_write,
+    atomic_write_with,
+    locked,
+    read_bounded,
+    write_json,
+)
 
 
 def _temps(folder: Path) -> list[str]:

@@ -11,17 +11,16 @@ import yaml
 from orchestrator import contract
 from orchestrator.backends import Status
 from orchestrator.errors import InvalidSpec
+from orchestrator.images.user import image_for, read_requirements
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.records import parse_event, parse_result
-from orchestrator.scripts import absolute, check
+from orchestrator.run.records import parse_event, parse_result
+from orchestrator.run.scripts import absolute, check
+from orchestrator.run.supervisor import Observation, Verdict, Watch, decide
 from orchestrator.spec import make_spec
-from orchestrator.supervisor import Observation, Verdict, Watch, decide
-from orchestrator.user_images import image_for, read_requirements
-
-from .test_cli_inprocess import one_line_error, orch
-from .test_supervisor import NOW, ev, rs
-from .test_trainer_reports import trainer  # noqa: F401 (a fixture)
+from tests.test_cli_inprocess import one_line_error, orch
+from tests.test_supervisor import NOW, ev, rs
+from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 
@@ -173,7 +172,7 @@ def test_arguments_without_a_script_are_refused():
 
 
 def test_an_experiment_names_its_script_relative_to_its_own_folder(tmp_path):
-    from orchestrator.experiment_file import expand, load
+    from orchestrator.experiments.file import expand, load
 
     (tmp_path / "exp").mkdir()
     path = tmp_path / "exp" / "scripts.yaml"

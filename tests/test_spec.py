@@ -96,7 +96,7 @@ def test_roles_and_framework_are_validated(fields, message):
 
 
 def test_every_framework_option_has_a_description():
-    from orchestrator.framework_options import TensorFlowOptions
+    from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
 
     assert all(field.description for field in TensorFlowOptions.model_fields.values())
 

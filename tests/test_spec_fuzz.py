@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import experiment_file
 from orchestrator.errors import InvalidSpec, OrchError
-from orchestrator.experiment_file import cell_run_id, expand, parse
+from orchestrator.experiments import file as experiment_file
+from orchestrator.experiments.file import cell_run_id, expand, parse
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.spec import RUN_ID_PATTERN, JobSpec, flat_field_names, make_spec
@@ -95,16 +95,16 @@ def test_any_text_as_experiment_file(text):
 def _cells_or_one_line(text: str) -> tuple:
     """parse and expand ``text`` within a second: (experiment, cells) with distinct keys and valid, distinct
     run ids; or (None, []) after one short line of InvalidSpec."""
-    started = time.perf_counter()
+    started = time.process_time()
     try:
         experiment = parse(text, "fuzz.yaml")
         cells = expand(experiment) + expand(experiment, quick=True)
     except InvalidSpec as exc:
-        assert time.perf_counter() - started < 1.0
+        assert time.process_time() - started < 1.0
         assert exc.exit_code == 2 and "\n" not in exc.message and "\r" not in exc.message
         assert exc.message.startswith("fuzz.yaml") and len(exc.message) <= experiment_file.MAX_MESSAGE
         return None, []
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     for group in (cells[:len(expand(experiment))], cells[len(expand(experiment)):]):
         keys = [c.key for c in group]
         assert len(set(keys)) == len(keys)
@@ -198,10 +198,10 @@ def test_any_yaml_node_as_an_experiment_file(text):
 
 @pytest.mark.parametrize("depth, width", [(10, 9), (30, 2), (3, 1000)])
 def test_billion_laughs_is_refused_fast(depth, width):
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(InvalidSpec) as info:
         parse(_anchor_text(depth, width), "laughs.yaml")
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5
     assert "anchors and aliases" in info.value.message and "line 3" in info.value.message
 
 
@@ -221,21 +221,22 @@ def test_billion_laughs_is_refused_fast(depth, width):
      + "]}\n", "quick: workers: at most 50 values"),
 ])
 def test_hostile_yaml_is_one_short_line_fast(text, needle):
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(InvalidSpec) as info:
         parse(text, "fuzz.yaml")
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     message = info.value.message
     assert needle in message and "\n" not in message and len(message) <= experiment_file.MAX_MESSAGE, message
 
 
-def test_a_document_at_the_size_limit_parses_in_about_a_second():
-    """Pure-Python YAML is linear but slow; the size limit keeps the worst (a dense flow list) short."""
+def test_a_document_at_the_size_limit_parses_in_about_a_second_of_cpu():
+    """Pure-Python YAML is linear but slow; the size limit keeps the worst (a dense flow list) short. CPU time,
+    not wall time, so that a busy machine does not fail the test."""
     text = ("name: t\nbase: {samples: [" + ",".join(["1"] * (experiment_file.MAX_BYTES // 2)))[:experiment_file.MAX_BYTES]
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(InvalidSpec):
         parse(text, "fuzz.yaml")
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 # -- cell keys and run ids -------------------------------------------------------------------------------

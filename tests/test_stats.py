@@ -1,25 +1,26 @@
-"""The stats parser against captured Engine API JSON, and the sampler on real runs."""
+"""The Engine API's stats JSON read into orch's shape, against captured records, and the sampler on real runs."""
 import csv
 import json
 from pathlib import Path
 
 import pytest
 
-from orchestrator.stats import STATS_FIELDS, parse_stats
+from orchestrator.docker.stats import usage_of
+from orchestrator.run.stats import STATS_FIELDS, sample_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STREAM = json.loads((FIXTURES / "stats_stream.json").read_text())  # 3 records of a container busy on one core
 
 
 def test_busy_container_uses_about_one_core():
-    sample = parse_stats(STREAM[2], worker=1, container="w1", now=100.0)
+    sample = sample_of(usage_of(STREAM[2]), worker=1, container="w1", now=100.0)
     assert 90 <= sample.cpu_percent <= 105  # 100 = one core
     assert sample.worker == 1 and sample.container == "w1" and sample.time == 100.0
 
 
 def test_memory_excludes_inactive_page_cache():
     raw = STREAM[2]
-    sample = parse_stats(raw, 0, "w0", 0.0)
+    sample = usage_of(raw)
     stats = raw["memory_stats"]["stats"]
     assert sample.mem_used_bytes == raw["memory_stats"]["usage"] - stats["total_inactive_file"]
     assert sample.mem_limit_bytes == raw["memory_stats"]["limit"]
@@ -30,14 +31,14 @@ def test_network_and_block_io_are_summed():
     raw["networks"] = {"eth0": {"rx_bytes": 10, "tx_bytes": 20}, "eth1": {"rx_bytes": 1, "tx_bytes": 2}}
     raw["blkio_stats"]["io_service_bytes_recursive"] = [
         {"op": "Read", "value": 100}, {"op": "Write", "value": 7}, {"op": "read", "value": 1}, {"op": "Total", "value": 108}]
-    sample = parse_stats(raw, 0, "w0", 0.0)
+    sample = usage_of(raw)
     assert (sample.net_rx_bytes, sample.net_tx_bytes, sample.blk_read_bytes, sample.blk_write_bytes) == (11, 22, 101, 7)
 
 
 def test_record_of_a_stopped_container_is_skipped():
     stopped = {"read": "0001-01-01T00:00:00Z", "cpu_stats": {"cpu_usage": {"total_usage": 0}}, "precpu_stats": {},
                "memory_stats": {}}
-    assert parse_stats(stopped, 0, "w0", 0.0) is None
+    assert usage_of(stopped) is None
 
 
 @pytest.mark.docker
@@ -67,7 +68,7 @@ def test_one_worker_moves_almost_no_network_bytes(observed_runs):
 
 
 def test_a_row_cut_by_a_crash_is_skipped(tmp_path):
-    from orchestrator.stats import read_samples
+    from orchestrator.run.stats import read_samples
 
     path = tmp_path / "stats.csv"
     path.write_text(",".join(STATS_FIELDS) + "\n1.5,0,c0,12.5,100,200,1,2,3,4,5\n2.5,0,c0,1")

@@ -3,10 +3,21 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.backends import ReplicaState, Status
-from orchestrator.records import parse_event
+from orchestrator.run.records import parse_event
+from orchestrator.run.supervisor import (
+    FINISH_GRACE,
+    Decision,
+    Memory,
+    Observation,
+    Verdict,
+    Watch,
+    blame_memory,
+    decide,
+    describe_exit,
+    first_failure,
+    retryable,
+)
 from orchestrator.spec import make_spec
-from orchestrator.supervisor import (FINISH_GRACE, Decision, Observation, Verdict, Watch, blame_memory, decide,
-                                     describe_exit, first_failure, retryable)
 
 MiB = 2**20
 NOW = 1_700_000_000.0
@@ -291,8 +302,12 @@ def _stalled(max_restarts=0):
     return d
 
 
+def _mem(working, limit, charged=None):
+    return Memory(working, working if charged is None else charged, limit)
+
+
 def test_blame_memory_names_a_replica_at_its_limit():
-    d = blame_memory(_stalled(), {("worker", 0): (100 * MiB, 2048 * MiB), ("worker", 2): (250 * MiB, 256 * MiB)})
+    d = blame_memory(_stalled(), {("worker", 0): _mem(100 * MiB, 2048 * MiB), ("worker", 2): _mem(250 * MiB, 256 * MiB)})
     assert d.replica == ("worker", 2) and not d.stalled and d.verdict == Verdict.FAILED and not d.retryable
     assert d.message == ("training stalled: no worker made progress for 5 s; worker-2 is using 250 MiB of its "
                          "256 MiB memory limit; raise --memory; the other workers were stopped")
@@ -300,23 +315,32 @@ def test_blame_memory_names_a_replica_at_its_limit():
 
 def test_blame_memory_counts_90_percent_as_starved():
     d = _stalled()
-    assert blame_memory(d, {("worker", 1): (int(0.9 * 1000 * MiB), 1000 * MiB)}).replica == ("worker", 1)
-    assert blame_memory(d, {("worker", 1): (int(0.89 * 1000 * MiB), 1000 * MiB)}) == d
+    assert blame_memory(d, {("worker", 1): _mem(int(0.9 * 1000 * MiB), 1000 * MiB)}).replica == ("worker", 1)
+    assert blame_memory(d, {("worker", 1): _mem(int(0.89 * 1000 * MiB), 1000 * MiB)}) == d
+
+
+def test_blame_memory_counts_a_charge_pinned_at_the_limit_as_starved():
+    """The kernel may count the re-read pages as inactive cache: the working set looks small, but the
+    cgroup's charge stays at its limit."""
+    d = _stalled()
+    pinned = blame_memory(d, {("worker", 0): _mem(120 * MiB, 256 * MiB, charged=255 * MiB)})
+    assert pinned.replica == ("worker", 0) and "worker-0 is using 255 MiB of its 256 MiB memory limit" in pinned.message
+    assert blame_memory(d, {("worker", 0): _mem(120 * MiB, 1000 * MiB, charged=970 * MiB)}) == d
 
 
 def test_blame_memory_names_the_first_of_several_starved_replicas():
-    d = blame_memory(_stalled(), {("worker", 2): (255 * MiB, 256 * MiB), ("worker", 1): (250 * MiB, 256 * MiB)})
+    d = blame_memory(_stalled(), {("worker", 2): _mem(255 * MiB, 256 * MiB), ("worker", 1): _mem(250 * MiB, 256 * MiB)})
     assert d.replica == ("worker", 1)
 
 
 def test_blame_memory_ignores_an_unknown_limit_and_no_samples():
     d = _stalled()
-    assert blame_memory(d, {("worker", 0): (100 * MiB, 0)}) == d
+    assert blame_memory(d, {("worker", 0): _mem(100 * MiB, 0)}) == d
     assert blame_memory(d, {}) == d
 
 
 def test_blame_memory_leaves_other_decisions_alone():
-    starved = {("worker", 0): (255 * MiB, 256 * MiB)}
+    starved = {("worker", 0): _mem(255 * MiB, 256 * MiB)}
     failure = decide(spec(), Watch(), obs([failed(0, 3), rs(1), rs(2)]))
     assert blame_memory(failure, starved) == failure
     waiting = decide(spec(), Watch(), obs(running()))
@@ -325,7 +349,7 @@ def test_blame_memory_leaves_other_decisions_alone():
 
 def test_blame_memory_turns_a_restart_into_a_failure():
     # Like an out-of-memory kill, a starved worker would starve again after a restart.
-    d = blame_memory(_stalled(max_restarts=1), {("worker", 0): (255 * MiB, 256 * MiB)})
+    d = blame_memory(_stalled(max_restarts=1), {("worker", 0): _mem(255 * MiB, 256 * MiB)})
     assert d.verdict == Verdict.FAILED and not d.retryable and "worker-0 is using 255 MiB" in d.message
 
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from orchestrator import contract
-from orchestrator.data import dataset_dir, prepare
+from orchestrator.data.prepare import dataset_dir, prepare
 from orchestrator.frameworks.tensorflow import image_ref
 from orchestrator.paths import default_paths
 

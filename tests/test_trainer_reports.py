@@ -1,5 +1,5 @@
 """The trainer's side of engines with no shared folder: its rendezvous derived from a completion index, and its
-reports as lines on stdout, read back by orchestrator.stdout_reports. Imported as the image has it."""
+reports as lines on stdout, read back by orchestrator.run.stdout. Imported as the image has it."""
 from __future__ import annotations
 
 import json
@@ -10,22 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import contract, stdout_reports
+from orchestrator import contract
+from orchestrator.images.builder import SHARED_WITH_TRAINER
+from orchestrator.run import stdout as stdout_reports
+from tests.conftest import ROOT
 
-from .conftest import ROOT
-
-TRAINER = ROOT / "images" / "trainer" / "orch_trainer"
+TRAINER = ROOT / "orchestrator" / "trainer"
 
 
 @pytest.fixture
 def trainer(tmp_path, monkeypatch):
-    """The trainer's reporter and rendezvous modules as the image has them: the contract copied in."""
+    """The trainer's reporter and rendezvous modules as the image has them: the shared modules copied in."""
     package = tmp_path / "image" / "orch_trainer"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    for name in ("reporter.py", "rendezvous.py", "report.py", "session.py"):
+    for name in ("reporter.py", "report.py", "session.py"):
         shutil.copy(TRAINER / name, package / name)
-    shutil.copy(ROOT / "orchestrator" / "contract.py", package / "contract.py")
+    for name in SHARED_WITH_TRAINER:  # as the image builder copies them
+        shutil.copy(ROOT / "orchestrator" / name, package / name)
     monkeypatch.syspath_prepend(str(package.parent))
     names = ("orch_trainer", "orch_trainer.reporter", "orch_trainer.rendezvous", "orch_trainer.contract",
              "orch_trainer.report", "orch_trainer.session")
@@ -50,10 +52,16 @@ def test_completion_indexes_count_through_the_roles(trainer):
     for bad, role in ((6, None), (-1, None), (3, "worker"), (0, "launcher")):
         with pytest.raises(ValueError):
             replica_of(cluster, bad, role)
-    env = trainer.rendezvous.env_from_index({contract.ENV_CLUSTER: json.dumps(cluster),
-                                             contract.ENV_COMPLETION_INDEX: "4"})
+    given = {contract.ENV_CLUSTER: json.dumps(cluster), contract.ENV_COMPLETION_INDEX: "4"}
+    env = trainer.rendezvous.env_from_index({**given, contract.ENV_RENDEZVOUS: "tf_config"})
     assert json.loads(env["TF_CONFIG"]) == {"cluster": dict(cluster), "task": {"type": "worker", "index": 1}}
     assert env[contract.ENV_NUM_WORKERS] == "3"
+    assert trainer.rendezvous.env_from_index({**given, contract.ENV_RENDEZVOUS: "rank"})["RANK"] == "4"
+    # MPI's: nothing beyond the role and index, which its launcher turns into ranks
+    assert set(trainer.rendezvous.env_from_index(given)) == {contract.ENV_ROLE, contract.ENV_WORKER_INDEX,
+                                                             contract.ENV_NUM_WORKERS}
+    with pytest.raises(ValueError):
+        trainer.rendezvous.env_from_index({**given, contract.ENV_RENDEZVOUS: "jax"})
     assert trainer.rendezvous.env_from_index({}) == {}  # Compose: everything already set
 
 
@@ -94,7 +102,7 @@ def test_every_trainer_writes_the_predictions_grid_orch_reads(trainer, tmp_path,
     """TensorFlow's and PyTorch's trainers write their grid with one function; orch's bounded reader takes it."""
     import numpy as np
 
-    from orchestrator import collect
+    from orchestrator.analysis import collect
 
     monkeypatch.delenv(contract.ENV_REPORT, raising=False)
     reporter = trainer.reporter.Reporter(str(tmp_path), 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Backend, Key, ReplicaState, Status
+from orchestrator.backends.base import Backend, Key, ReplicaState, Status
 
 __all__ = ["Backend", "Key", "ReplicaState", "Status", "BACKENDS", "get"]
 

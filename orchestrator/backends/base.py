@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
+from orchestrator.usage import Usage
+
+__all__ = ["Backend", "Key", "ReplicaState", "Status", "Usage", "bounded_name", "pulled", "REMOVAL_WAIT"]
+
 if TYPE_CHECKING:
-    from ..replicas import Plan
-    from ..spec import JobSpec
+    from orchestrator.plan.model import Plan
+    from orchestrator.spec import JobSpec
 
 Key = tuple[str, int]
 
@@ -114,17 +118,17 @@ class Backend:
         """Lines of one output stream (stdout or stderr), each prefixed with the engine's RFC 3339 time."""
         raise NotImplementedError
 
-    def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
-        """Resource records of a replica in the Engine API's stats shape, about one a second, until it ends."""
+    def stats_stream(self, replica: ReplicaState) -> Iterator[Usage]:
+        """A replica's resource use, about once a second, until it ends; nothing where the engine has none."""
         raise NotImplementedError
 
-    def stats_once(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
-        """One resource record of a running replica, or None."""
+    def stats_once(self, replica: ReplicaState) -> Optional[Usage]:
+        """A running replica's resource use now, or None."""
         raise NotImplementedError
 
-    def cancel(self, run_id: str, artifact: Optional[Path], grace: int) -> None:
+    def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         """Stop and remove every replica and network of the run; ``grace`` seconds to stop before a kill.
-        Each step runs even when an earlier one failed."""
+        Each step runs even when an earlier one failed. ``clock`` (``time`` by default) paces any waiting."""
         raise NotImplementedError
 
 
@@ -136,3 +140,8 @@ def bounded_name(run_id: str, limit: int, allowed: str) -> str:
         return name
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:6]
     return re.sub(f"[^{allowed}]", "-", name)[:limit - 7].rstrip("-_") + "-" + digest
+
+
+def pulled(image: str, spec: "JobSpec", own: bool) -> str:
+    """``image`` as the nodes pull it: orch's own images under ``--registry``; a user's image as given."""
+    return f"{spec.registry}/{image}" if own and spec.registry else image

@@ -5,15 +5,16 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from .. import __version__, frameworks
-from ..engine import LABEL_RUN, ContainerState, Engine
-from ..timestamps import parse_timestamp
-from ..render import render_template
-from .base import Backend, Key, ReplicaState, Status
+from orchestrator import __version__
+from orchestrator.backends.base import Backend, Key, ReplicaState, Status, Usage
+from orchestrator.backends.template import render_template
+from orchestrator.docker.engine import ContainerState, Engine
+from orchestrator.labels import LABEL_RUN
+from orchestrator.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
-    from ..replicas import Plan
-    from ..spec import JobSpec
+    from orchestrator.plan.model import Plan
+    from orchestrator.spec import JobSpec
 
 TEMPLATE = "job.yml.j2"
 SHM_MB = 256  # /dev/shm of a group that shares one IPC namespace (MPI's shared-memory transport lives there)
@@ -88,7 +89,7 @@ class ComposeBackend(Backend):
                 # /etc/hosts would map to themselves), and the group's first replica's IPC and PID namespaces.
                 "hostname": f"{r.host_group}-host" if r.host_group else r.name,
                 "ipc": "" if not r.host_group else "shareable" if r.name == r.host_group else f"service:{r.host_group}",
-                "shm_mb": frameworks.shm_mb(spec) if not r.host_group else 0,
+                "shm_mb": r.shm_mb if not r.host_group else 0,
             }
             for i, r in enumerate(plan.replicas)
         ]
@@ -102,7 +103,7 @@ class ComposeBackend(Backend):
             "pids_limit": spec.pids_limit,
             "cpus": spec.cpus,
             "gpus": spec.gpus,
-            "group_shm_mb": max(SHM_MB, frameworks.shm_mb(spec)),
+            "group_shm_mb": max(SHM_MB, *(r.shm_mb for r in plan.replicas)),
             "run_label": LABEL_RUN,
         })
 
@@ -110,9 +111,7 @@ class ComposeBackend(Backend):
     def preflight(self, plan: "Plan") -> None:
         self.engine.ping()
         self.engine.compose_version()
-        hint = (f"run `{frameworks.build_command(plan.spec)}` first" if plan.spec.image is None
-                else "pull or build it first")
-        self.engine.require_image(plan.image, hint)
+        self.engine.require_image(plan.image, plan.build_hint)
 
     def apply(self, plan: "Plan", artifact: Path) -> None:
         self.engine.compose_up(artifact, self.engine_name(plan.spec.run_id))
@@ -127,13 +126,13 @@ class ComposeBackend(Backend):
                   since: Optional[float] = None) -> Iterator[str]:
         return self.engine.log_lines(replica.id, stream, follow=follow, since=since)
 
-    def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
+    def stats_stream(self, replica: ReplicaState) -> Iterator[Usage]:
         return self.engine.stats_stream(replica.id)
 
-    def stats_once(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
+    def stats_once(self, replica: ReplicaState) -> Optional[Usage]:
         return self.engine.stats_once(replica.id)
 
-    def cancel(self, run_id: str, artifact: Optional[Path], grace: int) -> None:
+    def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         try:
             if artifact is not None and artifact.is_file():
                 self.engine.compose_down(artifact, self.engine_name(run_id), timeout=grace)  # and the network

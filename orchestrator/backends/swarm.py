@@ -1,10 +1,4 @@
-"""Docker Swarm: a stack file per run, one service per replica, deployed with `docker stack deploy`.
-
-One service per replica, not one service with N tasks: a service's DNS name then names exactly one container
-(``endpoint_mode: dnsrr``, one task), so each replica's address is its service name on the stack's overlay
-network, as its host name is on Compose's bridge, and every per-replica value (TF_CONFIG, the index) is a literal
-in its own service. Swarm's templates cannot do arithmetic and ``tasks.<service>`` answers in no fixed order, so
-one templated service could not name its replicas exactly.
+"""Docker Swarm: a stack file per run (``swarm_stack.py``), deployed with `docker stack deploy`.
 
 Swarm's restart policy is off (``condition: none``): orch's supervisor restarts the whole group, as on Compose.
 No folder of orch's is shared with the replicas' own folders: they print their records on stdout
@@ -21,57 +15,37 @@ import re
 import socket
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-import yaml
+from orchestrator.backends import swarm_stack as stack
+from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState, Status, Usage
+from orchestrator.backends.swarm_stack import (
+    DEFAULT_OVERLAY_MTU,
+    NOT_EXPRESSIBLE,
+    STACK_MAX,
+    VXLAN_BYTES,
+    stack_name,
+)
+from orchestrator.docker.engine import Engine
+from orchestrator.errors import DockerError, InvalidSpec, OrchError
+from orchestrator.images import data as data_images
+from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN, LABEL_STACK
+from orchestrator.timestamps import parse_timestamp
 
-from .. import __version__, contract, data_images, frameworks
-from ..engine import LABEL_INDEX, LABEL_ROLE, LABEL_RUN, LABEL_STACK, Engine
-from ..errors import DockerError, InvalidSpec, OrchError
-from ..timestamps import parse_timestamp
-from .base import REMOVAL_WAIT, Backend, Key, ReplicaState, Status, bounded_name
-from .k8s import pulled
+__all__ = ["SwarmBackend", "NOT_EXPRESSIBLE", "STACK_MAX", "check_mtu", "replica_state", "replica_states",
+           "stack_name"]
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..replicas import Plan, Replica
-    from ..spec import JobSpec
+    from orchestrator.plan.model import Plan
+    from orchestrator.spec import JobSpec
 
-MTU_OPTION = "com.docker.network.driver.mtu"
-DEFAULT_OVERLAY_MTU = 1450  # Docker's overlay default: 1500 less VXLAN's 50
-VXLAN_BYTES = 50
-STACK_VERSION = "3.9"  # the first stack file version with a process limit (deploy.resources.limits.pids)
-STACK_MAX = 40  # leaves room in a 63-character service name for "_<role>-<index>"
-NETWORK = "cluster"
-MiB = 2**20
-TMP_BYTES = 512 * MiB  # as Compose's /tmp
-SHM_BYTES = 64 * MiB  # Docker's default /dev/shm, which a service cannot size (no shm_size)
-RUN_BYTES = 256 * MiB  # the replica's own folder: predictions, nothing orch reads from it
 REASON_MAX = 200
 STATS_WAIT = 300  # seconds a replica's stats wait for its task to start
-
-# What Compose sets and a stack file cannot, in the comment on top of every stack file and in the README.
-NOT_EXPRESSIBLE = (
-    "security_opt no-new-privileges: a service has no such setting (the replicas run as a non-root user with "
-    "every capability dropped, so a setuid program gains nothing)",
-    "shm_size: a service cannot size /dev/shm; a 64 MiB tmpfs is mounted there instead",
-    "cpuset (--pin-cpus): a service has none, and a replica's node is not known when the plan is made; limit "
-    "each with --cpus",
-    "GPUs (--gpus): a service gets GPUs only as generic resources each node advertises; refused",
-    "network_mode (--network shared or host): replicas meet on the stack's overlay network only",
-)
 
 # Task states (swarmkit's, lower case as the Engine API gives them) in orch's terms.
 _PENDING = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready", "starting"}
 _STATES = {**{s: Status.PENDING for s in _PENDING}, "running": Status.RUNNING, "complete": Status.SUCCEEDED,
            "failed": Status.FAILED, "rejected": Status.FAILED, "orphaned": Status.FAILED}
-
-
-class _Dumper(yaml.SafeDumper):
-    """PyYAML's safe dumper (every value a scalar, never a new key), with every string double-quoted: Go's YAML
-    parser, which `docker stack deploy` uses, reads some plain scalars (``y``, ``on``) otherwise than PyYAML."""
-
-
-_Dumper.add_representer(str, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"'))
 
 
 def interface_mtus() -> dict[str, tuple[str, int]]:
@@ -95,29 +69,6 @@ def check_mtu(overlay_mtu: int, node_addr: str, interfaces: dict[str, tuple[str,
         raise InvalidSpec(f"overlay_mtu: this node's swarm address {node_addr} is on {name}, whose MTU is {mtu}; the "
                           f"overlay's packets ({overlay} bytes{'' if overlay_mtu else ', the default'}) plus VXLAN's "
                           f"{VXLAN_BYTES} would not fit between nodes; pass --overlay-mtu {mtu - VXLAN_BYTES}")
-
-
-def _base_image(plan: "Plan") -> str:
-    """The image the framework runs, before the data set is added to it."""
-    return frameworks.get(plan.spec.framework.name).image(plan.spec)
-
-
-def stack_name(run_id: str) -> str:
-    """The run's stack: ``orch-<run id>`` where that is short enough for its service names (and plain: a run id
-    is), else a shortened form with a hash of the run id, so distinct ids stay distinct."""
-    return bounded_name(run_id, STACK_MAX, "a-z0-9_-")
-
-
-def _escaped(value: Any) -> Any:
-    """``value`` with every ``$`` doubled in its strings: `docker stack deploy` interpolates ``${VAR}`` from the
-    caller's environment, and ``$$`` is its escape for one ``$``."""
-    if isinstance(value, str):
-        return value.replace("$", "$$")
-    if isinstance(value, dict):
-        return {_escaped(k): _escaped(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_escaped(v) for v in value]
-    return value
 
 
 def _reason(text: Any) -> Optional[str]:
@@ -214,98 +165,11 @@ class SwarmBackend(Backend):
         return stack_name(run_id)
 
     def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
-        # A service's short name is its alias on the stack's network; with dnsrr it resolves to its one task.
-        return {(role, index): f"{role}-{index}:{port}" for role, index in keys}
+        return stack.addresses(spec, keys, port)
 
     def render(self, plan: "Plan") -> str:
-        spec = plan.spec
-        stack = {
-            "version": STACK_VERSION,
-            "services": {r.name: self._service(plan, r) for r in plan.replicas},
-            "networks": {NETWORK: {
-                "driver": "overlay",
-                "internal": True,  # no route out: the replicas talk to each other only
-                "attachable": False,  # no container outside the stack can join it
-                "labels": {LABEL_RUN: spec.run_id},
-                **({"driver_opts": {MTU_OPTION: str(spec.overlay_mtu)}} if spec.overlay_mtu else {}),
-            }},
-        }
-        body = yaml.dump(_escaped(stack), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                         width=1 << 20)  # no folded lines: one value, one line
-        return "\n".join(self.notes(plan)) + "\n" + body
+        return stack.render(plan)
 
-    def notes(self, plan: "Plan") -> list[str]:
-        """The comment lines above the stack file: what it is, what it needs, what Swarm cannot express."""
-        spec = plan.spec
-        # The stack name, not the run id: a comment line must hold nothing that could end it.
-        notes = [f"# Rendered by orch {__version__} for run {stack_name(spec.run_id)}; `orch up --backend swarm` "
-                 "deploys it (`docker stack deploy`), do not edit.",
-                 "# The data set is inside the image (orch adds it as a layer); images reach other nodes through "
-                 "--registry or `orch push --context NODE`.",
-                 "# The run's shared folder (checkpoints) is bind-mounted from this host only with --max-restarts, "
-                 "which needs a swarm of one node.",
-                 "# Records come back as @orch lines on stdout; the overlay network's MTU is "
-                 + (f"{spec.overlay_mtu} (--overlay-mtu)." if spec.overlay_mtu else
-                    "the engine's (1450 by default; orch checks it against this node's interface on a swarm of several "
-                    "nodes)."),
-                 "# Not expressible in a stack file (Compose has them):"]
-        notes += [f"#   - {line}" for line in NOT_EXPRESSIBLE]
-        if spec.pin_cpus:
-            notes.append("# --pin-cpus is not applied here: each replica may use every core of its node.")
-        if spec.image is None and spec.registry is None:
-            notes.append("# orch's images are named as built here, which only this node has; for several nodes push "
-                         "them and pass --registry HOST/PATH.")
-        return notes
-
-    def _service(self, plan: "Plan", r: "Replica") -> dict[str, Any]:
-        spec = plan.spec
-        env = {k: v for k, v in r.env.items() if k != contract.ENV_CPUS}  # no cpuset: see NOT_EXPRESSIBLE
-        env[contract.ENV_REPORT] = contract.REPORT_STDOUT
-        own = f"{contract.OUT_MOUNT}/{r.name}"
-        # The replica's own folder: orch's trainer prints its records on stdout instead. A user's script keeps
-        # it, as its working folder, where what it writes is kept with the run (on this node's path).
-        shared = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
-        volumes: list[dict[str, Any]] = [
-            {"type": "bind", "source": m.source, "target": m.target, **({"read_only": True} if m.read_only else {})}
-            for m in r.mounts if (m.target != own or spec.script is not None)
-            and (m.target != shared or spec.max_restarts)
-        ]
-        if not spec.max_restarts:
-            # Nothing to resume from: the shared folder (checkpoints, the "result written" markers) stays in
-            # the container, so a replica needs no folder of this host on whatever node it runs.
-            volumes.append({"type": "tmpfs", "target": shared, "tmpfs": {"size": RUN_BYTES}})
-        volumes += [
-            {"type": "tmpfs", "target": contract.OUT_MOUNT, "tmpfs": {"size": RUN_BYTES}},
-            {"type": "tmpfs", "target": "/tmp", "tmpfs": {"size": TMP_BYTES}},
-            {"type": "tmpfs", "target": "/dev/shm", "tmpfs": {"size": frameworks.shm_mb(spec) * MiB or SHM_BYTES}},
-        ]
-        limits: dict[str, Any] = {"memory": f"{spec.memory_mb}M", "pids": spec.pids_limit}
-        if spec.cpus:
-            limits["cpus"] = f"{spec.cpus:g}"
-        script = {"entrypoint": list(r.command), "working_dir": r.working_dir} if r.command else {}
-        return {
-            "image": pulled(r.image, spec, own=r.image != spec.image),  # a data image on the user's is orch's
-            **script,
-            "hostname": r.name,
-            "networks": [NETWORK],
-            "user": plan.user,
-            "init": True,
-            "stop_grace_period": "10s",
-            "environment": dict(env),
-            "labels": dict(r.labels),  # the container's: engine.containers() finds the tasks' containers by them
-            "volumes": volumes,
-            "read_only": True,
-            "cap_drop": ["ALL"],
-            "logging": {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}},
-            "deploy": {
-                "mode": "replicated",
-                "replicas": 1,
-                "endpoint_mode": "dnsrr",  # no virtual IP: IPVS drops TCP connections idle for 15 minutes
-                "restart_policy": {"condition": "none"},  # orch restarts the whole group, or nothing
-                "labels": dict(r.labels),  # the service's: states() finds the services by them
-                "resources": {"limits": limits},
-            },
-        }
 
     # -- the engine ----------------------------------------------------------------------------
     ships_data = True  # in the image (data_images.py): a node sees no folder of this host
@@ -327,12 +191,10 @@ class SwarmBackend(Backend):
                               "checkpoints in this host's run folder, which the other nodes cannot read; use "
                               "--max-restarts 0 (a failed run then fails), or a swarm of one node")
         if plan.spec.registry is None:
-            hint = (f"run `{frameworks.build_command(plan.spec)}` first" if plan.spec.image is None
-                else "pull or build it first")
-            self.engine.require_image(_base_image(plan), hint)
+            self.engine.require_image(plan.base_image, plan.build_hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
-        base = _base_image(plan)
+        base = plan.base_image
         if plan.image != base and plan.spec.registry is None:  # with a registry, the nodes pull what was pushed
             data_images.ensure(self.engine, base, plan.image, plan.data_dir, say)
 
@@ -385,7 +247,7 @@ class SwarmBackend(Backend):
             return self.engine.log_lines(replica.id, stream, follow=follow, since=since)
         return self.engine.service_log_lines(service, stream, follow=follow, since=since)
 
-    def stats_stream(self, replica: ReplicaState) -> Iterator[dict[str, Any]]:
+    def stats_stream(self, replica: ReplicaState) -> Iterator[Usage]:
         import time
 
         # Right after `docker stack deploy` a task has no container yet: wait (a while) for it to start.
@@ -400,7 +262,7 @@ class SwarmBackend(Backend):
         if replica.status == Status.RUNNING and self._local(replica)[1]:
             yield from self.engine.stats_stream(replica.id)
 
-    def stats_once(self, replica: ReplicaState) -> Optional[dict[str, Any]]:
+    def stats_once(self, replica: ReplicaState) -> Optional[Usage]:
         return self.engine.stats_once(replica.id) if self._local(replica)[1] else None
 
     def cancel(self, run_id: str, artifact: Optional["Path"], grace: int, clock: Any = None) -> None:

@@ -8,27 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import signal
 import sys
 from typing import Any, Iterator, Optional
 
 import click
 
-from .. import __version__
-from ..errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, OrchError
-from .cmd_bench import bench
-from .cmd_build import build
-from .cmd_collect import collect
-from .cmd_doctor import doctor
-from .cmd_down import down
-from .cmd_experiment import experiment
-from .cmd_logs import logs
-from .cmd_ps import ps
-from .cmd_push import push
-from .cmd_render import render
-from .cmd_stats import stats
-from .cmd_up import up
-from .env import Environment
+from orchestrator import __version__
+from orchestrator.cli.cmd_bench import bench
+from orchestrator.cli.cmd_build import build
+from orchestrator.cli.cmd_collect import collect
+from orchestrator.cli.cmd_doctor import doctor
+from orchestrator.cli.cmd_down import down
+from orchestrator.cli.cmd_experiment import experiment
+from orchestrator.cli.cmd_logs import logs
+from orchestrator.cli.cmd_ps import ps
+from orchestrator.cli.cmd_push import push
+from orchestrator.cli.cmd_render import render
+from orchestrator.cli.cmd_stats import stats
+from orchestrator.cli.cmd_up import up
+from orchestrator.cli.env import Environment
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, OrchError
 
 __all__ = ["cli", "main", "Environment"]
 
@@ -36,9 +37,13 @@ __all__ = ["cli", "main", "Environment"]
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="orch")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), envvar="ORCH_RUNS_DIR", show_envvar=True,
+              help="Where runs are kept, one folder each. [default: ./runs]")
+@click.option("--results-dir", type=click.Path(file_okay=False), envvar="ORCH_RESULTS_DIR", show_envvar=True,
+              help="Where collect, experiments and bench write. [default: ./results]")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
-    """orch: run and measure distributed TensorFlow training on Docker.
+def cli(ctx: click.Context, debug: bool, runs_dir: Optional[str], results_dir: Optional[str]) -> None:
+    """orch: run and measure distributed training in containers.
 
     \b
     Typical session:
@@ -49,6 +54,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """
     env = ctx.ensure_object(Environment)
     env.debug = env.debug or debug
+    # The folders reach every verb (and the orch processes it starts) the way the environment variables do.
+    for name, value in (("ORCH_RUNS_DIR", runs_dir), ("ORCH_RESULTS_DIR", results_dir)):
+        if value:
+            os.environ[name] = os.path.abspath(value)
 
 
 for _command in (build, render, up, ps, down, stats, collect, experiment, logs, doctor, push, bench):

@@ -11,9 +11,9 @@ from typing import Optional
 import click
 from rich.table import Table
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import _cells
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import _cells
 
 TINY = {"sizes": "4K", "ranks": "2", "iterations": 30, "warmup": 5}
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
@@ -47,7 +47,8 @@ def bench() -> None:
               help="Message sizes, comma-separated (80K is the MLP's gradients).")
 @click.option("--ranks", default="2,3", show_default=True, help="Rank counts, comma-separated (2 to 16).")
 @click.option("--transports", default=None,
-              help="Comma-separated; default every one: tf-ring-bridge, tf-ring-loopback, mpi-tcp, mpi-shm, gloo.")
+              help="Comma-separated; default every one of every framework (`orch bench allreduce --help` lists "
+                   "them below).")
 @click.option("--iterations", type=click.IntRange(5, 100_000), default=500, show_default=True,
               help="Timed all-reduces per size (TensorFlow's are timed ten to a call).")
 @click.option("--warmup", type=click.IntRange(0, 100_000), default=50, show_default=True,
@@ -56,8 +57,9 @@ def bench() -> None:
               help="Also measure bare processes on this host, the reference (a virtual environment made once "
                    "from the images' wheelhouse).")
 @click.option("--tiny", is_flag=True, help="4 KB, 2 ranks, 30 iterations: a quick check that every transport runs.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/bench"),
-              show_default=True, help="Folder for allreduce.json, allreduce.md and allreduce-latency.png.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for allreduce.json, allreduce.md and allreduce-latency.png. [default: bench/ under the "
+                   "results folder]")
 @format_option
 @pass_env
 def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str], iterations: int, warmup: int,
@@ -73,12 +75,15 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
       orch bench allreduce --tiny
       orch bench allreduce --ranks 3 --sizes 80K --out benchmarks/results
     """
-    from ..bench import TRANSPORTS, markdown, plot, run, to_json
-    from ..safeio import atomic_write, write_json
+    from orchestrator.bench import known_transports, markdown, plot, run, to_json
+    from orchestrator.paths import default_paths
+    from orchestrator.safeio import atomic_write, write_json
+
+    out = out or default_paths().results / "bench"
 
     if tiny:
         sizes, ranks, iterations, warmup = TINY["sizes"], TINY["ranks"], TINY["iterations"], TINY["warmup"]
-    names = [t.strip() for t in transports.split(",")] if transports else [t.name for t in TRANSPORTS]
+    names = [t.strip() for t in transports.split(",")] if transports else [t.name for t in known_transports()]
     started = time.time()
     rows = run(parse_sizes(sizes), parse_ints(ranks, "--ranks"), names, iterations, warmup, host=host, say=env.say)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,9 +7,16 @@ from typing import Optional
 
 import click
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import images_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import images_table
+
+
+def framework_names() -> list[str]:
+    """The choices of --framework: every registered framework (names only: nothing is imported for them)."""
+    from orchestrator import frameworks
+
+    return list(frameworks.names())
 
 
 @click.command()
@@ -19,14 +26,14 @@ from .tables import images_table
                    "signatures; only debootstrap runs as root (through sudo when orch is not root).")
 @click.option("--mirror", default="http://deb.debian.org/debian", show_default=True, help="Debian mirror for --bootstrap-base.")
 @click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
-@click.option("--framework", "frameworks", multiple=True, type=click.Choice(["tensorflow", "torch"]),
-              help="Which trainer images to build: tensorflow (TensorFlow and MPI, the default) or torch (PyTorch: "
-                   "3.2 GB of wheels, downloaded once, built only when asked for). Repeatable.")
-@click.option("--torch-index", metavar="URL", envvar="ORCH_TORCH_INDEX", show_envvar=True,
-              help="Take torch from this package index as well as the host's own, e.g. PyTorch's CPU-only index "
-                   "https://download.pytorch.org/whl/cpu: its CPU build outranks PyPI's CUDA build of the same "
-                   "version, so the image needs no CUDA libraries. Locked on first download. [default: PyPI's "
-                   "torch, from images/torch/requirements.lock]")
+@click.option("--framework", "chosen", multiple=True, type=click.Choice(framework_names()),
+              help="Whose trainer images to build. [default: every framework's but those built only on demand, "
+                   "such as torch's: 3.2 GB of wheels, downloaded once] Repeatable.")
+@click.option("--index", "--torch-index", "index", metavar="URL", envvar="ORCH_TORCH_INDEX", show_envvar=True,
+              help="Take the framework's wheels from this package index as well as the host's own, e.g. PyTorch's "
+                   "CPU-only index https://download.pytorch.org/whl/cpu: its CPU build outranks PyPI's CUDA build of "
+                   "the same version, so the image needs no CUDA libraries. Locked on first download. [default: "
+                   "the recipe's requirements.lock, from PyPI]")
 @click.option("--requirements", metavar="FILE", type=click.Path(dir_okay=False),
               help="Also build an image with the extra packages of this requirements file, for `orch up --script "
                    "... --requirements FILE`: downloaded by the host's pip, added to orch's image, offline.")
@@ -38,9 +45,9 @@ from .tables import images_table
 @format_option
 @pass_env
 def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: str, force: bool,
-          frameworks: tuple[str, ...], torch_index: Optional[str], requirements: Optional[str],
+          chosen: tuple[str, ...], index: Optional[str], requirements: Optional[str],
           datasets: tuple[str, ...], fmt: str) -> None:
-    """Build the trainer images, offline: TensorFlow's (with MPI) by default, PyTorch's with --framework torch.
+    """Build the trainer images, offline: every framework's but those built on demand (--framework NAME).
 
     Python packages are downloaded by the host's pip into a cached wheelhouse and installed in the
     image with --no-index; no container reaches the network. Images whose inputs have not changed
@@ -48,38 +55,44 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
     """
     from pathlib import Path
 
-    from ..images import BuiltImage, build as build_images
+    from orchestrator import frameworks
+    from orchestrator.images.builder import BuiltImage
 
     status = env.err.status("building images", spinner="dots") if env.stderr_isatty else contextlib.nullcontext()
-    wanted = set(frameworks or ("tensorflow",))
-    source = click.get_current_context().get_parameter_source("torch_index")
-    if torch_index and "torch" not in wanted and source == click.core.ParameterSource.COMMANDLINE:
-        raise click.UsageError("--torch-index is for the PyTorch image; add --framework torch")
-    if "torch" in wanted and torch_index:
-        from ..torch_images import index_download_args
-
-        index_download_args(torch_index)  # a bad URL is refused before anything is built
+    # By default every framework's images but those built on demand only.
+    wanted = [frameworks.get(name) for name in chosen] or [
+        f for f in map(frameworks.get, frameworks.names()) if not f.on_demand]
+    source = click.get_current_context().get_parameter_source("index")
+    takers = [f for f in wanted if f.takes_index]
+    if index and not takers and source == click.core.ParameterSource.COMMANDLINE:
+        on_index = [n for n in frameworks.names() if frameworks.get(n).takes_index]
+        raise click.UsageError(f"--index is for an image whose wheels come from an index; add --framework "
+                               f"{' or --framework '.join(on_index)}")
+    for framework in takers if index else ():
+        framework.check_index(index)  # a bad URL is refused before anything is built
+    options = frameworks.BuildOptions(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, index=index)
     with status:
-        results = []
-        if "tensorflow" in wanted:
-            results = build_images(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, say=env.say)
-        elif bootstrap_base and base is None:
-            from ..engine import Engine
-            from ..images import DEFAULT_BASE, bootstrap_base as make_base
+        results: list = []
+        if bootstrap_base and base is None:
+            from orchestrator.docker.engine import Engine
+            from orchestrator.images.builder import DEFAULT_BASE
+            from orchestrator.images.builder import bootstrap_base as make_base
 
             engine = Engine()
-            if engine.image_labels(DEFAULT_BASE) is None:  # only the base: the TensorFlow images are not asked for
+            if engine.image_labels(DEFAULT_BASE) is None:
                 make_base(engine, DEFAULT_BASE, mirror, env.say)
-        if "torch" in wanted:
-            from ..torch_images import build as build_torch
-
-            results += build_torch(base=base, force=force, index=torch_index, say=env.say)
+        built: set[str] = set()
+        for framework in wanted:
+            if set(framework.image_refs()) <= built:
+                continue  # another framework's images (MPI runs TensorFlow's), built already
+            results += framework.build(options, None, None, env.say)
+            built.update(framework.image_refs())
         if requirements is not None:
-            from ..user_images import build as build_user
+            from orchestrator.images.user import build as build_user
 
             results.append(BuiltImage(*build_user(Path(requirements), force=force, say=env.say)))
         if datasets:
-            from ..data_images import build_all
+            from orchestrator.images.data import build_all
 
             results += [BuiltImage(*r) for r in build_all(list(datasets), base or "orch-base:bookworm", say=env.say)]
     if fmt == "json":

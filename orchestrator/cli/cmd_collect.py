@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Optional
 
 import click
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import comparison_table, containers_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import comparison_table, containers_table
 
 
 @click.command()
@@ -28,12 +27,10 @@ def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt
     efficiency speedup/N against the 1-worker run with the same data, epochs and batch.
     Failed runs are collected too, with what they recorded.
     """
-    from ..collect import collect as gather, compare
-    from ..paths import default_paths
+    from orchestrator.api import collect as gather
 
-    paths = default_paths()
-    summaries = gather(list(runs) or None, out_root=Path(out_dir) if out_dir else paths.results, paths=paths)
-    rows = compare(summaries)
+    got = gather(*runs, out=out_dir)
+    summaries, rows = got.summaries, got.comparison
     if fmt == "json":
         payload: Any = summaries[0] if len(summaries) == 1 else {"runs": summaries, "comparison": rows}
         env.out.print_json(json.dumps(payload, default=str))

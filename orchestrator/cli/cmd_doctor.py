@@ -5,9 +5,9 @@ import json
 
 import click
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import checks_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import checks_table
 
 
 @click.command()
@@ -17,7 +17,7 @@ from .tables import checks_table
 @click.pass_context
 def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
     """Check the engine, Compose v2, free disk, images and data sets, and say how to fix each."""
-    from ..doctor import doctor as run_checks
+    from orchestrator.docker.doctor import doctor as run_checks
 
     checks = run_checks(fix=fix)
     if fmt == "json":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.text import Text
 
-from .env import Environment, pass_env
+from orchestrator.cli.env import Environment, pass_env
 
 
 @click.command()
@@ -13,7 +13,7 @@ from .env import Environment, pass_env
 @pass_env
 def down(env: Environment, runs: tuple[str, ...], all_runs: bool) -> None:
     """Remove the containers and network of RUNS; their results stay in runs/<run-id>/."""
-    from ..runs import down as take_down
+    from orchestrator.run.runs import down as take_down
 
     for run_id in take_down(list(runs), all_runs=all_runs):
         env.out.print(Text(f"{run_id} down"))

@@ -8,8 +8,8 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from .env import Environment, pass_env
-from .tables import cells_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.tables import cells_table
 
 
 @click.group()
@@ -34,8 +34,10 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     on another machine (another processor, instruction set or core count) run again, so that no median
     mixes two machines. A failed cell is recorded and the sweep goes on; the report shows it.
     """
-    from .. import experiment_file, experiments
-    from ..paths import default_paths
+    from orchestrator import api
+    from orchestrator.experiments import file as experiment_file
+    from orchestrator.experiments import sweep as experiments
+    from orchestrator.paths import default_paths
 
     root = Path(out_dir) if out_dir else default_paths().results
     exp = experiment_file.load(Path(file))
@@ -49,11 +51,11 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
         return
     show = _ProgressView(env, exp.name)
     with show.progress:
-        out_path, cells = experiments.run(exp, quick=quick, force=force, root=root, on_progress=show,
-                                          say=env.say if not env.stderr_isatty else None)
-    failed = sum(1 for c in cells.values() if c.get("state") != "succeeded")
-    env.say(f"report: {out_path / 'report.md'}" + (f" ({failed} failed cells)" if failed else ""))
-    env.out.print(Text(str(out_path / "report.md")), soft_wrap=True)
+        done = api.experiment(file, quick=quick, force=force, out=root, on_progress=show,
+                              say=env.say if not env.stderr_isatty else None)
+    failed = len(done.failed)
+    env.say(f"report: {done.report}" + (f" ({failed} failed cells)" if failed else ""))
+    env.out.print(Text(str(done.report)), soft_wrap=True)
 
 
 class _ProgressView:

@@ -7,7 +7,7 @@ from typing import Optional
 import click
 from rich.text import Text
 
-from .env import Environment, pass_env
+from orchestrator.cli.env import Environment, pass_env
 
 REPLICA_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
 
@@ -29,8 +29,8 @@ def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int,
     Works for running runs (from the engine) and finished ones (from the logs saved in the run
     directory, so also after `orch down`).
     """
-    from ..logs import LogFilter, parse_since
-    from ..runs import read_logs
+    from orchestrator.run.logs import LogFilter, parse_since
+    from orchestrator.run.runs import read_logs
 
     try:
         grep = re.compile(pattern) if pattern else None

@@ -5,9 +5,9 @@ import json
 
 import click
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import runs_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import runs_table
 
 
 @click.command()
@@ -16,7 +16,7 @@ from .tables import runs_table
 @pass_env
 def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:
     """List runs (or the RUNS named) with their state and results, oldest first."""
-    from ..runs import ps as list_runs
+    from orchestrator.run.runs import ps as list_runs
 
     infos = list_runs(list(runs) or None)
     if fmt == "json":

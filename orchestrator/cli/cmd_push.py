@@ -8,9 +8,9 @@ from typing import Optional
 import click
 from rich.table import Table
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import _cells
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import _cells
 
 
 @click.command()
@@ -30,7 +30,7 @@ def push(env: Environment, contexts: tuple[str, ...], dataset: Optional[str], im
 
       orch push --context node2 --context node3 --dataset mnist
     """
-    from ..push import push as push_images
+    from orchestrator.images.push import push as push_images
 
     status = env.err.status("copying images", spinner="dots") if env.stderr_isatty else contextlib.nullcontext()
     with status:

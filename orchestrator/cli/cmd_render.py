@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Optional
 
 import click
 
-from .env import Environment, pass_env
-from .options import script_options, spec_from, spec_options
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import script_options, spec_from, spec_options
 
 
 @click.command()
@@ -23,12 +22,9 @@ def render(env: Environment, fmt: str, script_args: tuple[str, ...], requirement
            **flags: Any) -> None:
     """Print the Compose file `orch up` would run with the same flags (with --backend swarm, the stack file it
     deploys; with --backend k8s, the manifests to pipe into `kubectl apply -f -`); start nothing."""
-    from ..paths import default_paths
-    from ..plan import plan
-    from ..runner import container_user
+    from orchestrator.api import render as make_plan
 
-    p = plan(spec_from(flags, script_args, requirements), default_paths(), user=container_user(),
-             host_cpus=os.cpu_count() or 1)
+    p = make_plan(spec_from(flags, script_args, requirements))
     if fmt == "json":
         env.out.print_json(json.dumps(p.to_dict()))
     else:

@@ -7,9 +7,9 @@ from typing import Optional
 
 import click
 
-from .env import Environment, pass_env
-from .options import format_option
-from .tables import stats_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
+from orchestrator.cli.tables import stats_table
 
 
 @click.command()
@@ -25,7 +25,7 @@ def stats(env: Environment, run: Optional[str], interval: float, fmt: str) -> No
     """
     from rich.live import Live
 
-    from ..runs import stats_snapshots
+    from orchestrator.run.runs import stats_snapshots
 
     run_id, snapshots = stats_snapshots(run, interval)
     if fmt == "json" or not env.stdout_isatty:

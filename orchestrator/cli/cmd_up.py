@@ -8,15 +8,15 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from .env import Environment, pass_env
-from .options import format_option, script_options, spec_from, spec_options
-from .tables import fmt, runs_table, workers_table
+from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option, script_options, spec_from, spec_options
+from orchestrator.cli.tables import fmt, runs_table, workers_table
 
 
 class Watcher:
     """Shows each reporting replica's progress on stderr: bars on a terminal, one line per epoch otherwise.
 
-    Called with the replica (role, index) and each event model (orchestrator.records) it writes. Worker
+    Called with the replica (role, index) and each event model (orchestrator.run.records) it writes. Worker
     text is never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is.
     """
 
@@ -89,7 +89,7 @@ def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_a
     With --script, every replica runs your script instead of orch's trainer:
     `orch up --script train.py --workers 3 -- --lr 0.01`.
     """
-    from ..runner import up as run_up
+    from orchestrator.run.runner import up as run_up
 
     spec = spec_from(flags, script_args, requirements)
     with Watcher(env, spec.reporting_keys(), spec.epochs) as watcher:

@@ -13,7 +13,6 @@ import functools
 import types
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
 import click
@@ -21,9 +20,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from ..framework_options import OPTION_MODELS
-from ..errors import InvalidSpec
-from ..spec import JobSpec
+from orchestrator import frameworks
+from orchestrator.spec import JobSpec
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
 _NOT_FLAGS = {"name"}
@@ -109,14 +107,13 @@ def spec_flags() -> tuple[SpecFlag, ...]:
     flags = _model_flags(JobSpec)
     # The framework is the discriminator of the options union, so not a field with a plain type: its flag picks
     # the options model that the framework's own flags below go to (``spec._nest``).
-    names = tuple(OPTION_MODELS)
+    names = frameworks.names()
     flags.insert(1, SpecFlag(field="framework", flag="--framework", short=None, type=click.Choice(names),
-                             choices=names, default_text=names[0],
-                             help=f"The framework the replicas run: tensorflow (its --strategy decides how), or mpi "
-                                  f"(one MPI rank per container, gradients averaged with Allreduce). "
-                                  f"[default: {names[0]}]"))
-    for model in OPTION_MODELS.values():
-        for f in _model_flags(model):
+                             choices=names, default_text=frameworks.DEFAULT,
+                             help=f"The framework the replicas run: {', '.join(names)}; each has its own options "
+                                  f"below. [default: {frameworks.DEFAULT}]"))
+    for name in names:
+        for f in _model_flags(frameworks.options_model(name)):
             if f.field not in {g.field for g in flags}:  # frameworks may share an option name
                 flags.append(f)
     seen: dict[str, str] = {}
@@ -139,28 +136,11 @@ def set_spec_fields(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), requirements: Optional[str] = None):
-    """A validated spec from the flags the user set (a relative --script made absolute against the working
-    folder), the arguments after `--`, and the image `orch build --requirements FILE` made; InvalidSpec
-    otherwise."""
-    from ..scripts import absolute
-    from ..spec import make_spec
+    """A validated spec from the flags the user set, the arguments after `--` and --requirements, made as
+    the library makes one (``api.job_spec``); InvalidSpec otherwise."""
+    from orchestrator.api import job_spec
 
-    fields = set_spec_fields(params)
-    if "script" in fields:
-        fields["script"] = absolute(fields["script"], Path.cwd())
-    if script_args:
-        fields["script_args"] = tuple(script_args)
-    if requirements is not None:
-        from ..user_images import image_for, read_requirements
-
-        if "image" in fields:
-            raise InvalidSpec("requirements: --requirements picks the image built with your packages; leave out "
-                              "--image, or add the packages to your own image")
-        if fields.get("framework") == "torch":
-            raise InvalidSpec("requirements: --requirements adds packages to orch's TensorFlow image; for --framework "
-                              "torch build an image FROM orch-torch with them and pass --image")
-        fields["image"] = image_for(read_requirements(Path(requirements)))
-    return make_spec(**fields)
+    return job_spec(script_args=script_args, requirements=requirements, **set_spec_fields(params))
 
 
 def script_options(fn: Callable) -> Callable:

@@ -1,51 +1,58 @@
-"""Frameworks, host side: how the replicas of a job find each other, and which image they run.
+"""Frameworks: one folder each under ``frameworks/``, registered here in one line.
 
-A framework is a module with one ``FRAMEWORK`` object. To add one: its options model in ``framework_options.py``
-(and in ``FrameworkOptions``), a module here, and an entry in ``FRAMEWORKS``. Its trainer, inside the
-image, reuses ``orch_trainer.reporter`` for events, heartbeats and results.
+A framework's folder holds its spec options and their checks (``options.py``, a ``FrameworkOptions``), its
+rendezvous, images and launch (a ``Framework`` with every hook of ``base.py``, as the module's ``FRAMEWORK``),
+its image recipe (``image/``) and builder. Its trainer, inside the image, reuses ``orch_trainer.reporter`` for
+events, heartbeats and results. Nothing outside ``frameworks/`` asks which framework a job has: the spec, the
+CLI's choices, `orch build`, `doctor`, `push` and `bench` loop over this registry.
+
+A framework defined elsewhere (a plug-in, a test) joins with ``register(FRAMEWORK)``.
 """
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Optional
 
-if TYPE_CHECKING:
-    from ..spec import JobSpec
+from orchestrator.frameworks.base import BuildOptions, Framework, FrameworkOptions, Key
 
-Key = tuple[str, int]  # (role, index within the role)
+__all__ = ["BuildOptions", "Framework", "FrameworkOptions", "Key", "DEFAULT", "get", "names", "register"]
 
-
-class Framework(Protocol):
-    """What orch needs of a framework to plan a job."""
-
-    name: str
-    port: int  # where a replica listens for its peers, inside its own network namespace
-
-    def image(self, spec: "JobSpec") -> str:
-        """The image every replica of ``spec`` runs."""
-
-    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        """The rendezvous environment of replica ``key``, given every replica's address."""
-
-    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
-        """The rendezvous of replica ``key`` as `orch render --format json` shows it."""
+# name -> module holding its FRAMEWORK; modules load when a framework is first asked for. The first is the default.
+BUILTIN: dict[str, str] = {
+    "tensorflow": "orchestrator.frameworks.tensorflow",
+    "mpi": "orchestrator.frameworks.mpi",
+    "torch": "orchestrator.frameworks.torch",
+}
+DEFAULT = next(iter(BUILTIN))
+_registered: dict[str, Framework] = {}
 
 
-# name -> module; each module has a FRAMEWORK object. Modules load only when a framework is asked for.
-FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow", "mpi": "mpi", "torch": "torch"}
+def register(framework: Framework) -> None:
+    """Add ``framework`` (or replace the one of its name): the spec, the CLI and the backends take it at once."""
+    if not framework.name or framework.options.model_fields["name"].default != framework.name:
+        raise ValueError(f"framework {framework.name!r}: its options' name field must default to its name")
+    _registered[framework.name] = framework
+
+
+def names() -> tuple[str, ...]:
+    """Every framework orch runs, the built-in ones first."""
+    return tuple(dict.fromkeys([*BUILTIN, *_registered]))
 
 
 def get(name: str) -> Framework:
-    """The framework called ``name`` (the spec has validated it)."""
-    return importlib.import_module(f".{FRAMEWORKS[name]}", __name__).FRAMEWORK
+    """The framework called ``name``; KeyError if orch has none of that name."""
+    if name not in _registered:
+        if name not in BUILTIN:
+            raise KeyError(name)
+        register(importlib.import_module(BUILTIN[name]).FRAMEWORK)
+    return _registered[name]
 
 
-def shm_mb(spec: "JobSpec") -> int:
-    """The /dev/shm a replica of ``spec`` needs in MiB, or 0 for the engine's default (64 MiB): a framework whose
-    processes share tensors through it (PyTorch's DataLoader workers) asks for more with ``shm_mb``."""
-    return getattr(get(spec.framework.name), "shm_mb", 0)
+def options_model(name: str) -> type[FrameworkOptions]:
+    """The options model of framework ``name``; KeyError if there is none."""
+    return get(name).options
 
 
-def build_command(spec: "JobSpec") -> str:
-    """The command that builds the image orch's own trainer runs in for ``spec``'s framework."""
-    return getattr(get(spec.framework.name), "build_command", "orch build")
+def find_options(name: object) -> Optional[type[FrameworkOptions]]:
+    """The options model of the framework a user's input names (any value), or None if orch has no such one."""
+    return get(name).options if isinstance(name, str) and name in names() else None

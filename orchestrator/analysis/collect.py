@@ -1,0 +1,277 @@
+"""`orch collect`: bring a run's results, events and stats together into files, tables and plots.
+
+Runs are read through ``rundir`` only: the record, the replicas' events and results, their predictions.
+A predictions.npz is a container's file: read bounded and checked, and skipped with a warning if it is not
+sane. Every file is written atomically, with the output folder locked (``safeio``).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+from pathlib import Path
+from statistics import mean
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from orchestrator.analysis import metrics, plots
+from orchestrator.errors import RunNotFound
+from orchestrator.paths import Paths, default_paths
+from orchestrator.run.records import EpochEvent
+from orchestrator.run.rundir import Key, RunDir, RunState, resolve
+from orchestrator.run.stats import HOST_FILE, STATS_FILE, read_samples
+from orchestrator.safeio import Unsafe, atomic_write, locked, read_bounded, write_json
+
+SUMMARY_SCHEMA_VERSION = 1
+PREDICTIONS_LIMIT = 8 << 20  # bytes of a predictions.npz; the trainer's is about 20 KB
+MEMBER_LIMIT = 1 << 20  # bytes of one array in it, unpacked
+MAX_PREDICTIONS = 100  # images in it
+EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time",
+                "compute_seconds", "allreduce_wait_seconds"]
+Events = list[tuple[Key, Any]]
+
+
+class Collected(NamedTuple):
+    """What ``summarize`` read of one run."""
+
+    summary: dict[str, Any]
+    epochs: list[dict[str, Any]]  # one row per replica and epoch, EPOCH_FIELDS
+    stats: list[dict[str, Any]]  # the rows of stats.csv
+    events: Events  # (replica, event model), in time order
+    keys: list[Key]  # the run's replicas
+
+
+def _container_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    if not rows:
+        return {"stats_samples": 0, "cpu_mean_percent": None, "cpu_max_percent": None, "mem_max_bytes": None,
+                "net_rx_bytes": None, "net_tx_bytes": None, "blk_read_bytes": None, "blk_write_bytes": None}
+    # Network and block counters count from the container's start, so the last value is the total.
+    return {
+        "stats_samples": len(rows),
+        "cpu_mean_percent": round(mean(r["cpu_percent"] for r in rows), 2),
+        "cpu_max_percent": round(max(r["cpu_percent"] for r in rows), 2),
+        "mem_max_bytes": max(r["mem_used_bytes"] for r in rows),
+        "net_rx_bytes": max(r["net_rx_bytes"] for r in rows),
+        "net_tx_bytes": max(r["net_tx_bytes"] for r in rows),
+        "blk_read_bytes": max(r["blk_read_bytes"] for r in rows),
+        "blk_write_bytes": max(r["blk_write_bytes"] for r in rows),
+    }
+
+
+def _epochs_of(key: Key, events: Events, result_epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replica ``key``'s epoch rows: from its events, or from its result where it wrote no epoch events.
+
+    The events hold every epoch of every attempt (a failed worker writes no result.json, and a restarted
+    one's result lists only its last attempt); an epoch redone after a restart counts once, the last time.
+    """
+    by_epoch = {e.epoch: e.model_dump() for k, e in events if k == key and isinstance(e, EpochEvent)}
+    rows = [by_epoch[n] for n in sorted(by_epoch)] or result_epochs
+    return [{"worker": key[1], **{f: e.get(f) for f in EPOCH_FIELDS if f != "worker"}} for e in rows]
+
+
+def summarize(run: RunDir) -> Collected:
+    """The summary, epoch rows, stats rows and events of one run. Pure reading, no engine."""
+    info = run.record()
+    if info is None:
+        raise RunNotFound(f"{run.path} holds no run (no run record)")
+    everyone = info.spec.replica_keys() if info.spec is not None else []
+    keys = info.spec.reporting_keys() if info.spec is not None else []
+    stats = read_samples(run.path / STATS_FILE)
+    events = run.events(keys).read()
+    recorded = {(w.get("role", "worker"), w.get("worker")): w for w in info.workers}
+    epochs: list[dict[str, Any]] = []
+    per_worker = []
+    # Replicas that serve rather than train (ps's servers and workers): their cost, with no result.
+    serving = [{"role": role, "worker": i, **_container_figures([r for r in stats if (r["role"], r["worker"]) == (role, i)])}
+               for role, i in everyone if (role, i) not in keys]
+    for key in keys:
+        role, i = key
+        result = run.result(key)
+        worker_epochs = _epochs_of(key, events, result.epochs if result else [])
+        epochs += worker_epochs
+        per_worker.append({
+            "role": role,
+            "worker": i,
+            "exit_code": (recorded.get(key) or {}).get("exit_code"),
+            "train_seconds": result.train_seconds if result else None,
+            "test_accuracy": result.test_accuracy if result else None,
+            "samples_per_epoch": (result.samples_per_epoch if result else None)
+            or [e["samples"] for e in worker_epochs],
+            "steps_per_epoch": result.steps_per_epoch if result else None,
+            "replicas": result.replicas if result else None,
+            **_container_figures([r for r in stats if (r["role"], r["worker"]) == key]),
+        })
+    train_times = [w["train_seconds"] for w in per_worker if w["train_seconds"] is not None]
+    accuracies = [w["test_accuracy"] for w in per_worker if w["test_accuracy"] is not None]
+    cpu_means = [w["cpu_mean_percent"] for w in per_worker + serving if w["cpu_mean_percent"] is not None]
+    net = [w["net_rx_bytes"] + w["net_tx_bytes"] for w in per_worker + serving if w["net_rx_bytes"] is not None]
+    first = [e for e in epochs if keys and e["worker"] == keys[0][1]]  # in sync training every replica agrees
+    epoch_times = [e["seconds"] for e in first if e.get("seconds") is not None]
+    # Throughput: every worker's own samples over its own train time, summed (measured, not assumed equal).
+    rates = [sum(w["samples_per_epoch"]) / w["train_seconds"] for w in per_worker
+             if w["train_seconds"] and w["samples_per_epoch"]]
+    split = {name: round(sum(e[name] for e in first), 4) if first and all(e.get(name) is not None for e in first)
+             else None for name in ("compute_seconds", "allreduce_wait_seconds")}
+    summary = {
+        "schema": SUMMARY_SCHEMA_VERSION,
+        "run_id": info.run_id,
+        "state": info.state.value,
+        "failed": info.state != RunState.SUCCEEDED,
+        "error": info.error,
+        "spec": info.spec.model_dump(mode="json") if info.spec is not None else {},
+        "started": info.started,
+        "wall_seconds": info.wall_seconds,
+        "train_seconds": max(train_times) if train_times else None,
+        "test_accuracy": accuracies[0] if accuracies else None,
+        "epochs_completed": max((len([e for e in epochs if e["worker"] == k[1]]) for k in keys), default=0),
+        "epoch_seconds": round(mean(epoch_times), 4) if epoch_times else None,
+        "val_loss": first[-1].get("val_loss") if first else None,  # after the last epoch
+        "val_accuracy": first[-1].get("val_accuracy") if first else None,
+        "loss_curve": [e.get("loss") for e in first],  # the first worker's training loss per epoch
+        "samples_per_second": round(sum(rates), 2) if rates and len(rates) == len(per_worker) else None,
+        **split,  # the first worker's, summed over its epochs, where its trainer measures them
+        "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
+        "net_bytes": sum(net) if net else None,
+        "stats_samples": len(stats),
+        "restarts": info.restarts,
+        "workers": per_worker,
+        "serving": serving,
+        "warnings": [],  # what collect skipped, one line each
+    }
+    return Collected(summary, epochs, stats, events, keys)
+
+
+def _csv(fieldnames: list[str], rows: list[dict[str, Any]]) -> str:
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fieldnames, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return text.getvalue()
+
+
+def _array(raw: bytes, name: str) -> np.ndarray:
+    """The array in .npy bytes, its header checked before numpy allocates anything: x is uint8 [k, 784],
+    y_true and y_pred are integers [k], 1 <= k <= MAX_PREDICTIONS."""
+    f = io.BytesIO(raw)
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise Unsafe(f"{name} is a .npy of version {version}")
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(f)
+    if name == "x":
+        sane, want = dtype == np.uint8 and len(shape) == 2 and shape[1] == 784, "uint8 [k, 784]"
+    else:
+        sane, want = dtype.kind in "iu" and len(shape) == 1, "integers [k]"
+    if not sane or not 1 <= shape[0] <= MAX_PREDICTIONS:
+        raise Unsafe(f"{name} is {dtype.str[:20]} {str(list(shape))[:40]}, not {want}, k from 1 to {MAX_PREDICTIONS}")
+    return np.load(io.BytesIO(raw), allow_pickle=False)
+
+
+def read_predictions(path: Path) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """x, y_true and y_pred of a worker's predictions.npz (``_array``), or None if it wrote none.
+
+    The file is a container's: Unsafe (one line) if it is a link or FIFO, over PREDICTIONS_LIMIT, unpacks to
+    more than MEMBER_LIMIT per array (a zip bomb), is truncated, pickled, or of other arrays or shapes."""
+    try:
+        data = read_bounded(path, PREDICTIONS_LIMIT)
+        if data is None:
+            return None
+        arrays = {}
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            if sorted(m.filename for m in members) != ["x.npy", "y_pred.npy", "y_true.npy"]:
+                raise Unsafe(f"{path.name} holds other arrays than x, y_true and y_pred")
+            for member in members:
+                if member.file_size > MEMBER_LIMIT:
+                    raise Unsafe(f"{member.filename} unpacks to {member.file_size} bytes")
+                with archive.open(member) as f:
+                    raw = f.read(MEMBER_LIMIT + 1)  # whatever the header claims
+                if len(raw) > MEMBER_LIMIT:
+                    raise Unsafe(f"{member.filename} unpacks to more than {MEMBER_LIMIT} bytes")
+                arrays[member.filename[:-4]] = _array(raw, member.filename[:-4])
+    except Unsafe:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a hostile archive can fail in any of zipfile's, zlib's or numpy's ways
+        raise Unsafe(f"{path.name} is not a readable .npz ({type(exc).__name__})") from None
+    if not len(arrays["x"]) == len(arrays["y_true"]) == len(arrays["y_pred"]):
+        raise Unsafe(f"{path.name} holds arrays of different lengths")
+    return arrays["x"], arrays["y_true"], arrays["y_pred"]
+
+
+def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:
+    summary, epochs, stats, events, keys = got
+    run_id = summary["run_id"]
+    chief = keys[0] if keys else None
+    start = summary.get("started") or (stats[0]["time"] if stats else 0.0)
+    made = []
+    if stats:
+        ends = [e.time for k, e in events if k == chief and isinstance(e, EpochEvent)]
+        made.append(plots.cpu_plot(stats, start, ends, f"CPU per container, run {run_id}", out / "cpu.png"))
+        made.append(plots.network_plot(stats, start, f"Network per container, run {run_id}", out / "network.png"))
+    chief_epochs = [e for e in epochs if chief is not None and e["worker"] == chief[1]]
+    if chief_epochs:
+        made.append(plots.training_plot(chief_epochs, f"Loss and accuracy, run {run_id}", out / "training.png"))
+    for role, index in keys:
+        try:
+            predictions = read_predictions(run.predictions((role, index)))
+        except Unsafe as exc:
+            summary["warnings"].append(f"{role}-{index}: no prediction plot: {str(exc)[:200]}")
+            continue
+        if predictions is not None:
+            made.append(plots.prediction_grid(*predictions, f"{role} {index}'s own predictions",
+                                              out / f"predictions-{role}-{index}.png"))
+    return [p.name for p in made]
+
+
+def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None,
+            paths: Optional[Paths] = None) -> list[dict[str, Any]]:
+    """Write ``<out_root>/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, plots) for each run.
+
+    ``run_ids`` None means the newest run; ``out_root`` None means ``paths.results``. ``out_root`` is locked
+    meanwhile (FolderBusy if another orch writes there); every file is written atomically, summary.json last.
+    """
+    paths = paths or default_paths()
+    out_root = paths.results if out_root is None else Path(out_root)
+    runs = [resolve(paths, run_id) for run_id in run_ids] if run_ids else [resolve(paths, None)]
+    summaries = []
+    with locked(out_root, "collect"):
+        for run in runs:
+            got = summarize(run)
+            summary = got.summary
+            out = out_root / summary["run_id"]
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write(out / "epochs.csv", _csv(EPOCH_FIELDS, got.epochs))
+            copied = []
+            for name in (STATS_FILE, HOST_FILE):  # the host wrote these, not a container
+                if (run.path / name).is_file():
+                    atomic_write(out / name, (run.path / name).read_bytes())
+                    copied.append(name)
+            summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
+            summary["results_dir"] = str(out)
+            write_json(out / "summary.json", summary)
+            summaries.append(summary)
+    return summaries
+
+
+def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run, with time ratio, speedup and efficiency (``metrics.scaling``) against the 1-worker
+    run of the same data, samples, epochs and global batch (``metrics.run_baseline``)."""
+    index = metrics.run_baselines(summaries)
+    rows = []
+    for s in summaries:
+        n = metrics.run_workers(s)
+        base = metrics.run_baseline(s, index)
+        t_n = s.get("train_seconds")
+        rows.append({
+            "run_id": s["run_id"],
+            "state": s["state"],
+            "workers": n,
+            "samples": (s.get("spec") or {}).get("samples"),
+            "test_accuracy": s.get("test_accuracy"),
+            "train_seconds": t_n,
+            **metrics.scaling(t_n, base.get("train_seconds") if base else None, n).to_dict(),
+            "cpu_mean_percent": s.get("cpu_mean_percent"),
+            "net_mb": s["net_bytes"] / 1e6 if s.get("net_bytes") is not None else None,
+        })
+    return rows

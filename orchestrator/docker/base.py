@@ -1,0 +1,93 @@
+"""The Docker engine as orch sees it: the lazily made SDK client, its errors in orch's terms, the time limits
+and the helpers every part of the boundary shares. The parts are mixed into ``Engine`` (``docker/engine.py``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any, Callable, Iterator, Optional
+
+from orchestrator.errors import DockerError, EngineUnreachable, ImageMissing
+
+ENGINE_TIMEOUT = 120  # seconds for one Engine API call (streams excepted)
+COMPOSE_UP_TIMEOUT = 300  # creating and starting a project: seconds even for dozens of replicas
+COMPOSE_DOWN_TIMEOUT = 120  # on top of the stop grace period
+COMPOSE_QUICK = 30
+STACK_DEPLOY_TIMEOUT = 300  # creating a stack's services and network; the tasks start in the background
+STACK_RM_TIMEOUT = 120  # the services' removal is asked for; the tasks stop in the background
+IMAGE_RUN_TIMEOUT = 3600  # an image's install step in a container, and the commit of its layer (gigabytes)
+COPY_TIMEOUT = 1800  # `docker save | docker load` of a trainer image (1.4 GB) to another engine
+ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
+
+
+def engine_address() -> str:
+    """The Docker engine orch talks to: DOCKER_HOST, else the local socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+class EngineBase:
+    """The SDK client and the CLI runner, both injectable, and the calls every part shares."""
+
+    def __init__(self, client: Any = None, runner: Optional[Callable[[list[str], float], Any]] = None) -> None:
+        self._client = client
+        self._runner = runner or run_command
+
+    # -- clients -------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(timeout=ENGINE_TIMEOUT)
+            except docker.errors.DockerException:
+                raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        import docker
+        import requests
+
+        try:
+            return fn()
+        except docker.errors.ImageNotFound as exc:
+            raise ImageMissing(f"{what}: image not found ({first_line(exc)}); run `orch build`") from None
+        except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
+            if isinstance(exc, docker.errors.APIError):
+                raise DockerError(f"{what}: {exc.explanation or first_line(exc)}") from None
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+
+    # -- engine --------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """Raise EngineUnreachable unless the engine answers."""
+        self._call("ping", self.client.ping)
+
+    def info(self) -> dict[str, Any]:
+        """The engine's `docker info`."""
+        return self._call("info", self.client.info)
+
+
+def lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The lines of a stream of byte chunks, decoded; a last line without its newline too."""
+    buffered = b""
+    for chunk in chunks:
+        buffered += chunk
+        *lines, buffered = buffered.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if buffered:
+        yield buffered.decode("utf-8", "replace")
+
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no output"])[-1][:300]
+
+
+def run_command(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run a CLI command with no input, capturing its output; killed once ``timeout`` passes."""
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                          timeout=timeout)

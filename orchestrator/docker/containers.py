@@ -1,0 +1,131 @@
+"""Containers on the engine: orch's, by run label, with their logs, stats and removal."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from orchestrator.docker.base import ENGINE_HINT, EngineBase, engine_address, first_line, lines
+from orchestrator.docker.stats import usage_of
+from orchestrator.errors import DockerError, EngineUnreachable
+from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
+from orchestrator.usage import Usage
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What orch needs to know about one container of a run."""
+
+    id: str
+    name: str
+    run: str
+    role: str
+    index: int
+    status: str  # created, running, paused, restarting, removing, exited, dead
+    exit_code: Optional[int]
+    oom_killed: bool = False
+    finished_at: Optional[str] = None
+
+
+def parse_container(attrs: dict[str, Any]) -> ContainerState:
+    """Build a ContainerState from the Engine API's container JSON (as `docker inspect` prints it)."""
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    state = attrs.get("State") or {}
+    status = state.get("Status", "unknown")
+    return ContainerState(
+        id=attrs.get("Id", ""),
+        name=attrs.get("Name", "").lstrip("/"),
+        run=labels.get(LABEL_RUN, ""),
+        role=labels.get(LABEL_ROLE, ""),
+        index=int(labels.get(LABEL_INDEX, "-1")),
+        status=status,
+        exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
+        oom_killed=bool(state.get("OOMKilled")),
+        finished_at=state.get("FinishedAt") if status in ("exited", "dead") else None,
+    )
+
+
+
+class ContainerOps(EngineBase):
+    """Container operations of ``Engine``."""
+
+    def containers(self, run: Optional[str] = None) -> list[ContainerState]:
+        """Every orch container, or those of ``run``, running or not."""
+        label = LABEL_RUN if run is None else f"{LABEL_RUN}={run}"
+        listed = self._call(
+            "list containers", lambda: self.client.api.containers(all=True, filters={"label": label})
+        )
+        states = []
+        for entry in listed:
+            try:
+                attrs = self.client.api.inspect_container(entry["Id"])
+            except Exception:  # noqa: BLE001 - removed between list and inspect
+                continue
+            states.append(parse_container(attrs))
+        return sorted(states, key=lambda c: (c.run, c.index))
+
+    def logs(self, container_id: str, tail: Optional[int] = None) -> str:
+        """A container's stdout and stderr, or an empty string if it is gone."""
+        import docker
+
+        try:
+            raw = self.client.api.logs(container_id, stdout=True, stderr=True, tail=tail if tail else "all")
+        except docker.errors.DockerException:
+            return ""
+        return raw.decode("utf-8", "replace")
+
+    def log_lines(self, container_id: str, stream: str, follow: bool = False,
+                  since: Optional[float] = None) -> Iterator[str]:
+        """Lines of one output stream of a container, each prefixed with the engine's timestamp."""
+        import docker
+
+        kwargs: dict[str, Any] = {"stdout": stream == "stdout", "stderr": stream == "stderr", "timestamps": True,
+                                  "stream": True, "follow": follow}
+        if since:  # the SDK rejects 0 rather than treating it as "from the start"
+            kwargs["since"] = since
+        try:
+            yield from lines(self.client.api.logs(container_id, **kwargs))
+        except docker.errors.DockerException:
+            return  # the container went away: its stream simply ends
+
+    def stats_stream(self, container_id: str) -> Iterator[Usage]:
+        """A container's use, from the Engine's stats records (one a second), until it stops or goes away."""
+        import docker
+
+        try:
+            for raw in self.client.api.stats(container_id, decode=True, stream=True):
+                usage = usage_of(raw)
+                if usage is not None:
+                    yield usage
+        except (docker.errors.DockerException, ValueError, OSError):
+            return
+
+    def stats_once(self, container_id: str) -> Optional[Usage]:
+        """A running container's use now, or None if it has none to give."""
+        import docker
+
+        try:
+            return usage_of(self.client.api.stats(container_id, stream=False))
+        except (docker.errors.DockerException, ValueError, OSError):
+            return None
+
+    def remove_container(self, container_id: str) -> None:
+        """Force-remove a container, ignoring one that is already gone."""
+        import docker
+
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise DockerError(f"remove container {container_id[:12]}: {exc.explanation or first_line(exc)}") from None
+        except docker.errors.DockerException:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+
+    def oom_killed(self, container_id: str) -> bool:
+        """Whether a local container was killed for exceeding its memory limit (False if it is not here)."""
+        import docker
+
+        try:
+            return bool((self.client.api.inspect_container(container_id).get("State") or {}).get("OOMKilled"))
+        except docker.errors.DockerException:
+            return False

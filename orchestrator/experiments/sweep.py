@@ -1,0 +1,162 @@
+"""`orch experiment`: sweeps of job specs over a grid, with repeats, resume, and a report.
+
+The file's model, its parsing and the grid's cells live in ``experiment_file``; this module runs the
+cells, records each in cells.json, and writes the report.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from orchestrator.analysis import machine, metrics, report
+from orchestrator.analysis.collect import collect
+from orchestrator.docker.engine import engine_address
+from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
+from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
+from orchestrator.paths import Paths, default_paths
+from orchestrator.run import runner
+from orchestrator.run.rundir import read_json
+from orchestrator.safeio import locked, write_json
+from orchestrator.spec import make_spec
+
+CELLS_FILE = "cells.json"
+# Errors of the host, not of a cell: every later cell would fail the same way, so the sweep stops.
+FATAL = (EngineUnreachable, ImageMissing, ComposeMissing, DataError)
+
+
+def results_dir(experiment: Experiment, quick: bool, root: Optional[Path] = None) -> Path:
+    """Where an experiment's cells, runs and report go: ``<root>/<name>[-quick]``; root None is the
+    default results root (``default_paths().results``)."""
+    return (default_paths().results if root is None else Path(root)) / (experiment.name + ("-quick" if quick else ""))
+
+
+def load_cells(out: Path) -> dict[str, Any]:
+    """The recorded state of every cell run so far ({} if none is recorded)."""
+    cells = read_json(out / CELLS_FILE)
+    return cells if isinstance(cells, dict) else {}
+
+
+def machine_of(cell: Cell, known: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, Any]:
+    """The machine ``cell``'s containers run on (``machine.where_cells_run``), looked up once per backend in
+    ``known``."""
+    backend = str(cell.fields.get("backend", "compose"))
+    known = {} if known is None else known
+    if backend not in known:
+        known[backend] = machine.where_cells_run(backend, engine_address())
+    return known[backend]
+
+
+DONE, TO_RUN, ELSEWHERE = "done, skipped", "to run", "to run: done on another machine"
+
+
+def status(record: Optional[dict[str, Any]], cell: Cell, machine_id: str) -> str:
+    """What a resumed sweep does with a cell: skip it (DONE), run it (TO_RUN), or run it again because its
+    figures come from another machine, or from one orch did not record (ELSEWHERE): repeats from two
+    processors in one median would compare them quietly."""
+    if not record or record.get("state") != "succeeded" or record.get("fields") != cell.fields:
+        return TO_RUN
+    measured = record.get("machine")
+    return DONE if isinstance(measured, dict) and measured.get("id") == machine_id else ELSEWHERE
+
+
+@dataclass
+class Progress:
+    """Where a sweep is, for the progress display."""
+
+    total: int
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    started: float = field(default_factory=time.monotonic)
+    current: str = ""
+    durations: list[float] = field(default_factory=list)
+
+    @property
+    def eta_seconds(self) -> Optional[float]:
+        if not self.durations:
+            return None
+        remaining = self.total - self.done
+        return remaining * sum(self.durations) / len(self.durations)
+
+
+def run(
+    experiment: Experiment,
+    quick: bool = False,
+    force: bool = False,
+    root: Optional[Path] = None,
+    on_progress: Optional[Callable[[Progress], None]] = None,
+    say: Optional[Callable[[str], None]] = None,
+    paths: Optional[Paths] = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Run every cell not already done; record each (failed ones too); write the report. Returns (dir, cells).
+
+    Runs go under ``paths.runs``; the experiment's folder under ``root`` (None: ``paths.results``). The folder
+    is locked for the whole sweep (a second sweep of it fails at once with FolderBusy, changing nothing), and
+    every file in it is written atomically. Each cell is collected into ``<folder>/runs``, which collect
+    locks on its own.
+    """
+    paths = paths or default_paths()
+    cells = expand(experiment, quick)
+    out = results_dir(experiment, quick, paths.results if root is None else root)
+    with locked(out, "a sweep"):
+        write_json(out / "experiment.json", experiment.model_dump())
+        recorded = load_cells(out)  # with force too: a cell's record is replaced only when it has run again
+        _sweep(experiment, cells, recorded, out, force, paths, say or (lambda _m: None),
+               on_progress or (lambda _p: None))
+        current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
+        report.write_experiment_report(experiment, quick, current, metrics.aggregate(current, experiment.report.scale, experiment.report.baseline), out)
+    return out, current
+
+
+def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], out: Path, force: bool, paths: Paths,
+           say: Callable[[str], None], on_progress: Callable[[Progress], None]) -> None:
+    """Run the cells not done in ``recorded`` (every cell with ``force``), recording each there and in cells.json
+    as it ends."""
+    progress = Progress(total=len(cells))
+    known: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        progress.current = cell.key
+        here = machine_of(cell, known)
+        now = status(recorded.get(cell.key), cell, here["id"])
+        if not force and now == DONE:
+            progress.done += 1
+            progress.skipped += 1
+            continue
+        if not force and now == ELSEWHERE:
+            were = recorded[cell.key].get("machine")
+            say(f"cell {cell.key} was measured on " + (f"another machine ({machine.describe(were)})"
+                                                       if isinstance(were, dict) else
+                "a machine orch did not record") + "; running it again here")
+        on_progress(progress)
+        run_id = cell_run_id(experiment.name, cell.key, cell.repeat, secrets.token_hex(TOKEN_HEX // 2))
+        spec = make_spec(**cell.fields, run_id=run_id)
+        started = time.monotonic()
+        record: dict[str, Any] = {"params": cell.params, "repeat": cell.repeat, "fields": cell.fields,
+                                  "run_id": run_id, "started": time.time(), "machine": here}
+        try:
+            runner.up(spec, paths=paths, say=say)
+            record["state"] = "succeeded"
+        except FATAL:
+            raise
+        except KeyboardInterrupt:
+            record["state"] = "interrupted"
+            recorded[cell.key] = record
+            write_json(out / CELLS_FILE, recorded)
+            raise
+        except OrchError as exc:
+            record.update(state="failed", error=exc.message)
+            progress.failed += 1
+            say(f"cell {cell.key} failed: {exc.message}; going on")
+        try:
+            record["summary"] = collect([run_id], out_root=out / "runs", paths=paths)[0]
+        except OrchError as exc:
+            record["collect_error"] = exc.message
+        recorded[cell.key] = record
+        write_json(out / CELLS_FILE, recorded)
+        progress.done += 1
+        progress.durations.append(time.monotonic() - started)
+    progress.current = "finished"
+    on_progress(progress)

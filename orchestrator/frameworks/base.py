@@ -1,0 +1,173 @@
+"""What a framework is to orch: its spec options (``FrameworkOptions``) and its hooks (``Framework``).
+
+Every hook is declared here, with the default a framework gets when it leaves it out, so nothing outside a
+framework's folder asks which framework it has. A framework's folder holds a subclass of each and one
+``FRAMEWORK`` object; ``frameworks/__init__.py`` registers it in one line.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Paths
+    from orchestrator.spec import JobSpec
+
+Key = tuple[str, int]  # (role, index within the role)
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What `orch build` was asked for, as each framework's builder reads it."""
+
+    base: Optional[str] = None  # the base image; None: orch's own (orch-base:bookworm)
+    bootstrap: bool = False  # make orch's base image with debootstrap when it is missing
+    force: bool = False
+    mirror: str = "http://deb.debian.org/debian"
+    index: Optional[str] = None  # an extra package index for the framework's wheels (PyTorch's CPU-only one)
+
+
+@dataclass(frozen=True)
+class BenchTransport:
+    """One way a framework's replicas all-reduce, as `orch bench allreduce` measures it."""
+
+    name: str
+    fields: dict[str, Any]  # the spec fields (beside the framework) that place the replicas this way
+    what: str
+
+
+class FrameworkOptions(BaseModel):
+    """A framework's own spec options, beside the generic fields of ``JobSpec``; ``name`` tells them apart."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+
+    # Generic fields whose default differs under this framework (PyTorch's model and learning rate, say).
+    generic_defaults: ClassVar[dict[str, object]] = {}
+    # The options the framework's trainer reads from the job, beside the contract's generic TRAINING_FIELDS.
+    training_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def prepare(cls, options: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """The generic fields of a spec before validation, given these options as given (raw): the framework's
+        defaults for the fields left out. Override to derive more (PyTorch's global batch from its per-rank one)."""
+        return {**cls.generic_defaults, **data}
+
+    def resolved_strategy(self, workers: int) -> str:
+        """The strategy a job of ``workers`` containers runs, as the trainer and the results name it."""
+        return self.name
+
+    def roles(self, workers: int) -> list[tuple[str, int]]:
+        """The job's roles and their replica counts."""
+        return [("worker", workers)]
+
+    def reporting_roles(self, workers: int) -> tuple[str, ...]:
+        """The roles whose replicas train, report progress and write results; the job is done when they are."""
+        return ("worker",)
+
+    def per_worker_batch(self, workers: int, global_batch: int) -> int:
+        """Samples one worker computes per step."""
+        return global_batch // workers
+
+    def validation_readers(self, workers: int) -> int:
+        """How many replicas share the validation split."""
+        return workers
+
+    def check(self, workers: int, global_batch: int) -> None:
+        """Raise ValueError (one line, naming the flags) where these options do not fit the job's shape."""
+
+    def check_job(self, spec: "JobSpec") -> None:
+        """Raise ValueError (one line, naming the flag) where the job asks for what this framework does not do.
+        Runs before the generic checks. By default a framework has no --checkpoint-every (it checkpoints after
+        every epoch, or not at all)."""
+        if spec.checkpoint_every:
+            raise ValueError(f"checkpoint_every: {self.resolved_strategy(spec.workers)} checkpoints after every "
+                             "epoch; --checkpoint-every is for Keras' fit() (single, mirrored, mwms)")
+
+
+class Framework:
+    """A framework's hooks: how its replicas find each other, what they run, and the images they run in."""
+
+    name: str = ""
+    options: type[FrameworkOptions] = FrameworkOptions
+    port: int = 0  # where a replica listens for its peers, inside its own network namespace
+    # What a replica derives at start-up where one pod template serves all (Kubernetes), from the cluster and
+    # its index: one of rendezvous.KINDS ("tf_config", "rank", or "" for nothing beyond its role and index).
+    rendezvous_kind: str = ""
+    shm_mb: int = 0  # /dev/shm a replica needs in MiB; 0 = the engine's default (64 MiB)
+    # Whether `orch build --requirements FILE` can add packages to its main image (for --script).
+    takes_requirements: bool = False
+    # Whether its images are built on demand only (`orch build --framework NAME`), not by a plain `orch build`.
+    on_demand: bool = False
+    # Whether its builder takes wheels from an extra package index (`orch build --index URL`).
+    takes_index: bool = False
+    # Lines of its libraries' output that say nothing to a user (start-up chatter), hidden by `orch logs`.
+    log_noise: tuple[str, ...] = ()
+    # `orch bench allreduce`: the ways its replicas all-reduce, the library its probe measures (as the host
+    # reference's row names it), and the packages of its lock the host reference needs (None: the whole lock).
+    bench_transports: tuple[BenchTransport, ...] = ()
+    bench_api: str = ""
+    bench_host_packages: Optional[tuple[str, ...]] = None
+
+    def image(self, spec: "JobSpec") -> str:
+        """The image every replica of ``spec`` runs."""
+        raise NotImplementedError
+
+    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+        """The rendezvous environment of replica ``key``, given every replica's address."""
+        return {}
+
+    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+        """The rendezvous of replica ``key`` as `orch render --format json` shows it."""
+        return {}
+
+    def launch(self, spec: "JobSpec", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+        """The command a replica runs, for a framework that starts its processes itself (MPI's launcher); None
+        leaves ``command`` (empty: the image's own trainer) as it is."""
+        return None
+
+    def shares_host(self, spec: "JobSpec") -> bool:
+        """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
+        return False
+
+    # -- images -------------------------------------------------------------------------------------------
+    def image_refs(self) -> tuple[str, ...]:
+        """Every image of orch's own that this framework's jobs run (what `orch push` copies)."""
+        return ()
+
+    def main_image(self) -> str:
+        """The image of orch's own that a job of several replicas runs (what data and users' packages go on)."""
+        raise NotImplementedError
+
+    def recipe(self) -> Optional[Path]:
+        """The folder of this framework's image recipe (its lock among it), or None for a framework that
+        runs another's image."""
+        return None
+
+    def build_command(self) -> str:
+        """The command that builds the images this framework's jobs run."""
+        return f"orch build --framework {self.name}"
+
+    def check_index(self, url: str) -> None:
+        """Raise InvalidSpec (one line) unless ``url`` is a package index this framework's builder can use."""
+
+    def build(self, options: BuildOptions, engine: Any, paths: "Paths", say: Say) -> list[Any]:
+        """Build this framework's images unless they are up to date (`orch build --framework NAME`)."""
+        raise NotImplementedError(f"{self.name} builds no image of its own")
+
+    def allreduce_probe(self) -> Optional[Path]:
+        """The file of its all-reduce probe for `orch bench` (``measure`` and ``leave``), or None."""
+        here = Path(sys.modules[type(self).__module__].__file__ or "").parent / "allreduce_probe.py"
+        return here if self.bench_transports and here.is_file() else None
+
+    def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
+                       free_ports: Callable[[int], list[int]]) -> list[tuple[list[str], dict[str, str]]]:
+        """The bare processes of this host that run ``argv`` (the probe's harness) as ``ranks`` ranks, each
+        with its environment: the host reference of `orch bench allreduce`."""
+        raise NotImplementedError(f"{self.name} has no host reference")

@@ -1,0 +1,121 @@
+"""MPI: one rank per container, launched without ssh by MPICH's Hydra.
+
+Why Hydra's manual launcher: it starts no process on another host. Replica 0 runs ``mpiexec -launcher manual``,
+which prints one proxy command per host and waits for the proxies to call back on its control port; replica 0
+runs the first itself and hands each other replica its own over a small TCP port (``LAUNCH_PORT``), and each
+runs it. So no replica needs ssh, an agent or an extra privilege, and nothing but the job's own network is used.
+(Open MPI's alternative, a non-ssh agent, still needs a remote-execution channel of its own; Hydra's persistent
+servers would each be a daemon listening for any launch.)
+
+With ``transport: shm`` the replicas are made to look like processes of one host: one host name, and replica 0's
+IPC and PID namespaces shared by the others, so UCX (MPICH's transport) uses shared memory between them. Without
+the PID namespace UCX's shared-memory transports fail, since it identifies peers through their processes.
+Single-copy transfers (CMA) would need ptrace rights, which the locked-down containers do not have, so UCX is told
+to use the copy through shared memory instead. With ``transport: tcp`` each replica keeps its own host name and
+namespaces and the ranks talk TCP over the cluster network.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from orchestrator import contract
+from orchestrator.frameworks import tensorflow
+from orchestrator.frameworks.base import BenchTransport, Framework
+from orchestrator.frameworks.mpi.options import MpiOptions
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Paths
+    from orchestrator.spec import JobSpec
+
+Key = tuple[str, int]
+LAUNCH_PORT = 7470  # where replica 0 hands each replica its Hydra proxy command
+UCX_TRANSPORTS = {"shm": "self,posix,sysv,tcp", "tcp": "self,tcp"}
+ENV_HOSTS = "ORCH_MPI_HOSTS"  # every replica's host name on the cluster network, in rank order
+ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
+
+
+def transport(spec: "JobSpec") -> str:
+    """The transport a job's ranks use: ``auto`` is shared memory on one host (Compose), TCP across nodes."""
+    chosen = spec.framework.transport
+    return chosen if chosen != "auto" else "shm" if spec.backend == "compose" else "tcp"
+
+
+def host_of(address: str) -> str:
+    """The host part of ``host:port``."""
+    return address.rsplit(":", 1)[0]
+
+
+class Mpi(Framework):
+    """MPI over MPICH and mpi4py, in orch's TensorFlow image (which carries both as wheels)."""
+
+    name = "mpi"
+    options = MpiOptions
+    port = LAUNCH_PORT
+    takes_requirements = True  # the TensorFlow image's packages
+    bench_transports = (
+        BenchTransport("mpi-tcp", {"transport": "tcp"},
+                       "MPICH over UCX's TCP, one container per rank on the run's bridge"),
+        BenchTransport("mpi-shm", {"transport": "shm"},
+                       "MPICH over UCX's shared memory, the containers sharing one IPC and PID namespace"),
+    )
+    bench_host_packages = ("mpich", "mpi4py", "numpy")
+
+    def image(self, spec: "JobSpec") -> str:
+        return tensorflow.FRAMEWORK.image(spec)  # the ranks compute with TensorFlow; the image carries MPI too
+
+    def shares_host(self, spec: "JobSpec") -> bool:
+        """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
+        return spec.workers > 1 and transport(spec) == "shm"
+
+    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+        if spec.workers == 1:
+            return {}  # one rank: no MPI at all, the baseline
+        return {
+            ENV_HOSTS: ",".join(host_of(a) for a in addresses.values()),
+            ENV_LAUNCH_PORT: str(LAUNCH_PORT),
+            "UCX_TLS": UCX_TRANSPORTS[transport(spec)],
+            # The copy through shared memory needs no capability; single-copy (CMA) would need ptrace rights.
+            "UCX_POSIX_USE_PROC_LINK": "y",
+            "UCX_WARN_UNUSED_ENV_VARS": "n",
+        }
+
+    def launch(self, spec: "JobSpec", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+        """The command a replica runs: the rank's command (orch's trainer by default) under orch's launcher."""
+        rank = command or contract.TRAINER_COMMAND
+        return rank if spec.workers == 1 else ("python3", "-m", "orch_trainer.mpi_launch", *rank)
+
+    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+        hosts = [host_of(a) for a in addresses.values()]
+        return {"mpi": None if spec.workers == 1 else {
+            "rank": list(addresses).index(key), "world_size": len(hosts), "hosts": hosts, "launcher": hosts[0],
+            "transport": transport(spec)}}
+
+    # The images are TensorFlow's: `orch build` makes them, and `orch build --framework mpi` the same.
+    def image_refs(self) -> tuple[str, ...]:
+        return tensorflow.FRAMEWORK.image_refs()
+
+    def main_image(self) -> str:
+        return tensorflow.FRAMEWORK.main_image()
+
+    def recipe(self) -> Path:
+        return tensorflow.FRAMEWORK.recipe()
+
+    def build_command(self) -> str:
+        return tensorflow.FRAMEWORK.build_command()
+
+    def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
+        return tensorflow.FRAMEWORK.build(options, engine, paths, say)
+
+    def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
+                       free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:
+        # As in the containers: UCX's copy through shared memory (no single-copy CMA, which needs ptrace rights and
+        # so differs between a host and a container), and Hydra's fork launcher, which starts the ranks here
+        # without asking whether this host is local (it would try ssh for a host it thinks is not).
+        env = {**env, "UCX_TLS": UCX_TRANSPORTS["shm"], "UCX_POSIX_USE_PROC_LINK": "y", "UCX_WARN_UNUSED_ENV_VARS": "n"}
+        return [([str(venv / "bin" / "mpiexec"), "-launcher", "fork", "-n", str(ranks), str(venv / "bin" / "python"),
+                  *argv], env)]
+
+
+
+FRAMEWORK = Mpi()

@@ -1,0 +1,91 @@
+"""TensorFlow: a TF_CONFIG per replica (cluster grouped by role), and orch's TensorFlow images."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from orchestrator import __version__, rendezvous
+from orchestrator.frameworks.base import BenchTransport, Framework
+from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
+from orchestrator.paths import recipe_dir
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Paths
+    from orchestrator.spec import JobSpec
+
+Key = tuple[str, int]
+IMAGE_REPO = "orch-trainer"
+IMAGE_KINDS = ("single", "multi")
+
+
+def image_ref(kind: str) -> str:
+    """The tag of orch's own trainer image of ``kind`` (single or multi) for this version."""
+    return f"{IMAGE_REPO}:{__version__}-{kind}"
+
+
+def tf_config(spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> Optional[dict]:
+    """TF_CONFIG of replica ``key``, or None for a single worker (no cluster at all)."""
+    return rendezvous.tf_config(rendezvous.cluster_of(addresses), *key)
+
+
+class TensorFlow(Framework):
+    """TensorFlow's strategies: one container for single and mirrored; one worker per container for mwms and
+    custom (worker 0 is the chief); a chief, parameter servers and workers, each in its own container, for ps."""
+
+    name = "tensorflow"
+    rendezvous_kind = rendezvous.TF_CONFIG
+    options = TensorFlowOptions
+    port = 12345
+    takes_requirements = True
+    # TensorFlow's C++ noise: absl-formatted info and warning lines, and the CPU feature banners. Error and
+    # fatal lines (E..., F...) stay: a failing collective explains itself there.
+    log_noise = (r"[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]",
+                 r"WARNING: All log messages before absl::InitializeLog\(\) is called",
+                 r".*oneDNN custom operations are on", r".*cpu_feature_guard",
+                 r"To enable the following instructions:.*rebuild TensorFlow",
+                 r"This TensorFlow binary is optimized to use available CPU instructions")
+    bench_transports = (
+        BenchTransport("tf-ring-bridge", {"network": "bridge"}, "TensorFlow's gRPC ring (MultiWorkerMirroredStrategy), "
+                       "one container per rank on the run's bridge"),
+        BenchTransport("tf-ring-loopback", {"network": "shared"},
+                       "the same, every container in rank 0's network namespace, on loopback"),
+    )
+
+    def image(self, spec: "JobSpec") -> str:
+        return spec.image or image_ref("single" if len(spec.replica_keys()) == 1 else "multi")
+
+    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+        return rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
+
+    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+        return {"tf_config": tf_config(spec, key, addresses)}
+
+    def image_refs(self) -> tuple[str, ...]:
+        return tuple(image_ref(kind) for kind in IMAGE_KINDS)
+
+    def main_image(self) -> str:
+        return image_ref("multi")
+
+    def recipe(self) -> Path:
+        return recipe_dir(self.name)
+
+    def build_command(self) -> str:
+        return "orch build"
+
+    def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
+        from orchestrator.images.builder import build
+
+        return build(self.recipe(), {kind: image_ref(kind) for kind in IMAGE_KINDS}, base=options.base,
+                     bootstrap=options.bootstrap, force=options.force, mirror=options.mirror, engine=engine,
+                     paths=paths, say=say)
+
+    def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
+                       free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:
+        hosts = [f"localhost:{p}" for p in free_ports(ranks)]
+        configs = [{"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}} for i in range(ranks)]
+        return [([str(venv / "bin" / "python"), *argv], {**env, "TF_CONFIG": json.dumps(c)}) for c in configs]
+
+
+
+FRAMEWORK = TensorFlow()

@@ -1,0 +1,113 @@
+"""PyTorch: DistributedDataParallel over gloo, one rank per container, met through the environment.
+
+Why the environment (``init_method="env://"``: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK) and not
+torchrun's c10d rendezvous: orch already knows every replica's rank and address when it plans the job, and its
+supervisor already restarts the whole group after a failure. c10d's elastic agent would add a second supervisor
+that restarts ranks on its own, and a rendezvous whose membership can change; with a fixed world the environment
+is all a rank needs. Rank 0 hosts the TCP store the others connect to on MASTER_PORT.
+
+gloo picks the interface it advertises from the host name, which in a container can resolve to loopback; the
+trainer sets GLOO_SOCKET_IFNAME to the interface that routes to MASTER_ADDR (the cluster network), unless the
+user set it. One container is the serial baseline: no process group at all.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from orchestrator import __version__, rendezvous
+from orchestrator.frameworks.base import BenchTransport, Framework
+from orchestrator.frameworks.mpi import host_of
+from orchestrator.frameworks.torch.options import TorchOptions
+from orchestrator.paths import recipe_dir
+
+if TYPE_CHECKING:
+    from orchestrator.paths import Paths
+    from orchestrator.spec import JobSpec
+
+Key = tuple[str, int]
+IMAGE_REPO = "orch-torch"
+MASTER_PORT = 29500  # PyTorch's customary port; each replica has its own network namespace
+
+
+def image_ref() -> str:
+    """The tag of orch's PyTorch trainer image for this version."""
+    return f"{IMAGE_REPO}:{__version__}"
+
+
+class Torch(Framework):
+    name = "torch"
+    rendezvous_kind = rendezvous.RANK
+    options = TorchOptions
+    port = MASTER_PORT
+    on_demand = True
+    takes_index = True
+    # /dev/shm per container: PyTorch's DataLoader worker processes pass batches through it (users' scripts);
+    # Docker's default of 64 MiB fails such a loader.
+    shm_mb = 512
+    bench_transports = (
+        BenchTransport("gloo", {}, "PyTorch's gloo over TCP (DistributedDataParallel's backend), one container per "
+                       "rank on the run's bridge"),
+    )
+    bench_api = "gloo"
+
+    def image(self, spec: "JobSpec") -> str:
+        return spec.image or image_ref()
+
+    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+        if spec.workers == 1:
+            return {}  # the serial baseline: no process group
+        keys = list(addresses)
+        return {
+            "MASTER_ADDR": host_of(addresses[keys[0]]),
+            "MASTER_PORT": str(MASTER_PORT),
+            **rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key),
+            "WORLD_SIZE": str(len(keys)),
+            "LOCAL_RANK": "0",  # one rank per container
+            "LOCAL_WORLD_SIZE": "1",
+        }
+
+    def launch(self, spec: "JobSpec", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+        """A user's script runs under orch's small launcher, which sets GLOO_SOCKET_IFNAME and then becomes the
+        script; orch's own trainer sets it itself."""
+        if not command or spec.workers == 1:
+            return None
+        return ("python3", "-m", "orch_trainer.torch_env", *command)
+
+    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+        env = self.env(spec, key, addresses)
+        return {"torch": None if not env else {
+            "rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"]), "master": env["MASTER_ADDR"],
+            "master_port": MASTER_PORT, "backend": "gloo", "init_method": "env://"}}
+
+    # Built on demand (`orch build --framework torch`): 3.2 GB of wheels, 4.6 GB installed.
+    def image_refs(self) -> tuple[str, ...]:
+        return (image_ref(),)
+
+    def main_image(self) -> str:
+        return image_ref()
+
+    def recipe(self) -> Path:
+        return recipe_dir(self.name)
+
+    def check_index(self, url: str) -> None:
+        from orchestrator.frameworks.torch.build import index_download_args
+
+        index_download_args(url)
+
+    def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
+        from orchestrator.frameworks.torch.build import build
+
+        return build(base=options.base, force=options.force, index=options.index, engine=engine, paths=paths,
+                     say=say)
+
+    def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
+                       free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:
+        # One store on rank 0, every rank on loopback, as DDP's env:// rendezvous.
+        env = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_ports(1)[0]), "WORLD_SIZE": str(ranks),
+               "GLOO_SOCKET_IFNAME": "lo"}
+        return [([str(venv / "bin" / "python"), *argv], {**env, "RANK": str(i)}) for i in range(ranks)]
+
+
+
+FRAMEWORK = Torch()

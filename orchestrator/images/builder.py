@@ -1,0 +1,286 @@
+"""`orch build`: the trainer images, built offline from a wheelhouse the host downloads (see wheels.py)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from orchestrator import __version__
+from orchestrator.docker.engine import Engine
+from orchestrator.errors import BuildError, ImageMissing, OrchError
+from orchestrator.images.wheels import LOCK_NAME, REQUIREMENTS, check_fresh, fetch, read_lock, select
+from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
+from orchestrator.paths import Paths, default_paths, trainer_dir
+
+DEFAULT_BASE = "orch-base:bookworm"
+# The interpreter, packages and environment: every trainer image is this plus the trainer code.
+RUNTIME_TAG = f"orch-trainer-runtime:{__version__}"
+# The trainer lands in /opt/orch/trainer, the image's PYTHONPATH.
+TRAINER_PARENT = "/opt"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# debootstrap checks the Release file's signature against Debian's archive keys, then every package
+# against the signed checksums, so a plain-http mirror cannot slip in anything else.
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+BASE_PACKAGES = ("python3", "python3-venv")
+# Parts of a minbase tree no container needs; left out of the imported tar, they keep the base small.
+BASE_PRUNE = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt/archives",
+              "var/lib/apt/lists")
+ROOT_HINT = "run `orch build --bootstrap-base` as root once, or use --base IMAGE"
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """One image `orch build` made or found up to date."""
+
+    tag: str
+    built: bool
+    seconds: float
+    size: int
+
+
+def _requirements(images: Path) -> list[Path]:
+    """What the lock is generated from; the image installs the lock alone."""
+    return [images / name for name in REQUIREMENTS]
+
+
+def wheelhouse(paths: Paths, say: Say, recipe: Path) -> Path:
+    """The wheels of a recipe's lock (the folder ``recipe``), exactly the lock's: downloaded by
+    the host's pip with --require-hashes into a cache folder named by the lock's digest, and checked against the
+    lock's hashes at every use."""
+    lock = read_lock(recipe / LOCK_NAME)
+    target = paths.wheelhouse / lock.digest
+    try:
+        fetch(target, lock, say)
+    except PermissionError as exc:
+        raise OrchError(f"cannot write the wheelhouse cache ({exc.filename}), perhaps left by an earlier `sudo orch "
+                        f"build`; `sudo chown -R $USER {paths.cache}`, or set ORCH_CACHE_DIR") from None
+    return target
+
+
+def _root_prefix(say: Say) -> list[str]:
+    """How the root step runs: directly when orch is root, else through sudo (`sudo -n` without a terminal)."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") is None:
+        raise OrchError(f"--bootstrap-base runs debootstrap as root and sudo is not installed; {ROOT_HINT}")
+    interactive = sys.stdin.isatty()
+    if interactive:
+        say("debootstrap needs root: sudo may ask for your password")
+    probe = subprocess.run(["sudo", "-v"] if interactive else ["sudo", "-n", "true"],
+                           stdout=subprocess.DEVNULL, stderr=None if interactive else subprocess.DEVNULL)
+    if probe.returncode != 0:
+        raise OrchError(f"--bootstrap-base runs debootstrap as root and sudo refused"
+                        f"{'' if interactive else ' without a password (no terminal)'}; {ROOT_HINT}")
+    return ["sudo"] if interactive else ["sudo", "-n"]
+
+
+def _debootstrap(mirror: str) -> tuple[str, str]:
+    """debootstrap's path and the keyring it verifies with; a one-line error says what to install."""
+    found = shutil.which("debootstrap", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+    if found is None:
+        raise OrchError("debootstrap is not installed; install it (`apt-get install debootstrap`, or `make "
+                        "system-deps`) or use --base IMAGE")
+    if not KEYRING.is_file() or shutil.which("gpgv") is None:
+        raise OrchError(f"{KEYRING if not KEYRING.is_file() else 'gpgv'} is missing, so debootstrap cannot check "
+                        f"{mirror}'s signatures; install it (`apt-get install debian-archive-keyring gpgv`, or "
+                        "`make system-deps`) or use --base IMAGE")
+    return found, str(KEYRING)
+
+
+def debootstrap_command(debootstrap: str, target: Path, mirror: str, keyring: str = str(KEYRING)) -> list[str]:
+    return [debootstrap, "--variant=minbase", "--keyring", keyring, "--force-check-gpg",
+            f"--include={','.join(BASE_PACKAGES)}", "bookworm", str(target), mirror]
+
+
+def tar_command(target: Path) -> list[str]:
+    """The bootstrapped tree as a tar on stdout, without BASE_PRUNE (root reads it; no root-owned file is removed)."""
+    excludes = [f"--exclude=./{rel}" for rel in BASE_PRUNE]
+    return ["tar", "-C", str(target), "--numeric-owner", "--anchored", *excludes, "-c", "."]
+
+
+def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
+    """Create a Debian bookworm base image with python3 by debootstrap and `docker import`.
+
+    Only debootstrap, the tar of its tree and the tree's removal run as root (through sudo unless orch is
+    root); the import into the engine runs as the invoking user.
+    """
+    debootstrap, keyring = _debootstrap(mirror)
+    prefix = _root_prefix(say)
+    repo, _, version = tag.partition(":")
+    scratch = Path(tempfile.mkdtemp(prefix="orch-rootfs-"))
+    root = scratch / "rootfs"  # created by debootstrap, as root with mode 0755: the image's /
+    try:
+        say(f"debootstrap bookworm ({', '.join(BASE_PACKAGES)}) from {mirror}, signatures checked")
+        proc = subprocess.run([*prefix, *debootstrap_command(debootstrap, root, mirror, keyring)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+            raise BuildError(f"debootstrap failed (exit {proc.returncode}); check that {mirror} is reachable and "
+                             "its Release file is signed by a key in the keyring", details=tail)
+        say(f"importing the root filesystem as {tag}")
+        tar = subprocess.Popen([*prefix, *tar_command(root)], stdout=subprocess.PIPE)
+        try:
+            engine.import_image(tar.stdout, repo, version or "latest")
+        finally:
+            tar.stdout.close()
+            if tar.wait() != 0:
+                raise BuildError("tar of the bootstrapped root filesystem failed")
+    finally:
+        rm = subprocess.run([*prefix, "rm", "-rf", "--one-file-system", "--", str(root)], capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        if rm.returncode != 0 or scratch.exists():
+            say(f"could not remove {scratch}; remove it as root")
+
+
+# Modules of orch's that the trainer runs as they are, standard library only: one source for host and image.
+SHARED_WITH_TRAINER = ("contract.py", "rendezvous.py")
+
+
+def _trainer_files() -> list[tuple[str, Path]]:
+    """(name under /opt, file) pairs of the trainer code, the shared modules included."""
+    trainer = trainer_dir()
+    files = [(f"orch/trainer/orch_trainer/{p.relative_to(trainer).as_posix()}", p) for p in sorted(trainer.rglob("*.py"))]
+    package = Path(__file__).resolve().parent.parent
+    files += [(f"orch/trainer/orch_trainer/{name}", package / name) for name in SHARED_WITH_TRAINER]
+    return files
+
+
+def _runtime_files(images: Path) -> list[tuple[str, Path]]:
+    """(name in the build context, file) pairs of the runtime image's own inputs; the wheels follow
+    from the lock, which names each one's sha256."""
+    return [("Dockerfile", images / "Dockerfile"), (LOCK_NAME, images / LOCK_NAME)]
+
+
+def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
+    """Digest of everything an image is built from; without the trainer, of the runtime image."""
+    h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
+    for name, path in [*_runtime_files(images), *(_trainer_files() if with_trainer else [])]:
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _tar_info(name: str, mode: int, size: int = 0, directory: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    info.mode, info.size, info.mtime = mode, size, 0  # content decides, not when a file was touched
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _runtime_context(fileobj, images: Path, wheels: Path) -> None:
+    """The runtime image's build context: Dockerfile, the lock and the lock's wheels (nothing else)."""
+    with tarfile.open(fileobj=fileobj, mode="w") as tar:
+        locked = select(wheels, read_lock(images / LOCK_NAME))
+        wheel_files = [(f"wheelhouse/{w.name}", w) for w in locked]
+        for name, path in [*_runtime_files(images), *wheel_files]:
+            with open(path, "rb") as f:
+                tar.addfile(_tar_info(name, 0o644, path.stat().st_size), f)
+    fileobj.seek(0)
+
+
+def _trainer_archive() -> bytes:
+    """The trainer layer as a tar to unpack under TRAINER_PARENT, readable by any container user."""
+    files = _trainer_files()
+    dirs = sorted({parent.as_posix() for name, _ in files for parent in Path(name).parents if parent != Path(".")})
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in dirs:
+            tar.addfile(_tar_info(name, 0o755, directory=True))
+        for name, path in files:
+            data = path.read_bytes()
+            tar.addfile(_tar_info(name, 0o644, len(data)), io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def build(
+    recipe: Path,
+    refs: dict[str, str],
+    base: Optional[str] = None,
+    bootstrap: bool = False,
+    force: bool = False,
+    mirror: str = DEFAULT_MIRROR,
+    engine: Optional[Engine] = None,
+    paths: Optional[Paths] = None,
+    say: Optional[Say] = None,
+) -> list[BuiltImage]:
+    """Build a framework's trainer images from its Dockerfile ``recipe``, one per kind of ``refs`` (kind -> tag; the
+    trainer learns its kind from the tag's label), unless they are up to date.
+
+    Two steps, each skipped when its inputs' digest matches the label of the image it made:
+    the runtime image (Dockerfile, from the base and the wheelhouse), then per image kind one
+    commit that adds the trainer code and the labels to it.
+    """
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    images = recipe
+    check_fresh(read_lock(images / LOCK_NAME), images)  # requirements edited without `make lock`
+    engine.ping()
+    base_ref = base or DEFAULT_BASE
+    if engine.image_labels(base_ref) is None:
+        if base is None and bootstrap:
+            bootstrap_base(engine, base_ref, mirror, say)
+        elif base is None:
+            raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` "
+                               "(debootstrap, as root through sudo) or `orch build --base IMAGE` with an image "
+                               "you have")
+        else:
+            raise ImageMissing(f"base image {base_ref} is not present; `docker pull` or `docker load` it first")
+    base_id = engine.image_id(base_ref)
+    digest = _inputs_digest(images, base_id)
+    pending = [kind for kind in refs
+               if force or (engine.image_labels(refs[kind]) or {}).get(LABEL_INPUTS) != digest]
+    results = [BuiltImage(refs[k], False, 0.0, engine.image_size(refs[k])) for k in refs if k not in pending]
+    for kind in refs:
+        if kind not in pending:
+            say(f"{refs[kind]} is up to date")
+    if not pending:
+        return results
+    runtime_digest = _inputs_digest(images, base_id, with_trainer=False)
+    replaced_runtime = None
+    if force or (engine.image_labels(RUNTIME_TAG) or {}).get(LABEL_INPUTS) != runtime_digest:
+        wheels = wheelhouse(paths, say, recipe)
+        say(f"building {RUNTIME_TAG} (the interpreter and the Python packages) from {base_ref}")
+        replaced_runtime = (engine.image_labels(RUNTIME_TAG) is not None) and engine.image_id(RUNTIME_TAG)
+        with tempfile.TemporaryFile() as context:
+            _runtime_context(context, images, wheels)
+            _stream_build(engine.build(context, RUNTIME_TAG, "runtime", {"BASE": base_ref},
+                                       {LABEL_KIND: "runtime", LABEL_INPUTS: runtime_digest}), say)
+    archive = _trainer_archive()
+    for kind in pending:
+        tag = refs[kind]
+        say(f"building {tag}: the trainer code on {RUNTIME_TAG}")
+        started = time.monotonic()
+        previous = (engine.image_labels(tag) is not None) and engine.image_id(tag)
+        engine.add_layer(RUNTIME_TAG, TRAINER_PARENT, archive, tag, {LABEL_INPUTS: digest, LABEL_KIND: kind})
+        results.append(BuiltImage(tag, True, time.monotonic() - started, engine.image_size(tag)))
+        if previous and previous != engine.image_id(tag):
+            engine.remove_image_if_unused(previous)  # the image this tag replaced would linger untagged
+    if replaced_runtime and replaced_runtime != engine.image_id(RUNTIME_TAG):
+        engine.remove_image_if_unused(replaced_runtime)  # only now: the old trainer images sat on it
+    return sorted(results, key=lambda r: r.tag)
+
+
+def _stream_build(records, say: Say) -> None:
+    tail: list[str] = []
+    for record in records:
+        if "error" in record:
+            raise BuildError(f"image build failed: {record['error'].strip()}", details="\n".join(tail[-10:]))
+        text = (record.get("stream") or "").rstrip()
+        if not text:
+            continue
+        tail.append(text)
+        if text.startswith("Step "):
+            say(text)

@@ -1,0 +1,56 @@
+"""`orch push`: orch's images, and a data set inside them, copied to another engine (a swarm node with no
+registry) through a Docker context: `docker save | docker --context NAME load`, skipped where that engine has
+the same image already."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from orchestrator import frameworks
+from orchestrator.data import prepare as datasets
+from orchestrator.data.prepare import dataset_dir
+from orchestrator.docker.engine import Engine
+from orchestrator.errors import ImageMissing
+from orchestrator.images import data as data_images
+from orchestrator.paths import Paths, default_paths
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """One image and whether it was copied (False: the context's engine had it already)."""
+
+    image: str
+    context: str
+    copied: bool
+
+
+def push(contexts: list[str], dataset: Optional[str] = None, image: Optional[str] = None,
+         engine: Optional[Engine] = None, paths: Optional[Paths] = None, say: Optional[Say] = None) -> list[Pushed]:
+    """Copy the image a Swarm job runs (``image``, default orch's multi-worker trainer; with ``dataset``, that
+    image with the data set added, built here first) to the engine of every context in ``contexts``."""
+    engine = engine or Engine()
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    engine.ping()
+    base = image or frameworks.get(frameworks.DEFAULT).main_image()
+    engine.require_image(base, "run `orch build` first" if image is None else "pull or build it first")
+    wanted = base
+    if dataset is not None and dataset not in data_images.NEEDS_NO_DATA:
+        datasets.prepare(paths.data, dataset, say)
+        wanted = data_images.with_data(base, dataset)
+        data_images.ensure(engine, base, wanted, dataset_dir(paths.data, dataset), say)
+    local = engine.image_id(wanted)
+    out = []
+    for context in contexts:
+        if engine.context_image_id(context, wanted) == local:
+            say(f"{wanted} is already on context {context}")
+            out.append(Pushed(wanted, context, False))
+            continue
+        say(f"copying {wanted} to context {context} (docker save | docker load)")
+        engine.copy_image(wanted, context)
+        if engine.context_image_id(context, wanted) != local:
+            raise ImageMissing(f"{wanted} did not arrive on context {context} as the same image")
+        out.append(Pushed(wanted, context, True))
+    return out

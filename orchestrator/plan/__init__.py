@@ -1,0 +1,101 @@
+"""Plan, then apply: ``plan(spec)`` computes everything a run will do without touching an engine.
+
+A plan is the generic replicas (role, index, image, environment, labels, mounts) plus the backend's
+artifact rendered from them. ``orch render`` prints it; ``apply`` runs exactly it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import PurePosixPath
+from typing import Optional
+
+from orchestrator import __version__, backends, contract, frameworks
+from orchestrator.data.prepare import dataset_dir
+from orchestrator.images import data as data_images
+from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
+from orchestrator.paths import Paths
+from orchestrator.plan.model import Mount, Plan, Replica
+from orchestrator.spec import JobSpec
+
+__all__ = ["Mount", "Plan", "Replica", "cpuset", "plan"]
+
+
+def cpuset(index: int, workers: int, host_cpus: int) -> str:
+    """The cores replica ``index`` pins itself to: its own share when there are enough, else one in turn.
+
+    With 1 worker on 2 cores that is "0-1" (no restriction); with 2, "0" and "1"; with 3, "0", "1", "0".
+    """
+    cores = max(1, host_cpus)
+    if workers >= cores:
+        return str(index % cores)
+    share = cores // workers
+    first = index * share
+    return str(first) if share == 1 else f"{first}-{first + share - 1}"
+
+
+def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Optional[int] = None) -> Plan:
+    """Compute the run directory, image, rendezvous and backend artifact of ``spec``. Pure but for
+    ``host_cpus``, the core count ``pin_cpus`` shares out: this machine's unless given, as `orch up` does.
+    """
+    host_cpus = host_cpus or os.cpu_count() or 1
+    framework = frameworks.get(spec.framework.name)
+    backend = backends.get(spec.backend)
+    image = base_image = framework.image(spec)
+    run_dir = paths.runs / spec.run_id
+    data_dir = dataset_dir(paths.data, spec.dataset)
+    # Where the nodes see no folder of this host, the data set comes inside the image instead.
+    data_in_image = backend.ships_data and spec.dataset not in data_images.NEEDS_NO_DATA
+    if data_in_image:
+        image = data_images.with_data(image, spec.dataset)
+    keys = spec.replica_keys()
+    addresses = backend.addresses(spec, keys, framework.port)
+    host_group = f"{keys[0][0]}-{keys[0][1]}" if framework.shares_host(spec) else ""
+    job_json = json.dumps(spec.training_fields(), sort_keys=True, separators=(",", ":"))
+    # The trust boundary: a replica sees the data read-only, its own folder, and the folder its job shares
+    # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
+    shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)
+    common = (shared,) if backend.ships_data else (Mount(str(data_dir), contract.DATA_MOUNT, True), shared)
+    replicas = []
+    for position, key in enumerate(keys):
+        role, index = key
+        env = {
+            contract.ENV_RUN_ID: spec.run_id,
+            contract.ENV_ROLE: role,
+            contract.ENV_WORKER_INDEX: str(index),
+            contract.ENV_NUM_WORKERS: str(spec.role_replicas(role)),
+            contract.ENV_JOB: job_json,
+            contract.ENV_DATA_DIR: contract.IMAGE_DATA_DIR if data_in_image else contract.DATA_MOUNT,
+            contract.ENV_OUT_DIR: contract.OUT_MOUNT,
+            **framework.env(spec, key, addresses),
+        }
+        if spec.pin_cpus:
+            env[contract.ENV_CPUS] = cpuset(position, len(keys), host_cpus)
+        if spec.threads:
+            env["OMP_NUM_THREADS"] = str(spec.threads)  # read at the framework's import, before the trainer runs
+        labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: role, LABEL_INDEX: str(index), "orch.version": __version__}
+        own = Mount(str(run_dir / f"{role}-{index}"), f"{contract.OUT_MOUNT}/{role}-{index}", False)
+        mounts, command, working_dir = (*common, own), (), ""
+        if spec.script is not None:
+            # A user's script: its folder read-only, run from the replica's own folder, which it may write.
+            script = PurePosixPath(spec.script)
+            mounts = (*mounts, Mount(str(script.parent), contract.SCRIPT_MOUNT, True))
+            command = ("python3", "-u", f"{contract.SCRIPT_MOUNT}/{script.name}", *spec.script_args)
+            working_dir = own.target
+            env[contract.ENV_OUTPUT_DIR] = own.target
+            env[contract.ENV_SHARED_DIR] = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
+        launched = framework.launch(spec, command)
+        if launched is not None:  # a framework that starts its processes itself (MPI's launcher) wraps the command
+            command, working_dir = launched, working_dir or contract.IMAGE_WORKDIR
+        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=mounts,
+                                rendezvous=framework.describe(spec, key, addresses), command=command,
+                                working_dir=working_dir, host_group=host_group, port=framework.port,
+                                shm_mb=framework.shm_mb))
+    draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
+                 data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
+                 artifact_name=backend.artifact_name, artifact="", base_image=base_image,
+                 rendezvous_kind=framework.rendezvous_kind,
+                 build_hint=(f"run `{framework.build_command()}` first" if spec.image is None
+                             else "pull or build it first"))
+    return dataclasses.replace(draft, artifact=backend.render(draft))

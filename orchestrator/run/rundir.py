@@ -1,0 +1,275 @@
+"""The run directory: one typed handle on what a run wrote (record, plan, events, results, logs, stats).
+
+``collect``, ``logs``, ``stats`` and ``experiments`` read runs through it; none of them needs the
+supervisor. The run id is the folder's name.
+"""
+from __future__ import annotations
+
+import enum
+import errno
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+from orchestrator import contract
+from orchestrator.errors import DiskFull, InvalidSpec, OrchError, RunNotFound
+from orchestrator.paths import Paths
+from orchestrator.run.records import parse_event, parse_result
+from orchestrator.safeio import Tail, atomic_write, mtime, read_json_bounded, write_json
+from orchestrator.spec import JobSpec, load_spec, make_spec
+
+if TYPE_CHECKING:
+    from orchestrator.plan.model import Plan
+
+RUN_FILE = "run.json"
+PLAN_FILE = "plan.json"
+LOGS_DIR = "logs"  # the replicas' saved output, <role>-<i>.log: written by orch, never mounted
+RESULT_LIMIT = 1 << 20  # bytes of a result.json orch will read
+# What run.json and `orch ps` keep of each worker's result.
+RESULT_FIGURES = ("train_seconds", "test_accuracy", "samples_per_epoch", "steps_per_epoch", "replicas", "global_batch")
+CONTAINER_UID = 1000  # replicas never run as root; a root host hands them their folders
+Key = tuple[str, int]
+
+
+class RunState(str, enum.Enum):
+    """Where a run is; the value is what run.json and `orch ps` say."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed-out"
+    INTERRUPTED = "interrupted"
+    STOPPED = "stopped"
+    LOST = "lost"  # recorded as running, but its replicas are gone and nothing recorded an end
+    UNKNOWN = "unknown"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (RunState.STARTING, RunState.RUNNING, RunState.UNKNOWN)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class RunInfo:
+    """A run as run.json records it, `orch ps` lists it and ``up`` returns it."""
+
+    run_id: str
+    state: RunState
+    spec: Optional[JobSpec]
+    started: Optional[float] = None
+    wall_seconds: Optional[float] = None
+    error: Optional[str] = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    run_dir: Optional[str] = None
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    supervisor_pid: Optional[int] = None  # the orch process watching the run; None once it ends, or detached
+
+    @property
+    def train_seconds(self) -> Optional[float]:
+        """The slowest worker's train time: the job is done when the last worker is."""
+        times = [w["train_seconds"] for w in self.workers if w.get("train_seconds") is not None]
+        return max(times) if times else None
+
+    @property
+    def test_accuracy(self) -> Optional[float]:
+        """Worker 0's test accuracy; in sync training every worker's agrees."""
+        accs = [w["test_accuracy"] for w in self.workers if w.get("test_accuracy") is not None]
+        return accs[0] if accs else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "state": self.state.value,
+            "spec": self.spec.model_dump(mode="json") if self.spec is not None else {},
+            "started": self.started,
+            "wall_seconds": self.wall_seconds,
+            "train_seconds": self.train_seconds,
+            "test_accuracy": self.test_accuracy,
+            "error": self.error,
+            "workers": self.workers,
+            "run_dir": self.run_dir,
+            "restarts": self.restarts,
+            "supervisor_pid": self.supervisor_pid,
+        }
+
+
+def read_json(path: Path) -> Optional[Any]:
+    """The JSON in ``path``, or None if it is missing, unreadable, not a regular file, or over 16 MiB."""
+    return read_json_bounded(path, 16 << 20)
+
+
+def _spec_of(record: Any) -> Optional[JobSpec]:
+    """The spec a run record holds: nested as this orch writes it, or flat as orch wrote it before."""
+    if not isinstance(record, dict) or not record:
+        return None
+    try:
+        return load_spec(record)
+    except InvalidSpec:
+        try:
+            return make_spec(**record)
+        except InvalidSpec:
+            return None
+
+
+class EventTailer:
+    """Reads the replicas' event files incrementally, as untrusted input: each file through a bounded
+    ``Tail`` (no links, no FIFOs, no unbounded lines), each line validated, and each event attributed to
+    the file it came from; an event that names another worker than its file's is dropped."""
+
+    def __init__(self, run: "RunDir", keys: list[Key]) -> None:
+        self.tails = {key: Tail(run.replica_dir(key) / contract.EVENTS_FILE) for key in keys}
+
+    def read(self) -> list[tuple[Key, Any]]:
+        """New complete events since the last call, as (replica, event), in time order."""
+        out = []
+        for key, tail in self.tails.items():
+            for line in tail.read():
+                try:
+                    raw = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                event = parse_event(raw, f"an event of {key[0]}-{key[1]}")
+                if event is not None and event.worker == key[1]:
+                    out.append((key, event))
+        return sorted(out, key=lambda pair: pair[1].time)
+
+
+class RunDir:
+    """One run's folder under the runs root."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.run_id = path.name
+
+    @classmethod
+    def of(cls, paths: Paths, run_id: str) -> "RunDir":
+        return cls(paths.runs / run_id)
+
+    # -- layout -------------------------------------------------------------------------------
+    def replica_dir(self, key: Key) -> Path:
+        return self.path / f"{key[0]}-{key[1]}"
+
+    @property
+    def shared(self) -> Path:
+        """The folder every replica of the run shares (checkpoints, result markers)."""
+        return self.path / contract.SHARED_DIR
+
+    def saved_log(self, key: Key) -> Path:
+        return self.path / LOGS_DIR / f"{key[0]}-{key[1]}.log"
+
+    def exists(self) -> bool:
+        return (self.path / RUN_FILE).is_file()
+
+    # -- creation -----------------------------------------------------------------------------
+    def create(self, plan: "Plan") -> None:
+        """Claim the run id, atomically (one mkdir), and make the folders the replicas write into, plus
+        orch's own: the plan, its artifact and the logs folder. A run id another orch holds is refused
+        and its folder left alone."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            raise InvalidSpec(f"run_id: {self.run_id} is already used ({self.path}); pick another or omit --run-id")
+        except OSError as exc:
+            raise self._create_error(exc) from None
+        try:
+            (self.path / LOGS_DIR).mkdir()
+            for folder in [self.shared, *(self.replica_dir(r.key) for r in plan.replicas)]:
+                folder.mkdir()
+                if os.getuid() == 0:
+                    os.chown(folder, CONTAINER_UID, CONTAINER_UID)
+            atomic_write(self.path / plan.artifact_name, plan.artifact)
+            write_json(self.path / PLAN_FILE, {k: v for k, v in plan.to_dict().items() if k != "artifact"})
+        except OSError as exc:
+            shutil.rmtree(self.path, ignore_errors=True)  # ours: nothing half-made is left behind
+            raise self._create_error(exc) from None
+
+    def _create_error(self, exc: OSError) -> OrchError:
+        if exc.errno == errno.ENOSPC:
+            return DiskFull(f"no space left in {self.path.parent}; free some, or point ORCH_RUNS_DIR elsewhere")
+        return OrchError(f"cannot create the run directory {self.path}: {exc.strerror or exc}")
+
+    # -- the record and the plan --------------------------------------------------------------
+    def record(self) -> Optional[RunInfo]:
+        """The run record, or None if there is none or it is not one."""
+        raw = read_json(self.path / RUN_FILE)
+        if not isinstance(raw, dict):
+            return None
+        try:
+            state = RunState(raw.get("state", "unknown"))
+        except ValueError:
+            state = RunState.UNKNOWN
+        return RunInfo(run_id=self.run_id, state=state, spec=_spec_of(raw.get("spec")), started=raw.get("started"),
+                       wall_seconds=raw.get("wall_seconds"), error=raw.get("error"), workers=raw.get("workers") or [],
+                       run_dir=str(self.path), restarts=raw.get("restarts") or [],
+                       supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None)
+
+    def write_record(self, info: RunInfo) -> None:
+        write_json(self.path / RUN_FILE, info.to_dict())
+
+    def plan_record(self) -> dict[str, Any]:
+        """What apply recorded: backend, engine name and artifact; {} if nothing was."""
+        raw = read_json(self.path / PLAN_FILE)
+        return raw if isinstance(raw, dict) else {}
+
+    def artifact(self) -> Optional[Path]:
+        """The backend artifact apply ran (compose.yml), if it is there."""
+        name = self.plan_record().get("artifact_file")
+        path = self.path / Path(str(name)).name if name else self.path / "compose.yml"
+        return path if path.is_file() else None
+
+    # -- what the replicas wrote --------------------------------------------------------------
+    def events(self, keys: list[Key]) -> EventTailer:
+        return EventTailer(self, keys)
+
+    def heartbeat(self, key: Key) -> float:
+        """When replica ``key`` last reported training progress (0 if it has not yet, or its heartbeat is
+        not a regular file)."""
+        return mtime(self.replica_dir(key) / contract.HEARTBEAT_FILE)
+
+    def result(self, key: Key) -> Optional[Any]:
+        """Replica ``key``'s validated result.json, or None (missing, unsafe, too large, invalid, or of
+        another worker)."""
+        raw = read_json_bounded(self.replica_dir(key) / contract.RESULT_FILE, RESULT_LIMIT)
+        result = parse_result(raw, f"the result of {key[0]}-{key[1]}")
+        return result if result is not None and result.worker == key[1] else None
+
+    def results(self, keys: list[Key]) -> list[dict[str, Any]]:
+        """Per-replica result figures (``{"role": r, "worker": i}`` and Nones where a replica wrote none)."""
+        out = []
+        for key in keys:
+            result = self.result(key)
+            out.append({"role": key[0], "worker": key[1], **{name: getattr(result, name, None) for name in RESULT_FIGURES},
+                        "exit_code": None})
+        return out
+
+    def predictions(self, key: Key) -> Path:
+        return self.replica_dir(key) / contract.PREDICTIONS_FILE
+
+
+def runs_in(paths: Paths) -> Iterator[RunDir]:
+    """Every run folder under the runs root, in name order."""
+    if paths.runs.is_dir():
+        for path in sorted(paths.runs.iterdir()):
+            run = RunDir(path)
+            if run.exists():
+                yield run
+
+
+def resolve(paths: Paths, run_id: Optional[str]) -> RunDir:
+    """The run ``run_id``, or the newest run when it is None; RunNotFound otherwise."""
+    if run_id is not None:
+        run = RunDir.of(paths, run_id)
+        if "/" in run_id or run_id in (".", "..") or not run.exists():
+            raise RunNotFound(f"no run {run_id!r} in {paths.runs}; `orch ps` lists the runs")
+        return run
+    records = [(r, info) for r in runs_in(paths) if (info := r.record()) is not None]
+    if not records:
+        raise RunNotFound(f"no runs in {paths.runs} yet; start one with `orch up`")
+    return max(records, key=lambda pair: (pair[1].started or 0, pair[0].run_id))[0]

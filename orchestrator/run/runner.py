@@ -1,0 +1,278 @@
+"""Apply a plan: start it on its backend, let the supervisor judge it, restart or stop it, and record it.
+
+``up(spec)`` is ``apply(plan(spec))``. Everything engine-specific is the backend's; every judgement is
+the supervisor's; what the run wrote is read through its ``RunDir``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from typing import Any, Callable, Optional
+
+from orchestrator import backends
+from orchestrator.backends import Backend, ReplicaState, Status
+from orchestrator.data import prepare as datasets
+from orchestrator.errors import JobTimedOut, OrchError, WorkerFailed
+from orchestrator.paths import Paths, default_paths
+from orchestrator.plan import Plan, plan
+from orchestrator.run import logs, scripts
+from orchestrator.run.copier import ReportCopier
+from orchestrator.run.rundir import CONTAINER_UID, RunDir, RunInfo, RunState
+from orchestrator.run.stats import Sampler
+from orchestrator.run.supervisor import Decision, Memory, Observation, Verdict, Watch, blame_memory, decide
+from orchestrator.spec import JobSpec
+
+Say = Callable[[str], None]
+OnEvent = Callable[[tuple[str, int], Any], None]  # (role, index) and the event
+
+
+def container_user() -> str:
+    """The uid:gid replicas run as: the invoking user, or an unprivileged one when that is root."""
+    uid, gid = os.getuid(), os.getgid()
+    return f"{CONTAINER_UID}:{CONTAINER_UID}" if uid == 0 else f"{uid}:{gid}"
+
+
+def meaningful_lines(text: str, count: int) -> list[str]:
+    """The last ``count`` lines of a log, without the framework's start-up noise."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not logs.is_noise(ln)]
+    return lines[-count:]
+
+
+def _memory(backend: Backend, states: list[ReplicaState]) -> dict[tuple[str, int], Memory]:
+    """The memory of each running replica, for a stall's diagnosis."""
+    out = {}
+    for s in states:
+        usage = backend.stats_once(s) if s.status == Status.RUNNING else None
+        if usage is not None:
+            out[s.key] = Memory(usage.mem_used_bytes, usage.mem_charged_bytes, usage.mem_limit_bytes)
+    return out
+
+
+class _Attempt:
+    """One launch of the whole group, watched until the supervisor's verdict is more than ``wait``."""
+
+    def __init__(self, p: Plan, backend: Backend, run: RunDir, on_event: OnEvent, poll: float, clock: Any) -> None:
+        self.p, self.backend, self.run, self.on_event, self.poll, self.clock = p, backend, run, on_event, poll, clock
+        self.tailer = run.events(p.spec.replica_keys())
+        # Where the replicas share no folder with orch, their records come as lines on stdout, copied into the
+        # run directory here; everything below reads the run directory as it does for Compose.
+        self.copier = (ReportCopier(backend, run, p.spec.replica_keys(), clock=clock)
+                       if backend.reports_on_stdout else None)
+
+    def watch(self, restarts: int) -> Decision:
+        keys = self.p.spec.reporting_keys()
+        clock = self.clock
+        launched = clock.monotonic()
+        state = Watch()
+        while True:
+            if self.copier is not None:
+                states = self.backend.states(self.p.spec.run_id)
+                self.copier.pull(states)
+            events = tuple(self.tailer.read())
+            for key, event in events:
+                self.on_event(key, event)
+            if self.copier is None:
+                states = self.backend.states(self.p.spec.run_id)
+            obs = Observation(states=tuple(states), events=events,
+                              heartbeats={key: self.run.heartbeat(key) for key in keys},
+                              now=clock.time(), elapsed=clock.monotonic() - launched)
+            decision = decide(self.p.spec, state, obs, restarts)
+            if decision.verdict != Verdict.WAIT:
+                if decision.stalled:
+                    decision = blame_memory(decision, _memory(self.backend, states))
+                if self.copier is not None:
+                    self.copier.pull(states, force=True)
+                for key, event in self.tailer.read():
+                    self.on_event(key, event)
+                return decision
+            state = decision.watch
+            clock.sleep(self.poll)
+
+
+def _raise(decision: Decision, backend: Backend) -> None:
+    if decision.verdict == Verdict.TIMED_OUT:
+        raise JobTimedOut(decision.message)
+    details = ""
+    if decision.failed is not None:
+        try:
+            details = "\n".join(meaningful_lines(backend.logs(decision.failed, tail=200), 15))
+        except Exception:  # noqa: BLE001 - the failure matters more than its last log lines
+            details = ""
+    raise WorkerFailed(decision.replica[1] if decision.replica else -1, decision.exit_code, decision.message,
+                       details=details, retryable=decision.retryable)
+
+
+def apply(
+    p: Plan,
+    backend: Optional[Backend] = None,
+    paths: Optional[Paths] = None,
+    detach: bool = False,
+    say: Optional[Say] = None,
+    on_event: Optional[OnEvent] = None,
+    poll: float = 0.25,
+    stats_interval: Optional[float] = 1.0,
+    clock: Any = time,
+) -> RunInfo:
+    """Run plan ``p``; unless ``detach``, wait for it, clean up, and return how it went.
+
+    Raises WorkerFailed if a replica fails (the others are stopped and every replica removed) and
+    re-raises KeyboardInterrupt after the same clean-up. While it waits, every replica's resource use is
+    sampled every ``stats_interval`` seconds into the run's stats.csv (None: no sampling). ``clock`` (with
+    time, monotonic and sleep) is the time module, or a fake that tests drive.
+    """
+    backend = backend or backends.get(p.backend)
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    on_event = on_event or (lambda _key, _event: None)
+    spec = p.spec
+    if spec.script is not None:
+        scripts.check(spec.script)
+    backend.preflight(p)
+    datasets.prepare(paths.data, spec.dataset, say)
+    backend.stage(p, say)
+    run = RunDir(p.run_dir)
+    run.create(p)
+    info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path),
+                   supervisor_pid=None if detach else os.getpid())
+    run.write_record(info)
+    started = time.monotonic()
+    roles = ", ".join(f"{r.replicas} {r.name}" for r in spec.roles)
+    say(f"starting run {spec.run_id}: {roles if len(spec.roles) > 1 else f'{spec.workers} worker(s)'}, "
+        f"image {p.image}")
+    launched = False
+    sampler: Optional[Sampler] = None
+    attempt = _Attempt(p, backend, run, on_event, poll, clock)
+    try:
+        backend.apply(p, p.artifact_file)
+        launched = True
+        info.state = RunState.RUNNING
+        run.write_record(info)
+        if detach:
+            return info
+        while True:
+            if stats_interval:
+                sampler = Sampler(backend, run.path, stats_interval).start(backend.states(spec.run_id))
+            decision = attempt.watch(len(info.restarts))
+            if decision.verdict == Verdict.SUCCEEDED:
+                break
+            if decision.verdict != Verdict.RESTART:
+                _raise(decision, backend)
+            # The strategy cannot replace one replica: the whole group restarts, and resumes from the
+            # last checkpoint in the run directory.
+            info.restarts.append({"attempt": len(info.restarts) + 2, "time": time.time(),
+                                  "role": decision.replica[0] if decision.replica else None,
+                                  "worker": decision.replica[1] if decision.replica else -1,
+                                  "exit_code": decision.exit_code, "cause": decision.message})
+            say(f"{decision.message}; restarting the whole group from its last checkpoint "
+                f"(restart {len(info.restarts)} of {spec.max_restarts})")
+            if sampler is not None:
+                sampler.stop()
+            logs.save(backend, run, backend.states(spec.run_id), append=True)
+            backend.cancel(spec.run_id, p.artifact_file, grace=5)
+            run.write_record(info)
+            backend.apply(p, p.artifact_file)
+        info.state = RunState.SUCCEEDED
+    except JobTimedOut as exc:
+        info.state = RunState.TIMED_OUT
+        info.error = exc.message + (f" (after {len(info.restarts)} restarts)" if info.restarts else "")
+        raise
+    except WorkerFailed as exc:
+        info.state = RunState.FAILED
+        info.error = exc.message + (f" (after {len(info.restarts)} restarts)" if info.restarts else "")
+        raise
+    except KeyboardInterrupt:
+        info.state, info.error = RunState.INTERRUPTED, "interrupted by the user"
+        raise
+    except OrchError as exc:
+        info.state, info.error = RunState.FAILED, exc.message
+        raise
+    except Exception as exc:
+        info.state, info.error = RunState.FAILED, f"internal error: {type(exc).__name__}: {exc}"
+        raise
+    finally:
+        try:
+            if sampler is not None:
+                sampler.stop()
+            if not (detach and launched):
+                _finish(backend, p, run, info, started, attempt.copier)
+                if info.state == RunState.INTERRUPTED:
+                    say(f"interrupted: containers removed; what was written is in {run.path}")
+        except KeyboardInterrupt:
+            _force_remove(backend, p, run, info)
+            raise
+    return info
+
+
+def _force_remove(backend: Backend, p: Plan, run: RunDir, info: RunInfo) -> None:
+    """A second interrupt during the clean-up: remove the replicas at once, deaf to a third."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals are not ours to change
+        previous = None
+    try:
+        backend.cancel(p.spec.run_id, p.artifact_file, grace=0)
+        info.state = RunState.INTERRUPTED
+        info.error = "interrupted; clean-up forced by a second interrupt"
+        run.write_record(info)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: float,
+            copier: Optional[ReportCopier] = None) -> None:
+    """Save logs and results, remove the run's replicas and network, and write the record, whatever
+    happened: each step runs even when an earlier one failed, and the record is written last of all."""
+    exit_codes: dict[tuple[str, int], Optional[int]] = {}
+    keys = p.spec.reporting_keys()
+    try:
+        states = backend.states(p.spec.run_id)
+        exit_codes = {s.key: s.exit_code for s in states}
+        try:
+            if copier is not None:  # the last records on stdout, before the replicas and their output go
+                copier.pull(states, force=True)
+        finally:
+            logs.save(backend, run, states, append=bool(info.restarts))
+    finally:
+        try:
+            # Once every result is written nothing is left to lose: no grace period for the teardown.
+            backend.cancel(p.spec.run_id, p.artifact_file, grace=0 if info.state == RunState.SUCCEEDED else 5)
+        finally:
+            if info.state == RunState.SUCCEEDED:
+                # The checkpoints exist to resume a failed group; a finished run has nothing to resume.
+                # rmtree works through file descriptors and never follows a link a replica planted.
+                shutil.rmtree(run.shared, ignore_errors=True)
+            info.wall_seconds = time.monotonic() - started
+            try:
+                info.supervisor_pid = None
+                info.workers = run.results(keys)
+            except OrchError as exc:  # e.g. a result of another contract version: the run has no result
+                if not info.error:
+                    info.state, info.error = RunState.FAILED, exc.message
+                raise
+            finally:
+                for key, w in zip(keys, info.workers):
+                    w["exit_code"] = exit_codes.get(key)
+                    # None: still running when orch stopped it, after it had written its result
+                    w["stopped_after_result"] = w["exit_code"] is None and w["test_accuracy"] is not None
+                run.write_record(info)
+
+
+def up(
+    spec: JobSpec,
+    detach: bool = False,
+    engine: Any = None,
+    paths: Optional[Paths] = None,
+    say: Optional[Say] = None,
+    on_event: Optional[OnEvent] = None,
+    poll: float = 0.25,
+    stats_interval: Optional[float] = 1.0,
+    backend: Optional[Backend] = None,
+) -> RunInfo:
+    """Plan ``spec`` and apply it: ``apply(plan(spec))``. See ``apply``."""
+    paths = paths or default_paths()
+    p = plan(spec, paths, user=container_user(), host_cpus=os.cpu_count() or 1)
+    return apply(p, backend or backends.get(spec.backend, engine), paths, detach=detach, say=say,
+                 on_event=on_event, poll=poll, stats_interval=stats_interval)

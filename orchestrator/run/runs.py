@@ -1,0 +1,195 @@
+"""The runs a host has: list them, take them down, and read their logs and live stats.
+
+Runs are found two ways: their folders under the runs root, and their replicas on the engine (by the
+``orch.run`` label). A run still up is judged by its replicas; one that is not, by its record.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Iterator, Optional
+
+from orchestrator import backends
+from orchestrator.backends import Backend, ReplicaState, Status
+from orchestrator.errors import InvalidSpec, OrchError, RunNotFound
+from orchestrator.paths import Paths, default_paths
+from orchestrator.run import logs
+from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
+from orchestrator.run.stats import Sampler
+from orchestrator.run.supervisor import first_failure
+
+ACTIVE = (Status.RUNNING, Status.PENDING, Status.PAUSED)
+
+
+def _backend(backend: Optional[Backend], engine: Any, run: Optional[RunDir] = None) -> Backend:
+    """The injected backend, else the one the run was applied with (as its plan.json records)."""
+    name = (run.plan_record().get("backend") if run is not None else None) or "compose"
+    return backend or backends.get(str(name), engine)
+
+
+def _live_runs(backend: Backend) -> dict[str, list[ReplicaState]]:
+    """Every orch replica on the engine, grouped by run."""
+    live: dict[str, list[ReplicaState]] = {}
+    for s in backend.states():
+        live.setdefault(s.run, []).append(s)
+    return live
+
+
+def _live_state(states: list[ReplicaState]) -> RunState:
+    if any(s.status in ACTIVE for s in states):
+        return RunState.RUNNING
+    return RunState.FAILED if first_failure(states) else RunState.SUCCEEDED
+
+
+def _alive(pid: Optional[int]) -> bool:
+    """Whether process ``pid`` exists on this host."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _keys(info: Optional[RunInfo]) -> list[tuple[str, int]]:
+    return info.spec.replica_keys() if info is not None and info.spec is not None else []
+
+
+def _reporting(info: Optional[RunInfo]) -> list[tuple[str, int]]:
+    return info.spec.reporting_keys() if info is not None and info.spec is not None else []
+
+
+def _copy_reports(backend: Backend, run: RunDir, info: Optional[RunInfo],
+                  states: Optional[list[ReplicaState]] = None) -> None:
+    """Bring a detached run's records into its folder, where its replicas report on stdout (Swarm, Kubernetes):
+    no orch copies them while it runs, and once its replicas are removed their output is gone."""
+    if not backend.reports_on_stdout or info is None or info.spec is None or _alive(info.supervisor_pid):
+        return
+    from orchestrator.run.copier import ReportCopier
+
+    ReportCopier(backend, run, info.spec.replica_keys()).rebuild(
+        backend.states(run.run_id) if states is None else states)
+
+
+def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[Paths] = None,
+       backend: Optional[Backend] = None) -> list[RunInfo]:
+    """Runs with their state, oldest first; live replicas decide the state of a run still up."""
+    given, backend = backend, _backend(backend, engine)
+    paths = paths or default_paths()
+    live = _live_runs(backend)
+    runs: dict[str, RunInfo] = {}
+    for run in runs_in(paths):
+        info = run.record()
+        if info is not None:
+            if not info.state.is_terminal and info.run_id not in live and not _alive(info.supervisor_pid):
+                info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
+            runs[info.run_id] = info
+    for run_id, states in live.items():
+        info = runs.setdefault(run_id, RunInfo(run_id=run_id, state=RunState.UNKNOWN, spec=None))
+        info.state = _live_state(states)
+        if info.run_dir and info.spec is not None:
+            run = RunDir.of(paths, run_id)
+            _copy_reports(_backend(given, engine, run), run, info)
+            info.workers = run.results(_reporting(info))
+    if run_ids:
+        missing = [r for r in run_ids if r not in runs]
+        if missing:
+            raise RunNotFound(f"no run {missing[0]!r}; `orch ps` lists the runs")
+        return [runs[r] for r in run_ids]
+    return sorted(runs.values(), key=lambda r: (r.started or 0, r.run_id))
+
+
+def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: Any = None,
+         paths: Optional[Paths] = None, backend: Optional[Backend] = None) -> list[str]:
+    """Remove the replicas and networks of runs (their results stay); return the runs taken down."""
+    if not run_ids and not all_runs:
+        raise InvalidSpec("name a run (`orch ps` lists them) or pass --all")
+    paths = paths or default_paths()
+    live = _live_runs(_backend(backend, engine))
+    targets = sorted(live) if all_runs else list(run_ids or [])
+    done = []
+    for run_id in targets:
+        run = RunDir.of(paths, run_id)
+        if run_id not in live and not run.exists():
+            raise RunNotFound(f"no run {run_id!r}; `orch ps` lists the runs")
+        run_backend = _backend(backend, engine, run)
+        if run_id not in live and backend is None and run_backend.name != "compose":
+            # Found by its own backend: a Swarm run's replicas may all be on other nodes, or not scheduled yet.
+            live[run_id] = run_backend.states(run_id)
+            if not live[run_id]:
+                del live[run_id]
+        final_state = RunState.STOPPED
+        if run_id in live:
+            if _live_state(live[run_id]) != RunState.RUNNING:
+                final_state = _live_state(live[run_id])
+            if run.path.is_dir():
+                _copy_reports(run_backend, run, run.record(), live[run_id])
+                logs.save(run_backend, run, live[run_id])
+            run_backend.cancel(run_id, run.artifact(), grace=5)
+        info = run.record()
+        if info is not None and not info.state.is_terminal:
+            info.state = final_state
+            info.workers = run.results(_reporting(info))
+            run.write_record(info)
+        done.append(run_id)
+    return done
+
+
+def read_logs(run_id: Optional[str] = None, selection: logs.LogFilter = logs.LogFilter(),
+              tail: Optional[int] = None, follow: bool = False, engine: Any = None,
+              paths: Optional[Paths] = None, backend: Optional[Backend] = None
+              ) -> tuple[str, Iterator[logs.LogRecord]]:
+    """The run's id and its log records: merged in time order, then (with ``follow``) new ones as they come.
+
+    A run with replicas is read from the engine; one whose replicas are gone, from the logs saved in
+    its run directory.
+    """
+    run = resolve(paths or default_paths(), run_id)
+    backend = _backend(backend, engine, run)
+
+    def records() -> Iterator[logs.LogRecord]:
+        replicas = backend.states(run.run_id)
+        if not replicas:
+            yield from logs.select(logs.saved_records(run, _keys(run.record())), selection, tail)
+            return
+        backlog = sorted((r for s in replicas for r in logs.replica_records(backend, s)), key=lambda r: r.time)
+        yield from logs.select(backlog, selection, tail)
+        running = [s for s in replicas if s.status in ACTIVE]
+        if follow and running:
+            since = max((r.time for r in backlog), default=0.0)
+            for record in logs.follow(backend, running, since):
+                if record.time > since and selection.keep(record):
+                    yield record
+
+    return run.run_id, records()
+
+
+def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine: Any = None,
+                    paths: Optional[Paths] = None, backend: Optional[Backend] = None
+                    ) -> tuple[str, Iterator[dict[tuple[str, int], Any]]]:
+    """The run's id and, every ``interval`` seconds while it runs, the latest sample of each replica."""
+    run = resolve(paths or default_paths(), run_id)
+    backend = _backend(backend, engine, run)
+    run_id = run.run_id
+    running = [s for s in backend.states(run_id) if s.status == Status.RUNNING]
+    if not running:
+        raise OrchError(f"run {run_id} has no running containers; `orch collect {run_id}` shows what it recorded")
+
+    def snapshots() -> Iterator[dict[tuple[str, int], Any]]:
+        sampler = Sampler(backend, None, interval).start(running)
+        try:
+            waited = 0
+            while any(s.status == Status.RUNNING for s in backend.states(run_id)):
+                time.sleep(interval)
+                waited += 1
+                snapshot = sampler.snapshot()
+                # A stream's first record has no CPU delta yet: wait (a little) for every replica.
+                if len(snapshot) == len(running) or waited > 3:
+                    yield snapshot
+        finally:
+            sampler.stop()
+
+    return run_id, snapshots()

@@ -1,0 +1,317 @@
+"""The job spec: one frozen, validated description of a training job, typed from the CLI to the run record.
+
+Generic fields (replicas, data, model, training, resources, engine, timeouts) sit on ``JobSpec``; each
+framework's own options sit in ``JobSpec.framework``: the options model its framework registered
+(``frameworks/<name>/options.py``), picked by ``name``.
+Field metadata is the one source of the CLI's flags: name, type, choices, default and help.
+Patterns and flag metadata live in ``fields``, the engine fields' checks in ``engine``, error lines in ``messages``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+
+from orchestrator import contract, frameworks
+from orchestrator.errors import InvalidSpec
+from orchestrator.frameworks import FrameworkOptions
+from orchestrator.spec.engine import DNS_SUBDOMAIN_PATTERN, REGISTRY_PATTERN, check_engine_fields
+from orchestrator.spec.fields import (
+    DEFAULT_ROLE,
+    NO_FLAG,
+    ROLE_PATTERN,
+    RUN_ID_PATTERN,
+    SCRIPT_PATTERN,
+    Role,
+    _nest,
+    flag,
+    new_run_id,
+)
+from orchestrator.spec.messages import _describe, _unknown_framework, shown
+
+__all__ = ["DEFAULT_ROLE", "DNS_SUBDOMAIN_PATTERN", "NO_FLAG", "REGISTRY_PATTERN", "ROLE_PATTERN", "RUN_ID_PATTERN",
+           "SCRIPT_PATTERN", "JobSpec", "Role", "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id",
+           "shown"]
+
+
+class JobSpec(BaseModel):
+    """Everything that defines a training job; never mutated, derive new ones with ``replace``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    workers: int = Field(1, ge=1, le=32, json_schema_extra=flag(short="-n"),
+                         description="Worker containers (1 = the single-worker baseline, no TF_CONFIG).")
+    roles: tuple[Role, ...] = Field((), json_schema_extra=NO_FLAG,
+                                    description="replicas per role; default: `workers` replicas of the role worker")
+    framework: SerializeAsAny[FrameworkOptions] = Field(
+        default_factory=lambda: frameworks.options_model(frameworks.DEFAULT)(), json_schema_extra=NO_FLAG,
+        description="the framework and its own options")
+    backend: Literal["compose", "swarm", "k8s"] = Field(
+        "compose",
+        description="Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm "
+                    "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
+                    "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`).",
+    )
+    overlay_mtu: int = Field(
+        0, ge=0, le=9000, json_schema_extra=flag(default_text="the engine's, 1450"),
+        description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every "
+                    "packet, so across nodes it must be at most the nodes' interface MTU minus 50; orch refuses a "
+                    "swarm of several nodes where it is not. 0 = the engine's default.",
+    )
+    k8s_kind: Literal["job", "jobset"] = Field(
+        "job",
+        description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, a "
+                    "JobSet (needs the JobSet controller), which restarts the whole group itself.",
+    )
+    k8s_checkpoint_claim: Optional[str] = Field(
+        None, max_length=253, json_schema_extra=flag(default_text="none"),
+        description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, "
+                    "so a restarted group resumes; needed for restarts.",
+    )
+    registry: Optional[str] = Field(
+        None, max_length=200, json_schema_extra=flag(default_text="none"),
+        description="Registry (HOST/PATH) the nodes pull orch's own images from, prefixed to their names; for "
+                    "--backend k8s or swarm, where images are not built on the nodes.",
+    )
+    dataset: Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"] = Field(
+        "mnist",
+        description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
+                    "(70,000), vader-reviews (13,056 review snippets, tokenized, for --model text), synthetic (made "
+                    "in the trainer, for tests).",
+    )
+    samples: int = Field(60_000, ge=1, json_schema_extra=flag(short="-s"),
+                         description="Samples drawn from the data set, split 64/16/20 into train, validation and test.")
+    epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e"), description="Epochs.")
+    global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b"),
+                              description="GLOBAL batch, summed over workers: the same work per step for every N.")
+    learning_rate: float = Field(1e-3, gt=0, le=10, json_schema_extra=flag(default_text="0.001; 0.01 for torch"),
+                                 description="Learning rate: Adam's (TensorFlow, MPI), or SGD's with momentum 0.9 "
+                                             "(--framework torch, as seed 002).")
+    seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
+    model: Literal["mlp", "cnn", "text"] = Field(
+        "mlp", json_schema_extra=flag(default_text="mlp; cnn for torch"),
+        description="mlp: seed 000's MLP (784, 25, 15 and 10 units); cnn: seed 002's CNN (two convolutions with "
+                    "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
+                    "data sets only).",
+    )
+    network: Literal["bridge", "shared", "host"] = Field(
+        "bridge",
+        description="bridge: an internal network, a host name per worker; shared: one network namespace on "
+                    "loopback; host: the host's network (not isolated).",
+    )
+    expose_ports_on_host: bool = Field(
+        False, json_schema_extra=flag(default_text="no"),
+        description="Accept that --network host exposes every worker's unauthenticated rendezvous and all-reduce "
+                    "(TensorFlow gRPC) ports on all of this host's interfaces; --network host is refused without it.",
+    )
+    threads: int = Field(0, ge=0, le=256,
+                         description="Intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = the framework's default.")
+    pin_cpus: bool = Field(True, json_schema_extra=flag(default_text="pinned"),
+                           description="Pin each worker to its own share of the host's cores.")
+    stall_timeout: float = Field(
+        120, ge=5, le=86_400,
+        description="Seconds without training progress on any worker (a paused or stuck worker stalls every "
+                    "all-reduce) before the job fails.",
+    )
+    checkpoint_every: int = Field(0, ge=0, le=10_000_000,
+                                  description="Checkpoint every N training steps into the run directory; 0 = every epoch.")
+    max_restarts: int = Field(
+        0, ge=0, le=10,
+        description="Restart the whole worker group up to K times after a retryable failure (a worker killed by a "
+                    "signal or removed), resuming from the last checkpoint.",
+    )
+    startup_timeout: float = Field(300, ge=5, le=86_400,
+                                   description="Seconds for every worker to join the cluster before the job fails.")
+    time_limit: float = Field(0, ge=0, le=30 * 86_400,
+                              description="Seconds one attempt of the run may take before it fails as timed out; 0 "
+                                          "= no limit. The guard for a script that reports no progress. On "
+                                          "Kubernetes it is the Job's activeDeadlineSeconds.")
+    cpus: Optional[float] = Field(None, gt=0, le=512, json_schema_extra=flag(default_text="none"),
+                                  description="CPU limit per container.")
+    gpus: int = Field(0, ge=0, le=16,
+                      description="GPUs per container, as a device request to the engine (NVIDIA's runtime); 0 = "
+                                  "none. The trainer uses the GPUs it sees: --strategy mirrored puts a replica on each.")
+    memory_mb: int = Field(2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory"),
+                           description="Memory limit per container in MiB.")
+    pids_limit: int = Field(1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
+                            description="process limit per container")
+    script: Optional[str] = Field(
+        None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
+        description="Run this Python script of yours instead of orch's trainer, on every replica, in orch's image. "
+                    "Its folder is mounted read-only; each replica runs in its own output folder, with TF_CONFIG "
+                    "and the data mount set. Arguments after `--` go to the script.",
+    )
+    script_args: tuple[str, ...] = Field((), max_length=256, json_schema_extra=NO_FLAG,
+                                         description="arguments for the script (after `--` on the command line)")
+    image: Optional[str] = Field(None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
+                                 description="Run this image instead of orch's own trainer image.")
+    run_id: str = Field(..., pattern=RUN_ID_PATTERN, json_schema_extra=flag(default_text="time-based"),
+                        description="Run id (lowercase letters, digits, - and _).")
+
+    @field_validator("framework", mode="wrap")
+    @classmethod
+    def _framework_options(cls, value: Any, handler: Any) -> Any:
+        """The options model of the framework ``name`` picks, from the registry."""
+        if isinstance(value, FrameworkOptions):
+            return value
+        if not isinstance(value, dict):
+            return handler(value)
+        name = value.get("name", frameworks.DEFAULT)
+        model = frameworks.find_options(name)
+        if model is None:
+            raise ValueError(_unknown_framework(name))
+        return model.model_validate(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_defaults(cls, data: Any) -> Any:
+        """Generic fields left out take the framework's own (``FrameworkOptions.prepare``: PyTorch's model and
+        learning rate, and its global batch from --batch-per-worker)."""
+        if not isinstance(data, dict):
+            return data
+        framework = data.get("framework")
+        options = framework.model_dump() if isinstance(framework, BaseModel) else (
+            framework if isinstance(framework, dict) else None)
+        model = frameworks.find_options(options.get("name", frameworks.DEFAULT)) if options is not None else None
+        return model.prepare(options, data) if model is not None and options is not None else data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_roles(cls, data: Any) -> Any:
+        """Roles left out are the framework's for ``workers``; a framework that does not validate leaves
+        them to the field's own error."""
+        if isinstance(data, dict) and not data.get("roles"):
+            workers = data.get("workers", 1)
+            if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
+                roles = [(DEFAULT_ROLE, workers)]
+                framework = data.get("framework")
+                if isinstance(framework, BaseModel):
+                    roles = framework.roles(workers)
+                elif isinstance(framework, dict) and (
+                        model := frameworks.find_options(framework.get("name", frameworks.DEFAULT))) is not None:
+                    try:
+                        roles = model(**framework).roles(workers)
+                    except (ValidationError, TypeError):
+                        pass
+                data = {**data, "roles": tuple({"name": n, "replicas": r} for n, r in roles)}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "JobSpec":
+        self.framework.check(self.workers, self.global_batch)
+        self.framework.check_job(self)  # before the generic checks, whose advice may not fit the framework
+        expected = self.framework.roles(self.workers)
+        if [(r.name, r.replicas) for r in self.roles] != expected:
+            shape = ", ".join(f"{n} × {r}" for n, r in expected)
+            raise ValueError(f"roles: {self.framework.name} with these options runs {shape}, got "
+                             f"{', '.join(f'{r.name} × {r.replicas}' for r in self.roles)}")
+        if self.network == "host" and not self.expose_ports_on_host:
+            raise ValueError("network: host exposes every worker's unauthenticated gRPC server on all of this host's "
+                             "interfaces; pass --expose-ports-on-host to accept that, or use --network bridge or shared")
+        kind = contract.DATASET_KINDS[self.dataset]
+        if (self.model == "text") != (kind == "text"):
+            images = ", ".join(d for d, k in contract.DATASET_KINDS.items() if k == "image")
+            texts = ", ".join(d for d, k in contract.DATASET_KINDS.items() if k == "text") or "none yet"
+            raise ValueError(f"model: {self.model} cannot train on {self.dataset} ({kind}s); mlp and cnn train on "
+                             f"images ({images}), text on reviews ({texts})")
+        available = contract.DATASET_SIZES[self.dataset]
+        if self.samples > available:
+            raise ValueError(f"samples: {self.dataset} has {available} training samples, got {self.samples}")
+        per_worker = self.framework.per_worker_batch(self.workers, self.global_batch)
+        if per_worker * self.workers != self.global_batch and per_worker != self.global_batch:
+            lower = self.global_batch - self.global_batch % self.workers
+            raise ValueError(
+                f"global_batch: {self.global_batch} is not divisible by {self.workers} workers; "
+                f"use {lower or self.workers} or {lower + self.workers}"
+            )
+        train, val, test = contract.split_sizes(self.samples)
+        validators = self.framework.validation_readers(self.workers)
+        for name, size, readers in (("training", train, self.workers), ("validation", val, validators)):
+            if size // readers < per_worker:
+                need = -(-per_worker * readers * 100 // (64 if name == "training" else 16))
+                what = (f"one global batch of {self.global_batch}" if per_worker * readers == self.global_batch
+                        else f"a global batch of {self.global_batch} for each of {readers} workers")
+                raise ValueError(
+                    f"samples: {self.samples} leave {size} {name} samples, fewer than {what}; use at least "
+                    f"{need} samples or a smaller batch"
+                )
+        if test < 1:
+            raise ValueError(f"samples: {self.samples} leave no test samples")
+        if self.image is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", self.image):
+            raise ValueError(f"image: {self.image!r} is not a valid image reference")
+        if self.script is not None and not re.fullmatch(SCRIPT_PATTERN, self.script):
+            raise ValueError(f"script: {self.script[:80]!r} is not an absolute path to a .py file (the CLI makes a "
+                             "relative one absolute)")
+        if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
+            raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
+        if self.script_args and self.script is None:
+            raise ValueError("script_args: arguments after `--` are for --script")
+        check_engine_fields(self)
+        return self
+
+    def role_replicas(self, role: str) -> int:
+        """How many replicas ``role`` has (0 if the job has no such role)."""
+        return next((r.replicas for r in self.roles if r.name == role), 0)
+
+    def replica_keys(self) -> list[tuple[str, int]]:
+        """Every replica of the job as (role, index within the role), in role order."""
+        return [(r.name, i) for r in self.roles for i in range(r.replicas)]
+
+    def reporting_keys(self) -> list[tuple[str, int]]:
+        """The replicas that train and report (events, heartbeats, results); the job is done when they are."""
+        roles = self.framework.reporting_roles(self.workers)
+        return [key for key in self.replica_keys() if key[0] in roles]
+
+    def flat(self) -> dict[str, Any]:
+        """The spec as flat fields, the framework's options beside the generic ones, as flags and experiment
+        files name them. Roles are left out where they are the default for ``workers``."""
+        fields = self.model_dump(exclude={"framework", "roles"})
+        fields["framework"] = self.framework.name
+        fields.update(self.framework.model_dump(exclude={"name"}))
+        if [(r.name, r.replicas) for r in self.roles] != self.framework.roles(self.workers):
+            fields["roles"] = [r.model_dump() for r in self.roles]
+        return fields
+
+    def replace(self, **changes: Any) -> "JobSpec":
+        """Return a new, validated spec with ``changes`` (flat field names) applied."""
+        fields = self.flat()
+        if changes.get("batch_per_worker", fields.get("batch_per_worker")) and "global_batch" not in changes:
+            del fields["global_batch"]  # it follows from the per-worker batch and the (new) worker count
+        return make_spec(**{**fields, **changes})
+
+    def training_fields(self) -> dict[str, Any]:
+        """The fields the trainer reads, as the contract names them."""
+        flat = {**self.flat(), "strategy": self.framework.resolved_strategy(self.workers)}
+        return {name: flat[name] for name in contract.TRAINING_FIELDS + self.framework.training_fields}
+
+
+def flat_field_names() -> list[str]:
+    """Every field name make_spec accepts: the generic ones and each framework's options."""
+    names = set(JobSpec.model_fields)
+    for name in frameworks.names():
+        names.update(set(frameworks.options_model(name).model_fields) - {"name"})
+    return sorted(names)
+
+
+def make_spec(**fields: Any) -> JobSpec:
+    """Build a validated spec from flat fields; a missing ``run_id`` gets a fresh one. Raises InvalidSpec."""
+    if fields.get("run_id") is None:
+        fields["run_id"] = new_run_id(fields.get("workers", 1) if isinstance(fields.get("workers"), int) else 1)
+    nested = _nest(fields)
+    try:
+        return JobSpec(**nested)
+    except ValidationError as exc:
+        raise InvalidSpec("; ".join(_describe(e, flat_field_names) for e in exc.errors(include_url=False))) from None
+    except (TypeError, ValueError) as exc:  # e.g. a non-string key
+        raise InvalidSpec(f"spec: {shown(exc)}") from None
+
+
+def load_spec(record: Any) -> JobSpec:
+    """The spec of a run record as JobSpec (nested, as ``model_dump`` wrote it); InvalidSpec if it is not one."""
+    if not isinstance(record, dict):
+        raise InvalidSpec("spec: not a mapping")
+    try:
+        return JobSpec.model_validate(record)
+    except ValidationError as exc:
+        raise InvalidSpec("; ".join(_describe(e, flat_field_names) for e in exc.errors(include_url=False))) from None

@@ -1,0 +1,58 @@
+"""The spec's field vocabulary: value patterns, CLI flag metadata, the Role type, fresh run ids, flat fields nested."""
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator import frameworks
+from orchestrator.errors import InvalidSpec
+from orchestrator.spec.messages import _unknown_framework
+
+RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+# An absolute path to a .py file, of printable characters: it becomes a mount source and a command line.
+SCRIPT_PATTERN = r"/[^\x00-\x1f\x7f]*[^/\x00-\x1f\x7f]\.py"
+ROLE_PATTERN = r"^[a-z][a-z0-9]{0,15}$"
+DEFAULT_ROLE = "worker"
+
+
+def flag(name: Optional[str] = None, short: Optional[str] = None, default_text: Optional[str] = None) -> dict:
+    """CLI metadata of a spec field: its flag (default ``--field-name``), a short form, the shown default."""
+    return {"flag": name, "short": short, "default_text": default_text}
+
+
+NO_FLAG = {"flag": False}
+
+
+class Role(BaseModel):
+    """A kind of replica and how many of it a job has (worker × N; chief, ps × K and worker × N under ps)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(..., pattern=ROLE_PATTERN, description="role name")
+    replicas: int = Field(..., ge=1, le=64, description="replicas of this role")
+
+
+def new_run_id(workers: int) -> str:
+    """A fresh, sortable run id such as ``20261121-143005-w3-1a2b``."""
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-w{workers}-{secrets.token_hex(2)}"
+
+
+def _nest(fields: dict[str, Any]) -> dict[str, Any]:
+    """Move flat framework options into ``framework``; ``framework`` may be a name or a mapping."""
+    framework = fields.pop("framework", None)
+    options = dict(framework) if isinstance(framework, dict) else {"name": framework or frameworks.DEFAULT}
+    model = frameworks.find_options(options.get("name"))
+    if model is None:
+        raise InvalidSpec(_unknown_framework(options.get("name")))
+    for name in set(model.model_fields) - {"name"}:
+        if name in fields:
+            options[name] = fields.pop(name)
+    for other in frameworks.names():
+        stray = sorted(set(frameworks.options_model(other).model_fields) & set(fields))
+        if stray and other != options["name"]:
+            raise InvalidSpec(f"{stray[0]}: --{stray[0].replace('_', '-')} is an option of --framework {other}, "
+                              f"not {options['name']}")
+    return {**fields, "framework": options}

@@ -1,0 +1,270 @@
+"""What every TensorFlow training loop of orch shares: the strategy, the data and its single sharding, the
+per-worker figures, and the result written from this worker's own weights."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import contract
+from .reporter import Reporter
+
+process_started = time.time() - 1.0  # a result older than this is from an earlier attempt of the group
+
+
+def inter_op_threads(tf_config: dict) -> int:
+    """The fewest inter-op threads a replica of the cluster needs not to deadlock: one per worker, plus one."""
+    return len(tf_config["cluster"].get("worker", ())) + 1
+
+
+def _pin(cpus: str | None) -> list[int]:
+    """Pin every thread of this process to ``cpus`` ("0", "0-3", "0,2"); return the cores it may use.
+
+    Done after TensorFlow's import, which is CPU-bound and runs in every worker at once: pinned from
+    the start, three workers on two cores import at half speed on the shared core. Done before the
+    strategy exists, so TensorFlow sizes its thread pools to the share. Threads started later inherit it.
+    """
+    if cpus:
+        wanted = set()
+        for part in cpus.split(","):
+            first, _, last = part.partition("-")
+            wanted.update(range(int(first), int(last or first) + 1))
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), wanted)
+            except (ProcessLookupError, FileNotFoundError):
+                pass  # a thread that ended meanwhile
+    return sorted(os.sched_getaffinity(0))
+
+
+def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray) -> None:
+    """For image data, a grid of the first test images with this worker's predictions, written whole and then
+    renamed: never half a file. Text data has no grid."""
+    if x.ndim != 2 or x.shape[1] != 784:
+        return
+    grid = slice(0, min(25, len(x)))
+    target = os.path.join(reporter.dir, contract.PREDICTIONS_FILE)
+    with open(target + ".tmp", "wb") as f:
+        np.savez_compressed(f, x=(x[grid] * 255).round().astype(np.uint8), y_true=y_true[grid],
+                            y_pred=y_pred[grid].astype(np.int32))
+    os.replace(target + ".tmp", target)
+
+
+def leave(reporter: Reporter, result: dict, num_workers: int, wait: Optional[Callable[[], None]] = None) -> None:
+    """Write this worker's result, tell the others, and leave once every worker has written its own (or once
+    ``wait``, which waits its own way, returns): never returns.
+
+    This worker's collectives are all behind it. Once every worker has written its result, none needs
+    another, so all leave at once: what a framework does after the last epoch (checkpoint clean-up, shutdown
+    barriers) can idle for half a minute and adds nothing. Until then this worker stays, since a peer may
+    still be reading its last all-reduce buffer.
+    """
+    reporter.write_json(contract.RESULT_FILE, result)
+    reporter.mark_done()
+    reporter.event(contract.EVENT_DONE, train_seconds=result["train_seconds"], test_accuracy=result["test_accuracy"])
+    reporter.say(f"{reporter.role} {reporter.worker} done: train {result['train_seconds']:.2f} s, "
+                 f"test accuracy {result['test_accuracy']:.4f}")
+    if wait is not None:
+        wait()
+    else:
+        reporter.wait_for_results(num_workers, since=process_started)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _strategy(tf, job: dict):
+    """The job's tf.distribute strategy; it must exist before any other TensorFlow op runs."""
+    if job["strategy"] in ("single", "mpi"):  # mpi: each rank is a plain process; MPI does the all-reduce
+        return tf.distribute.get_strategy()
+    if job["strategy"] == "ps":  # the chief's view: the servers and workers are found through TF_CONFIG
+        return tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    if job["strategy"] == "mirrored":
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(min(job["replicas"], len(gpus)))])
+        # No GPU: the replicas are logical CPU devices of this one process, sharing its cores.
+        (cpu,) = tf.config.list_physical_devices("CPU")[:1]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * job["replicas"])
+        return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(job["replicas"])])
+    implementation = {
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+    }[job["collective"]]
+    options = tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=job["bytes_per_pack"],
+        timeout_seconds=job["collective_timeout"] or None,
+        implementation=implementation,
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+@dataclass
+class Session:
+    """One worker's job, set up: TensorFlow, the strategy, the data split, and the batch arithmetic."""
+
+    reporter: Reporter
+    job: dict
+    worker: int
+    num_workers: int
+    tf: Any
+    keras: Any
+    models: Any
+    strategy: Any
+    cpus: list[int]
+    train: tuple
+    validation: tuple
+    test: tuple
+    vocabulary: int
+    role: str = "worker"
+    epochs_log: list[dict] = field(default_factory=list)
+    resumed_from: list[int] = field(default_factory=list)
+
+    @property
+    def global_batch(self) -> int:
+        return self.job["global_batch"]
+
+    @property
+    def per_worker(self) -> int:
+        return self.global_batch // self.num_workers
+
+    @property
+    def steps_per_epoch(self) -> int:
+        # Every worker must run the same number of steps; the smallest shard decides.
+        return (len(self.train[0]) // self.num_workers) // self.per_worker
+
+    @property
+    def val_steps(self) -> int:
+        return (len(self.validation[0]) // self.num_workers) // self.per_worker
+
+    def input_fn(self, x: np.ndarray, y: np.ndarray, shuffle: bool, shards: Optional[Callable] = None,
+                 source: Optional[Callable] = None) -> Callable:
+        """The dataset function of a split, for DatasetCreator or distribute_datasets_from_function.
+
+        ``shards`` returns (count, index) where the input context does not know them: under ps every
+        worker's context says pipeline 0 of 1, and the worker's index is a tensor known when it runs.
+        ``source`` makes the split's (x, y) dataset where the arrays themselves should not be captured
+        (under ps they would travel to every worker inside the function)."""
+        tf, job, global_batch = self.tf, self.job, self.global_batch
+
+        def make(ctx):
+            count, index = shards() if shards else (ctx.num_input_pipelines, ctx.input_pipeline_id)
+            base = source() if source else tf.data.Dataset.from_tensor_slices((x, y))
+            # The only sharding there is: one shard per worker, taken once, then batched per replica.
+            ds = base.shard(count, index)
+            if job["cache"]:
+                ds = ds.cache()
+            if shuffle:
+                buffer = job["shuffle_buffer"] or len(x) // count + 1
+                seed = job["seed"] + tf.cast(index, tf.int64) if shards else job["seed"] + index
+                ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+            ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).repeat()
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+            ds = ds.with_options(options)
+            if job["prefetch"]:
+                ds = ds.prefetch(tf.data.AUTOTUNE if job["prefetch"] < 0 else job["prefetch"])
+            return ds
+
+        return make
+
+    def announce(self) -> None:
+        """The event that says this worker joined, and a line for its log."""
+        x_tr = self.train[0]
+        self.reporter.event(contract.EVENT_START, stage="training", steps_per_epoch=self.steps_per_epoch)
+        self.reporter.say(
+            f"{self.role} {self.worker}/{self.num_workers}: {len(x_tr)} train samples, shard of "
+            f"{len(x_tr) // self.num_workers}, global batch {self.global_batch} ({self.per_worker} per worker), "
+            f"{self.steps_per_epoch} steps per epoch, strategy {self.job['strategy']}"
+        )
+
+    def resumed(self, epoch: int) -> None:
+        """Record the first epoch of this attempt (1-based); say so when a checkpoint skipped earlier ones."""
+        if not self.resumed_from:
+            self.resumed_from.append(epoch)
+            if epoch > 1:
+                self.reporter.event(contract.EVENT_RESUMED, epoch=epoch)
+                self.reporter.say(f"{self.role} {self.worker} resumed from a checkpoint at epoch {epoch}")
+
+    def epoch_done(self, record: dict) -> None:
+        """Log one epoch's figures (global loss and accuracy, this worker's samples and seconds)."""
+        self.epochs_log.append(record)
+        self.reporter.event(contract.EVENT_EPOCH, epochs=self.job["epochs"], **record)
+        self.reporter.say(
+            f"{self.role} {self.worker} epoch {record['epoch']}/{self.job['epochs']} loss {record.get('loss', 0):.4f} "
+            f"acc {record.get('accuracy', 0):.4f} val_acc {record.get('val_accuracy', 0):.4f} "
+            f"samples {record['samples']} ({record['seconds']:.2f} s)"
+        )
+
+    def finish(self, net, started: float, extra: Optional[dict] = None,
+               wait: Optional[Callable[[], None]] = None) -> None:
+        """Evaluate and write this worker's result, wait for every worker's (or call ``wait``, which waits its own
+        way), and leave: never returns.
+
+        Test accuracy is computed from this worker's own weights, on the whole test set, with no
+        collective involved: every worker's figure is its own, and in sync training they agree.
+        """
+        train_seconds = time.perf_counter() - started
+        job, (x_te, y_te) = self.job, self.test
+        weights = [w for layer in net.layers for w in layer.get_weights()]
+        predictions = self.models.local_predictions(job["model"], self.keras, weights, x_te, self.vocabulary)
+        test_accuracy = float((predictions == y_te).mean())
+        write_predictions(self.reporter, x_te, y_te, predictions)
+        result = {
+            "v": contract.CONTRACT_VERSION,
+            "worker": self.worker,
+            "num_workers": self.num_workers,
+            "replicas": int(self.strategy.num_replicas_in_sync),
+            "global_batch": self.global_batch,
+            "per_worker_batch": self.per_worker,
+            "steps_per_epoch": self.steps_per_epoch,
+            "train_samples": len(self.train[0]),
+            "validation_samples": len(self.validation[0]),
+            "test_samples": len(x_te),
+            "epochs": self.epochs_log,
+            "samples_per_epoch": [e["samples"] for e in self.epochs_log],
+            "resumed_from_epoch": self.resumed_from[0] if self.resumed_from else None,
+            "train_seconds": train_seconds,
+            "test_accuracy": test_accuracy,
+            "cpus": self.cpus,
+            "model": job["model"],
+            "strategy": job["strategy"],
+            "tensorflow": self.tf.__version__,
+            "keras": self.keras.__version__,
+            "job": job,
+            **(extra or {}),
+        }
+        leave(self.reporter, result, self.num_workers, wait)
+
+
+def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> Session:
+    """Import TensorFlow, pin this worker, make the strategy, and load and split the data."""
+    reporter.event(contract.EVENT_START, stage="importing")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from . import data
+    from . import model as models
+
+    if job["threads"]:
+        # Matched to the container's share of the cores: N workers with TF's default pools would each
+        # start threads for every core and oversubscribe them.
+        tf.config.threading.set_intra_op_parallelism_threads(job["threads"])
+        tf.config.threading.set_inter_op_parallelism_threads(job["threads"])
+    cpus = _pin(os.environ.get(contract.ENV_CPUS))
+    if job["strategy"] == "ps":  # the chief waits on every worker at once: as for the servers (ps_loop)
+        needed = inter_op_threads(json.loads(os.environ["TF_CONFIG"]))
+        tf.config.threading.set_inter_op_parallelism_threads(max(job["threads"], len(cpus), needed))
+    reporter.event(contract.EVENT_START, stage="connecting")
+    strategy = _strategy(tf, job)  # it must exist before any other TensorFlow op runs
+    tf.keras.utils.set_random_seed(job["seed"])
+    train, validation, test = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
+    return Session(reporter=reporter, job=job, worker=worker, num_workers=num_workers, tf=tf, keras=keras,
+                   models=models, strategy=strategy, cpus=cpus, train=train, validation=validation, test=test,
+                   vocabulary=data.vocabulary_size(job["dataset"], data_dir), role=reporter.role)
