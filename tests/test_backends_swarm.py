@@ -469,7 +469,7 @@ def test_the_overlay_mtu_must_fit_the_nodes_interface_with_vxlans_50_bytes():
     check_mtu(1350, "10.0.0.5", interfaces)
     check_mtu(0, "10.0.1.5", interfaces)
     check_mtu(0, "192.0.2.1", interfaces)  # an address of no interface here: nothing to check against
-    with pytest.raises(InvalidSpec, match="overlay_mtu: --overlay-mtu is for --backend swarm"):
+    with pytest.raises(InvalidSpec, match="overlay_mtu: --overlay-mtu is an option of --backend swarm, not compose"):
         make_spec(run_id="r", overlay_mtu=1350)
     network = stack(swarm_plan(workers=2, overlay_mtu=1350).artifact)["networks"]["cluster"]
     assert network["driver_opts"] == {"com.docker.network.driver.mtu": "1350"}

@@ -160,3 +160,52 @@ def test_under_ps_only_the_chief_validates_so_the_validation_split_is_not_sharde
     make_spec(workers=3, strategy="ps", samples=1000, global_batch=96, run_id="r")
     with pytest.raises(InvalidSpec, match="leave 80 validation samples, fewer than one global batch of 96"):
         make_spec(workers=3, strategy="ps", samples=500, global_batch=96, run_id="r")
+
+
+def test_backend_options_nest_under_their_backend_and_flatten_back():
+    spec = make_spec(run_id="r", backend="k8s", k8s_kind="jobset", registry="registry.example/ml")
+    assert type(spec.backend_options).__name__ == "KubernetesOptions"
+    assert spec.backend_options.k8s_kind == "jobset" and spec.backend_options.image_registry() == "registry.example/ml"
+    assert spec.flat()["k8s_kind"] == "jobset" and "backend_options" not in spec.flat()
+    assert make_spec(**spec.flat()) == spec
+    assert JobSpec.model_validate(spec.model_dump()) == spec
+    swarm = spec.replace(backend="swarm", overlay_mtu=1400)  # the old backend's own options go with it
+    assert swarm.backend_options.overlay_mtu == 1400 and swarm.backend_options.registry is None
+    assert make_spec(run_id="r").backend_options.image_registry() is None
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"k8s_kind": "jobset"}, "k8s_kind: --k8s-kind is an option of --backend k8s, not compose"),
+    ({"registry": "registry.example"}, "registry: --registry is an option of --backend swarm or k8s, not compose"),
+    ({"backend": "k8s", "overlay_mtu": 1400}, "overlay_mtu: --overlay-mtu is an option of --backend swarm, not k8s"),
+    ({"backend": "swarm", "k8s_checkpoint_claim": "c"}, "is an option of --backend k8s, not swarm"),
+    ({"backend": "swarm", "registry": "Bad Registry"}, "registry: 'Bad Registry' is not HOST[:PORT][/PATH]"),
+    ({"backend": "swarm", "overlay_mtu": 100}, "overlay_mtu: 100 is below IPv4's minimum of 576"),
+    ({"backend": "k8s", "k8s_kind": "deployment"}, "k8s_kind: Input should be 'job' or 'jobset'"),
+])
+def test_a_backend_option_is_checked_by_its_backend_and_refused_elsewhere(fields, message):
+    with pytest.raises(InvalidSpec) as exc:
+        make_spec(run_id="r", **fields)
+    assert message in exc.value.message and "\n" not in exc.value.message
+
+
+def test_a_spec_of_an_older_orch_with_top_level_backend_options_still_loads():
+    old = make_spec(run_id="r", backend="swarm", overlay_mtu=1400).model_dump()
+    old.update(old.pop("backend_options"), k8s_kind="job", k8s_checkpoint_claim=None)  # as run.json had them
+    loaded = JobSpec.model_validate(old)
+    assert loaded.backend == "swarm" and loaded.backend_options.overlay_mtu == 1400
+    old_compose = {**make_spec(run_id="r").model_dump(), "overlay_mtu": 0, "k8s_kind": "job", "registry": None}
+    del old_compose["backend_options"]
+    assert JobSpec.model_validate(old_compose) == make_spec(run_id="r")
+    with pytest.raises(ValueError, match="registry"):  # a value the backend has no place for is not dropped silently
+        JobSpec.model_validate({**old_compose, "registry": "registry.example"})
+
+
+def test_every_backend_option_has_a_description_and_a_flag():
+    from orchestrator.backends.options import OPTIONS
+    from orchestrator.cli.options import spec_flags
+
+    flags = {f.field for f in spec_flags()}
+    for model in OPTIONS.values():
+        assert all(info.description for info in model.model_fields.values())
+        assert set(model.model_fields) <= flags

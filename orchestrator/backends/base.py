@@ -144,4 +144,5 @@ def bounded_name(run_id: str, limit: int, allowed: str) -> str:
 
 def pulled(image: str, spec: "JobSpec", own: bool) -> str:
     """``image`` as the nodes pull it: orch's own images under ``--registry``; a user's image as given."""
-    return f"{spec.registry}/{image}" if own and spec.registry else image
+    registry = spec.backend_options.image_registry()
+    return f"{registry}/{image}" if own and registry else image

@@ -78,7 +78,7 @@ class KubernetesBackend(Backend):
         except Exception as exc:  # noqa: BLE001 - the client raises urllib3's, its own and the config's errors
             raise EngineUnreachable(f"cannot reach the Kubernetes API server: {str(exc).splitlines()[0][:200]}; "
                                     "check the kubeconfig's current context") from None
-        if plan.spec.k8s_kind == "jobset" and plan.spec.max_restarts:
+        if plan.spec.backend_options.k8s_kind == "jobset" and plan.spec.max_restarts:
             # The JobSet's failurePolicy restarts the group itself; orch restarting it as well would count twice.
             raise InvalidSpec("max_restarts: a JobSet restarts its group itself (failurePolicy), so `orch up` would "
                               "restart it twice; use --k8s-kind job with `orch up`, or apply the JobSet with kubectl")

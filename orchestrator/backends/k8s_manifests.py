@@ -86,7 +86,7 @@ def data_image_ref(dataset: str) -> str:
 def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
     """Each replica's DNS name and port: ``<job>-<i>.<service>``, or ``<jobset>-<role>-0-<i>.<jobset>``."""
     name = object_name(spec.run_id)
-    if spec.k8s_kind == "jobset":
+    if spec.backend_options.k8s_kind == "jobset":
         return {(role, index): f"{name}-{role}-0-{index}.{name}:{port}" for role, index in keys}
     return {key: f"{name}-{position}.{name}:{port}" for position, key in enumerate(keys)}
 
@@ -94,7 +94,7 @@ def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
 def render(plan: "Plan") -> str:
     """The manifests of ``plan``, with comment lines above saying what they need."""
     spec = plan.spec
-    documents = [_jobset(plan)] if spec.k8s_kind == "jobset" else [_service(plan), _job(plan)]
+    documents = [_jobset(plan)] if spec.backend_options.k8s_kind == "jobset" else [_service(plan), _job(plan)]
     return "\n".join(_notes(plan)) + "\n" + yaml.dump_all(
         documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, explicit_start=True, width=120)
 
@@ -105,9 +105,9 @@ def _notes(plan: "Plan") -> list[str]:
     # The object name, not the run id: a comment line must hold nothing that could end it.
     notes = [f"# Rendered by orch {__version__} for run {object_name(spec.run_id)}; apply with `kubectl apply -f -`, "
              "do not edit."]
-    if spec.k8s_kind == "jobset":
+    if spec.backend_options.k8s_kind == "jobset":
         notes.append(f"# Needs the JobSet controller ({JOBSET_API}) on the cluster.")
-    if spec.image is None and spec.registry is None:
+    if spec.image is None and spec.backend_options.registry is None:
         notes.append("# orch's images are named as built here; push them where the nodes can pull them and "
                      "pass --registry HOST/PATH.")
     return notes
@@ -237,7 +237,7 @@ def _pod_template(plan: "Plan", members: list["Replica"], role: Optional[str], f
             {"name": "data", "mountPath": contract.DATA_MOUNT, "readOnly": True},
             {"name": "run", "mountPath": contract.OUT_MOUNT},
             {"name": "shared", "mountPath": f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}",
-             **({"subPath": spec.run_id} if spec.k8s_checkpoint_claim else {})},
+             **({"subPath": spec.run_id} if spec.backend_options.k8s_checkpoint_claim else {})},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "dshm", "mountPath": "/dev/shm"},
         ],
@@ -304,7 +304,7 @@ def _data_container(spec: "JobSpec", resources: dict[str, Any]) -> dict[str, Any
     }
 
 def _volumes(spec: "JobSpec", shm_mb: int) -> list[dict[str, Any]]:
-    claim = spec.k8s_checkpoint_claim
+    claim = spec.backend_options.k8s_checkpoint_claim
     shared = ({"persistentVolumeClaim": {"claimName": claim}} if claim
               else {"emptyDir": {"sizeLimit": RUN_SIZE}})  # pod-local: no restarts (the spec refuses them)
     return [

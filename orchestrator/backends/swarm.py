@@ -185,25 +185,25 @@ class SwarmBackend(Backend):
                               "a manager node")
         nodes = int(swarm.get("Nodes") or 1)
         if nodes > 1:
-            check_mtu(plan.spec.overlay_mtu, str(swarm.get("NodeAddr") or ""), interface_mtus())
+            check_mtu(plan.spec.backend_options.overlay_mtu, str(swarm.get("NodeAddr") or ""), interface_mtus())
         if plan.spec.max_restarts and nodes > 1:
             raise InvalidSpec(f"max_restarts: this swarm has {nodes} nodes, and a restarted group resumes from "
                               "checkpoints in this host's run folder, which the other nodes cannot read; use "
                               "--max-restarts 0 (a failed run then fails), or a swarm of one node")
-        if plan.spec.registry is None:
+        if plan.spec.backend_options.registry is None:
             self.engine.require_image(plan.base_image, plan.build_hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
         base = plan.base_image
-        if plan.image != base and plan.spec.registry is None:  # with a registry, the nodes pull what was pushed
+        if plan.image != base and plan.spec.backend_options.registry is None:  # with a registry, the nodes pull what was pushed
             data_images.ensure(self.engine, base, plan.image, plan.data_dir, say)
 
     def apply(self, plan: "Plan", artifact: "Path") -> None:
         # With a registry, pin each image's digest so every node runs the same one; without, the nodes use the
         # local name (a registry lookup of an image only this node has would only warn).
         self.engine.stack_deploy(artifact, stack_name(plan.spec.run_id),
-                                 resolve_image="always" if plan.spec.registry else "never",
-                                 registry_auth=plan.spec.registry is not None)
+                                 resolve_image="always" if plan.spec.backend_options.registry else "never",
+                                 registry_auth=plan.spec.backend_options.registry is not None)
 
     def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
         services = self.engine.services(LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}")

@@ -86,7 +86,7 @@ def render(plan: "Plan") -> str:
             "internal": True,  # no route out: the replicas talk to each other only
             "attachable": False,  # no container outside the stack can join it
             "labels": {LABEL_RUN: spec.run_id},
-            **({"driver_opts": {MTU_OPTION: str(spec.overlay_mtu)}} if spec.overlay_mtu else {}),
+            **({"driver_opts": {MTU_OPTION: str(spec.backend_options.overlay_mtu)}} if spec.backend_options.overlay_mtu else {}),
         }},
     }
     body = yaml.dump(_escaped(stack), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
@@ -104,14 +104,14 @@ def notes(plan: "Plan") -> list[str]:
              "# The run's shared folder (checkpoints) is bind-mounted from this host only with --max-restarts, "
              "which needs a swarm of one node.",
              "# Records come back as @orch lines on stdout; the overlay network's MTU is "
-             + (f"{spec.overlay_mtu} (--overlay-mtu)." if spec.overlay_mtu else
+             + (f"{spec.backend_options.overlay_mtu} (--overlay-mtu)." if spec.backend_options.overlay_mtu else
                 "the engine's (1450 by default; orch checks it against this node's interface on a swarm of several "
                 "nodes)."),
              "# Not expressible in a stack file (Compose has them):"]
     notes += [f"#   - {line}" for line in NOT_EXPRESSIBLE]
     if spec.pin_cpus:
         notes.append("# --pin-cpus is not applied here: each replica may use every core of its node.")
-    if spec.image is None and spec.registry is None:
+    if spec.image is None and spec.backend_options.registry is None:
         notes.append("# orch's images are named as built here, which only this node has; for several nodes push "
                      "them and pass --registry HOST/PATH.")
     return notes

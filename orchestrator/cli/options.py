@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from orchestrator import frameworks
+from orchestrator.backends import options as backend_options
 from orchestrator.spec import JobSpec
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
@@ -103,7 +104,8 @@ def _model_flags(model: type[BaseModel]) -> list[SpecFlag]:
 
 @functools.lru_cache(maxsize=None)
 def spec_flags() -> tuple[SpecFlag, ...]:
-    """Every spec flag: the generic fields in JobSpec's order, then each framework's own options."""
+    """Every spec flag: the generic fields in JobSpec's order, then each framework's and each backend's own
+    options."""
     flags = _model_flags(JobSpec)
     # The framework is the discriminator of the options union, so not a field with a plain type: its flag picks
     # the options model that the framework's own flags below go to (``spec._nest``).
@@ -112,9 +114,10 @@ def spec_flags() -> tuple[SpecFlag, ...]:
                              choices=names, default_text=frameworks.DEFAULT,
                              help=f"The framework the replicas run: {', '.join(names)}; each has its own options "
                                   f"below. [default: {frameworks.DEFAULT}]"))
-    for name in names:
-        for f in _model_flags(frameworks.options_model(name)):
-            if f.field not in {g.field for g in flags}:  # frameworks may share an option name
+    models = [frameworks.options_model(name) for name in names] + list(backend_options.OPTIONS.values())
+    for model in models:
+        for f in _model_flags(model):
+            if f.field not in {g.field for g in flags}:  # frameworks (and backends) may share an option name
                 flags.append(f)
     seen: dict[str, str] = {}
     for f in flags:

@@ -2,21 +2,25 @@
 
 Generic fields (replicas, data, model, training, resources, engine, timeouts) sit on ``JobSpec``; each
 framework's own options sit in ``JobSpec.framework``: the options model its framework registered
-(``frameworks/<name>/options.py``), picked by ``name``.
+(``frameworks/<name>/options.py``), picked by ``name``; each backend's in ``JobSpec.backend_options``, the model
+of ``backends/options.py`` that ``backend`` picks.
 Field metadata is the one source of the CLI's flags: name, type, choices, default and help.
-Patterns and flag metadata live in ``fields``, the engine fields' checks in ``engine``, error lines in ``messages``.
+Patterns and flag metadata live in ``fields``, error lines in ``messages``.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from orchestrator import contract, frameworks
+from orchestrator.backends import options as backend_options
+from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import FrameworkOptions
-from orchestrator.spec.engine import DNS_SUBDOMAIN_PATTERN, REGISTRY_PATTERN, check_engine_fields
+from orchestrator.backends.options import DNS_SUBDOMAIN_PATTERN, REGISTRY_PATTERN
 from orchestrator.spec.fields import (
     DEFAULT_ROLE,
     NO_FLAG,
@@ -53,27 +57,9 @@ class JobSpec(BaseModel):
                     "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
                     "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`).",
     )
-    overlay_mtu: int = Field(
-        0, ge=0, le=9000, json_schema_extra=flag(default_text="the engine's, 1450"),
-        description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every "
-                    "packet, so across nodes it must be at most the nodes' interface MTU minus 50; orch refuses a "
-                    "swarm of several nodes where it is not. 0 = the engine's default.",
-    )
-    k8s_kind: Literal["job", "jobset"] = Field(
-        "job",
-        description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, a "
-                    "JobSet (needs the JobSet controller), which restarts the whole group itself.",
-    )
-    k8s_checkpoint_claim: Optional[str] = Field(
-        None, max_length=253, json_schema_extra=flag(default_text="none"),
-        description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, "
-                    "so a restarted group resumes; needed for restarts.",
-    )
-    registry: Optional[str] = Field(
-        None, max_length=200, json_schema_extra=flag(default_text="none"),
-        description="Registry (HOST/PATH) the nodes pull orch's own images from, prefixed to their names; for "
-                    "--backend k8s or swarm, where images are not built on the nodes.",
-    )
+    backend_options: SerializeAsAny[BackendOptions] = Field(
+        default_factory=backend_options.ComposeOptions, json_schema_extra=NO_FLAG,
+        description="the backend's own options (backends/options.py), the model of the backend `backend` names")
     dataset: Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"] = Field(
         "mnist",
         description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
@@ -163,6 +149,36 @@ class JobSpec(BaseModel):
             raise ValueError(_unknown_framework(name))
         return model.model_validate(value)
 
+    @field_validator("backend_options", mode="wrap")
+    @classmethod
+    def _backend_options(cls, value: Any, handler: Any, info: ValidationInfo) -> Any:
+        """The options model of the backend ``backend`` names (no check when ``backend`` itself is wrong)."""
+        model = backend_options.OPTIONS.get(info.data.get("backend"))  # type: ignore[arg-type]
+        if model is None or isinstance(value, model):
+            return value if model is not None else handler(value)
+        if isinstance(value, BaseModel):
+            raise ValueError(f"backend_options: {type(value).__name__} are not the options of --backend "
+                             f"{info.data.get('backend')}")
+        return model.model_validate(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_backend_fields(cls, data: Any) -> Any:
+        """A spec of an older orch kept the backends' options at the top level: move them under
+        ``backend_options``, dropping those left at their old defaults that the backend does not have."""
+        if not isinstance(data, dict) or not set(BackendOptions.LEGACY_DEFAULTS) & set(data):
+            return data
+        data = dict(data)
+        model = backend_options.OPTIONS.get(data.get("backend", backend_options.DEFAULT))
+        options = dict(data.get("backend_options") or {})
+        for name, default in BackendOptions.LEGACY_DEFAULTS.items():
+            if name in data:
+                value = data.pop(name)
+                if (model is not None and name in model.model_fields) or value != default:
+                    options[name] = value
+        data["backend_options"] = options
+        return data
+
     @model_validator(mode="before")
     @classmethod
     def _framework_defaults(cls, data: Any) -> Any:
@@ -247,7 +263,7 @@ class JobSpec(BaseModel):
             raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
         if self.script_args and self.script is None:
             raise ValueError("script_args: arguments after `--` are for --script")
-        check_engine_fields(self)
+        self.backend_options.check_job(self)
         return self
 
     def role_replicas(self, role: str) -> int:
@@ -266,9 +282,10 @@ class JobSpec(BaseModel):
     def flat(self) -> dict[str, Any]:
         """The spec as flat fields, the framework's options beside the generic ones, as flags and experiment
         files name them. Roles are left out where they are the default for ``workers``."""
-        fields = self.model_dump(exclude={"framework", "roles"})
+        fields = self.model_dump(exclude={"framework", "roles", "backend_options"})
         fields["framework"] = self.framework.name
         fields.update(self.framework.model_dump(exclude={"name"}))
+        fields.update(self.backend_options.model_dump())
         if [(r.name, r.replicas) for r in self.roles] != self.framework.roles(self.workers):
             fields["roles"] = [r.model_dump() for r in self.roles]
         return fields
@@ -276,6 +293,9 @@ class JobSpec(BaseModel):
     def replace(self, **changes: Any) -> "JobSpec":
         """Return a new, validated spec with ``changes`` (flat field names) applied."""
         fields = self.flat()
+        if changes.get("backend", self.backend) != self.backend:  # the old backend's options go with it
+            for name in self.backend_options.model_fields:
+                fields.pop(name, None)
         if changes.get("batch_per_worker", fields.get("batch_per_worker")) and "global_batch" not in changes:
             del fields["global_batch"]  # it follows from the per-worker batch and the (new) worker count
         return make_spec(**{**fields, **changes})
@@ -288,7 +308,9 @@ class JobSpec(BaseModel):
 
 def flat_field_names() -> list[str]:
     """Every field name make_spec accepts: the generic ones and each framework's options."""
-    names = set(JobSpec.model_fields)
+    names = set(JobSpec.model_fields) - {"backend_options"}
+    for model in backend_options.OPTIONS.values():
+        names.update(model.model_fields)
     for name in frameworks.names():
         names.update(set(frameworks.options_model(name).model_fields) - {"name"})
     return sorted(names)

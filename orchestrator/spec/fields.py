@@ -8,6 +8,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator import frameworks
+from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
 from orchestrator.spec.messages import _unknown_framework
 
@@ -55,4 +56,22 @@ def _nest(fields: dict[str, Any]) -> dict[str, Any]:
         if stray and other != options["name"]:
             raise InvalidSpec(f"{stray[0]}: --{stray[0].replace('_', '-')} is an option of --framework {other}, "
                               f"not {options['name']}")
-    return {**fields, "framework": options}
+    return {**_nest_backend(fields), "framework": options}
+
+
+def _nest_backend(fields: dict[str, Any]) -> dict[str, Any]:
+    """Move flat backend options into ``backend_options``, for the backend ``backend`` names; refuse an option
+    that only other backends have. An unknown backend is left to the spec's own error."""
+    name = fields.get("backend", backend_options.DEFAULT)
+    model = backend_options.OPTIONS.get(name) if isinstance(name, str) else None
+    if model is None:
+        return fields
+    options = dict(fields.pop("backend_options", None) or {})
+    for option, owners in backend_options.option_names().items():
+        if option not in fields:
+            continue
+        if name not in owners:
+            raise InvalidSpec(f"{option}: --{option.replace('_', '-')} is an option of --backend "
+                              f"{' or '.join(owners)}, not {name}")
+        options[option] = fields.pop(option)
+    return {**fields, "backend_options": options}

@@ -17,10 +17,11 @@ def _describe(error: dict[str, Any], field_names: Callable[[], list[str]]) -> st
     """One pydantic error as a line; ``field_names`` lists the allowed fields for an unknown one (JobSpec's, which
     this module cannot import: the spec package imports it)."""
     loc = ".".join(shown(part) for part in error.get("loc", ())) or "spec"
-    loc = loc.removeprefix("framework.")  # framework options are flat fields to the user
+    loc = loc.removeprefix("framework.").removeprefix("backend_options.")  # flat fields to the user
     msg = error.get("msg", "invalid")
     if error.get("type") == "value_error":
-        return msg.removeprefix("Value error, ")
+        msg = msg.removeprefix("Value error, ")
+        return msg if loc == "spec" or msg.startswith(f"{loc}:") else f"{loc}: {msg}"
     if error.get("type") == "extra_forbidden":
         return f"{loc}: unknown field; allowed fields are {', '.join(field_names())}"
     got = repr(error.get("input"))[:80]

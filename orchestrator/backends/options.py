@@ -1,0 +1,145 @@
+"""Each backend's own spec options, beside the generic fields of ``JobSpec``: ``spec.backend`` names the backend
+and ``spec.backend_options`` holds the options model it registered here, which also checks the job against
+what its engine can run.
+
+Flags and experiment files use the flat names (``--overlay-mtu``, ``k8s_kind``); ``spec._nest`` moves them
+under ``backend_options`` and refuses one that belongs to another backend. Standard library and pydantic only,
+so the spec can load these without loading an engine's client.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from orchestrator.spec import JobSpec
+
+REGISTRY_PATTERN = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
+DNS_SUBDOMAIN_PATTERN = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
+_FLAG = {"flag": None, "default_text": "none"}
+
+
+class BackendOptions(BaseModel):
+    """A backend's own options; the subclass of the backend ``spec.backend`` names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # The options of a job before this version of orch sat at the spec's top level: their defaults there, so an
+    # old run record's spec still loads (``JobSpec``'s before-validator drops these where they are unset).
+    LEGACY_DEFAULTS: ClassVar[dict[str, Any]] = {"overlay_mtu": 0, "k8s_kind": "job", "k8s_checkpoint_claim": None,
+                                                 "registry": None}
+
+    def image_registry(self) -> Optional[str]:
+        """The registry (HOST/PATH) the nodes pull orch's own images from, None where they are built here."""
+        return None
+
+    def check_job(self, spec: "JobSpec") -> None:
+        """Raise ValueError (one line, naming the flags) where the job is one this backend cannot run."""
+
+
+def _registry(value: Optional[str]) -> Optional[str]:
+    if value is not None and not re.fullmatch(REGISTRY_PATTERN, value):
+        raise ValueError(f"{value!r} is not HOST[:PORT][/PATH], e.g. registry.example:5000/ml")
+    return value
+
+
+REGISTRY_HELP = ("Registry (HOST/PATH) the nodes pull orch's own images from, prefixed to their names; for --backend "
+                 "k8s or swarm, where images are not built on the nodes.")
+
+
+class ComposeOptions(BackendOptions):
+    """Docker Compose on this host: no options of its own."""
+
+
+class SwarmOptions(BackendOptions):
+    """A Docker Swarm stack: the overlay network's MTU and the registry the nodes pull from."""
+
+    overlay_mtu: int = Field(
+        0, ge=0, le=9000, json_schema_extra={"default_text": "the engine's, 1450"},
+        description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every packet, so across nodes it "
+                    "must be at most the nodes' interface MTU minus 50; orch refuses a swarm of several nodes where "
+                    "it is not. 0 = the engine's default.",
+    )
+    registry: Optional[str] = Field(None, max_length=200, json_schema_extra=_FLAG, description=REGISTRY_HELP)
+
+    @field_validator("registry")
+    @classmethod
+    def _check_registry(cls, value: Optional[str]) -> Optional[str]:
+        return _registry(value)
+
+    @field_validator("overlay_mtu")
+    @classmethod
+    def _ipv4_minimum(cls, value: int) -> int:
+        if value and value < 576:
+            raise ValueError(f"{value} is below IPv4's minimum of 576")
+        return value
+
+    def image_registry(self) -> Optional[str]:
+        return self.registry
+
+    def check_job(self, spec: "JobSpec") -> None:
+        if spec.network != "bridge":
+            raise ValueError(f"network: --network {spec.network} is for --backend compose; on Swarm the replicas "
+                             "meet on the stack's overlay network; leave --network out")
+        if spec.gpus:
+            raise ValueError("gpus: a Swarm service gets GPUs only as generic resources its nodes advertise, which "
+                             "orch does not render; use --backend compose or --gpus 0")
+
+
+class KubernetesOptions(BackendOptions):
+    """An Indexed Job or a JobSet: the kind, the claim for checkpoints and the registry the nodes pull from."""
+
+    k8s_kind: Literal["job", "jobset"] = Field(
+        "job",
+        description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, a JobSet (needs the "
+                    "JobSet controller), which restarts the whole group itself.",
+    )
+    k8s_checkpoint_claim: Optional[str] = Field(
+        None, max_length=253, json_schema_extra=_FLAG,
+        description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, so a restarted group "
+                    "resumes; needed for restarts.",
+    )
+    registry: Optional[str] = Field(None, max_length=200, json_schema_extra=_FLAG, description=REGISTRY_HELP)
+
+    @field_validator("registry")
+    @classmethod
+    def _check_registry(cls, value: Optional[str]) -> Optional[str]:
+        return _registry(value)
+
+    @field_validator("k8s_checkpoint_claim")
+    @classmethod
+    def _object_name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.fullmatch(DNS_SUBDOMAIN_PATTERN, value):
+            raise ValueError(f"{value!r} is not a Kubernetes object name (lowercase letters, digits, - and .)")
+        return value
+
+    def image_registry(self) -> Optional[str]:
+        return self.registry
+
+    def check_job(self, spec: "JobSpec") -> None:
+        if spec.script is not None:
+            raise ValueError("script: --script mounts a folder of this host, which a cluster's pods cannot see; "
+                             "build an image FROM orch's trainer image with your script in it and pass --image")
+        if spec.network != "bridge":
+            raise ValueError(f"network: --network {spec.network} is for --backend compose; on Kubernetes every pod "
+                             "has its own network; leave --network out")
+        if spec.max_restarts and self.k8s_checkpoint_claim is None:
+            raise ValueError("max_restarts: a restarted group resumes from checkpoints every pod must reach; pass "
+                             "--k8s-checkpoint-claim NAME (a ReadWriteMany PersistentVolumeClaim) or --max-restarts 0")
+
+
+# name -> options model; the names are those of ``backends.BACKENDS``.
+OPTIONS: dict[str, type[BackendOptions]] = {"compose": ComposeOptions, "swarm": SwarmOptions,
+                                            "k8s": KubernetesOptions}
+DEFAULT = "compose"
+
+
+def option_names() -> dict[str, list[str]]:
+    """Every backend option's flat name -> the backends that have it, in ``OPTIONS``' order."""
+    owners: dict[str, list[str]] = {}
+    for backend, model in OPTIONS.items():
+        for name in model.model_fields:
+            owners.setdefault(name, []).append(backend)
+    return owners
