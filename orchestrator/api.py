@@ -63,8 +63,9 @@ def job_spec(*, script_args: tuple[str, ...] = (), requirements: Union[str, Path
     from orchestrator.run.scripts import absolute
 
     fields = {k: v for k, v in fields.items() if v is not None}
-    if "script" in fields:
-        fields["script"] = absolute(str(fields["script"]), Path(cwd) if cwd is not None else Path.cwd())
+    for name in ("script", "source"):
+        if fields.get(name) is not None:
+            fields[name] = absolute(str(fields[name]), Path(cwd) if cwd is not None else Path.cwd())
     if script_args:
         fields["script_args"] = tuple(script_args)
     if requirements is not None:

@@ -71,7 +71,7 @@ def test_a_relative_script_is_made_absolute_against_cwd(tmp_path, paths):
 
 
 @pytest.mark.docker
-def test_up_collect_ps_and_down_as_a_library(images, paths, cleanup):
+def test_up_collect_ps_and_down_as_a_library(images, paths, cleanup, tmp_path):
     run_id = "api-w2"
     cleanup.append(run_id)
     said: list[str] = []
@@ -82,9 +82,12 @@ def test_up_collect_ps_and_down_as_a_library(images, paths, cleanup):
     (summary,) = got.summaries
     assert summary["run_id"] == run_id and (paths.results / run_id / "summary.json").is_file()
     assert [r.run_id for r in orchestrator.ps(run_id)] == [run_id]
-    assert orchestrator.down(run_id) == [] and not orch_containers(run_id) and not orch_networks(run_id)
-    with pytest.raises(WorkerFailed):  # a failed run raises after its record is written and its replicas gone
-        orchestrator.up(workers=1, dataset="synthetic", samples=3000, epochs=1, run_id="api-bad", memory_mb=256,
-                        image="orch-base:bookworm")
+    assert orchestrator.down(run_id) == [run_id] and not orch_containers(run_id) and not orch_networks(run_id)
     cleanup.append("api-bad")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "fail.py").write_text("raise SystemExit(3)\n")
+    with pytest.raises(WorkerFailed, match="exited with code 3"):  # raised once its record is written
+        orchestrator.up(workers=1, dataset="synthetic", samples=3000, script=str(tmp_path / "bad" / "fail.py"),
+                        run_id="api-bad")
+    assert orchestrator.ps("api-bad")[0].state.value == "failed"
     assert not orch_containers("api-bad")

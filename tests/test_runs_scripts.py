@@ -1,8 +1,11 @@
 """Users' own scripts in real containers: with and without orch's report helper, failing, restarted, and with
 extra packages from `orch build --requirements`. Each test removes what it started, even on failure."""
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +93,28 @@ def test_extra_packages_come_from_orch_build_requirements(images, orch_env, clea
     assert proc.returncode == 0, proc.stderr
     logs = run_orch(["logs", "live-script-packages"], orch_env).stdout
     assert "global batch    test accuracy" in logs  # tabulate's header, from the added package
+
+
+def test_a_script_in_a_private_folder_runs_from_its_copy_and_sees_nothing_beside_it(images, orch_env, cleanup):
+    """As `mktemp -d` makes it: a folder only its owner may enter (root, when orch runs as root, while the
+    replicas run as uid 1000). The replicas see a copy of it, with its sibling module, and nothing around it."""
+    cleanup.append("live-script-private")
+    outer = Path(tempfile.mkdtemp())
+    try:
+        folder = Path(tempfile.mkdtemp(dir=outer))
+        (outer / "secret.txt").write_text("a key\n")
+        (folder / "helper.py").write_text("VALUE = 41\n")
+        (folder / "train.py").write_text(
+            "import os, sys\nimport helper\n"
+            "print('sees', sorted(os.listdir('/orch/script')), helper.VALUE + 1)\n"
+            "print('secret visible:', os.path.exists(sys.argv[1]) or os.path.exists(os.path.dirname(sys.argv[1])))\n")
+        proc = run_orch(["up", "--script", str(folder / "train.py"), "--run-id", "live-script-private", "--dataset",
+                         "synthetic", "--samples", "3000", "--format", "json", "--", str(outer / "secret.txt")],
+                        orch_env)
+        assert proc.returncode == 0, proc.stderr
+        info = json.loads(proc.stdout)
+        assert info["source"]["files"] == 2 and len(info["source"]["sha256"]) == 64
+        logs = run_orch(["logs", "live-script-private"], orch_env)
+        assert "sees ['helper.py', 'train.py'] 42" in logs.stdout and "secret visible: False" in logs.stdout
+    finally:
+        shutil.rmtree(outer)

@@ -2,7 +2,9 @@
 and the extra-packages image's name. Pure: no engine."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from orchestrator.images.user import image_for, read_requirements
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.records import parse_event, parse_result
-from orchestrator.run.scripts import absolute, check
+from orchestrator.run.scripts import absolute, check, snapshot
 from orchestrator.run.supervisor import Observation, Verdict, Watch, decide
 from orchestrator.spec import make_spec
 from tests.test_cli_inprocess import one_line_error, orch
@@ -50,18 +52,84 @@ def test_relative_scripts_become_absolute_against_their_base():
     assert absolute(5, Path("/")) == 5  # left for the spec to refuse
 
 
-def test_check_refuses_what_cannot_be_mounted(tmp_path):
+def _spec(script, **fields):
+    return make_spec(run_id="s", script=str(script), **fields)
+
+
+def test_check_refuses_what_cannot_be_copied(tmp_path):
     with pytest.raises(InvalidSpec, match="cannot use"):
-        check(str(tmp_path / "missing.py"))
+        check(_spec(tmp_path / "missing.py"))
     (tmp_path / "folder.py").mkdir()
     with pytest.raises(InvalidSpec, match="is not a regular file"):
-        check(str(tmp_path / "folder.py"))
+        check(_spec(tmp_path / "folder.py"))
     (tmp_path / "ok.py").write_text("print(1)\n")
-    check(str(tmp_path / "ok.py"))
+    listing = check(_spec(tmp_path / "ok.py"))
+    assert ("ok.py", 9) in listing.files and listing.folder == tmp_path.resolve()
+
+
+def test_a_snapshot_refuses_root_homes_and_orchs_own_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "proj").mkdir(parents=True)
+    (tmp_path / "home" / "train.py").write_text("print(1)\n")
+    (tmp_path / "home" / "proj" / "train.py").write_text("print(1)\n")
+    with pytest.raises(InvalidSpec) as exc:
+        check(_spec(tmp_path / "home" / "train.py"))
+    assert "would copy the home folder" in exc.value.message and "--source DIR" in exc.value.message
+    check(_spec(tmp_path / "home" / "proj" / "train.py"))  # a project inside the home folder is fine
+    with pytest.raises(InvalidSpec, match="would copy the home folder"):
+        check(_spec(tmp_path / "home" / "proj" / "train.py", source=str(tmp_path)))  # a folder holding a home
+    runs = tmp_path / "home" / "proj" / "runs"
+    runs.mkdir()
+    with pytest.raises(InvalidSpec, match="holds orch's own runs/ folder"):
+        check(_spec(tmp_path / "home" / "proj" / "train.py"), guarded=(runs,))
+    with pytest.raises(InvalidSpec, match="is not inside --source"):
+        check(_spec(tmp_path / "home" / "proj" / "train.py", source=str(tmp_path / "home" / "proj" / "runs")))
+
+
+def test_a_snapshot_over_the_limit_is_refused_and_says_how_to_raise_it(tmp_path, monkeypatch):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "weights.bin").write_bytes(b"\0" * (2 << 20))
+    monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "1")
+    with pytest.raises(InvalidSpec) as exc:
+        check(_spec(tmp_path / "train.py"))
+    assert "more than 1 MiB" in exc.value.message and "ORCH_SOURCE_LIMIT_MB" in exc.value.message
+    monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "3")
+    check(_spec(tmp_path / "train.py"))
+    monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "lots")
+    with pytest.raises(InvalidSpec, match="ORCH_SOURCE_LIMIT_MB: 'lots' is not a whole number"):
+        check(_spec(tmp_path / "train.py"))
+
+
+def test_a_snapshot_copies_files_readably_hashes_them_and_skips_links_and_caches(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg" / "__pycache__").mkdir(parents=True)
+    (src / ".git").mkdir()
+    (src / "train.py").write_text("import pkg.model\n")
+    (src / "pkg" / "model.py").write_text("X = 1\n")
+    (src / "pkg" / "__pycache__" / "model.pyc").write_bytes(b"junk")
+    (src / ".git" / "config").write_text("[core]\n")
+    (src / "secret-link").symlink_to("/etc/hostname")
+    os.mkfifo(src / "fifo")
+    for path in (src / "train.py", src / "pkg" / "model.py", src / "pkg"):
+        path.chmod(0o700 if path.is_dir() else 0o600)  # only the owner may read: the copy is for everyone
+    run = tmp_path / "run"
+    run.mkdir()
+    record = snapshot(check(_spec(src / "train.py")), run / "source")
+    assert sorted(str(p.relative_to(run / "source")) for p in (run / "source").rglob("*")) == [
+        "pkg", "pkg/model.py", "train.py"]
+    assert record["files"] == 2 and record["skipped"] == ["fifo", "secret-link"] and len(record["sha256"]) == 64
+    assert (run / "source" / "train.py").stat().st_mode & 0o777 == 0o644
+    assert (run / "source" / "pkg").stat().st_mode & 0o777 == 0o755
+    manifest = (run / "source.sha256").read_text()
+    assert manifest.endswith("  train.py\n") and "pkg/model.py" in manifest
+    assert hashlib.sha256(manifest.encode()).hexdigest() == record["sha256"]
+    again = tmp_path / "run2"
+    again.mkdir()
+    assert snapshot(check(_spec(src / "train.py")), again / "source")["sha256"] == record["sha256"]
 
 
 # -- the plan ----------------------------------------------------------------------------------------------
-def test_a_script_runs_from_its_own_folder_with_its_folder_read_only():
+def test_a_script_runs_from_its_own_folder_and_sees_only_the_runs_snapshot():
     spec = script_spec(workers=2, script_args=("--lr", "0.1", "$HOME", 'say "hi"'))
     p = plan(spec, PATHS)
     for r in p.replicas:
@@ -69,11 +137,20 @@ def test_a_script_runs_from_its_own_folder_with_its_folder_read_only():
         assert r.working_dir == r.env[contract.ENV_OUTPUT_DIR] == f"/orch/run/worker-{r.index}"
         assert r.env[contract.ENV_SHARED_DIR] == "/orch/run/shared" and "TF_CONFIG" in r.env
         script_mount = [m for m in r.mounts if m.target == contract.SCRIPT_MOUNT]
-        assert [(m.source, m.read_only) for m in script_mount] == [("/home/me/exp", True)]
+        assert [(m.source, m.read_only) for m in script_mount] == [("/srv/orch/runs/s/source", True)]
+        assert not any(m.source.startswith("/home/me") for m in r.mounts)  # nothing of the user's folders
     compose = yaml.safe_load(p.artifact)["services"]["worker-1"]
     # Quoted, so neither YAML nor Compose's interpolation ($ doubled) changes an argument.
     assert compose["entrypoint"] == ["python3", "-u", "/orch/script/train.py", "--lr", "0.1", "$$HOME", 'say "hi"']
     assert compose["working_dir"] == "/orch/run/worker-1" and compose["read_only"] is True
+
+
+def test_with_source_the_script_runs_from_its_place_in_the_snapshot():
+    spec = make_spec(run_id="s", script="/home/me/exp/bin/train.py", source="/home/me/exp")
+    (replica,) = plan(spec, PATHS).replicas
+    assert replica.command == ("python3", "-u", "/orch/script/bin/train.py")
+    with pytest.raises(InvalidSpec, match="source: --source names the folder copied for --script"):
+        make_spec(run_id="s", source="/home/me/exp")
 
 
 def test_orchs_trainer_keeps_the_images_entry_point():
@@ -158,7 +235,8 @@ def test_render_resolves_the_script_and_passes_the_arguments(tmp_path, monkeypat
     assert result.code == 0, result
     service = yaml.safe_load(result.out)["services"]["worker-0"]
     assert service["entrypoint"][2:] == ["/orch/script/train.py", "--epochs", "2"]
-    assert any(v["source"] == str(tmp_path) and v.get("read_only") for v in service["volumes"])
+    assert any(v["source"].endswith("/r/source") and v.get("read_only") for v in service["volumes"])
+    assert not any(v["source"] == str(tmp_path) for v in service["volumes"])  # the folder itself never
 
 
 def test_up_with_a_missing_script_says_so_and_starts_nothing(tmp_path, monkeypatch):

@@ -233,15 +233,17 @@ def load(path: Path) -> Experiment:
 
 
 def _scripts_from(doc: dict, base_dir: Path) -> dict:
-    """``doc`` with its `script` fields (in base and grid) made absolute against the file's folder."""
+    """``doc`` with its path fields (`script`, `source`; in base, setups and grid) made absolute against the
+    file's folder."""
     doc = dict(doc)
-    if isinstance(doc.get("base"), dict) and "script" in doc["base"]:
-        doc["base"] = {**doc["base"], "script": absolute(doc["base"]["script"], base_dir)}
-    if isinstance(doc.get("setups"), list):
-        doc["setups"] = [{**s, "script": absolute(s["script"], base_dir)} if isinstance(s, dict) and "script" in s
-                         else s for s in doc["setups"]]
-    if isinstance(doc.get("grid"), dict) and isinstance(doc["grid"].get("script"), list):
-        doc["grid"] = {**doc["grid"], "script": [absolute(s, base_dir) for s in doc["grid"]["script"]]}
+    for name in ("script", "source"):
+        if isinstance(doc.get("base"), dict) and name in doc["base"]:
+            doc["base"] = {**doc["base"], name: absolute(doc["base"][name], base_dir)}
+        if isinstance(doc.get("setups"), list):
+            doc["setups"] = [{**s, name: absolute(s[name], base_dir)} if isinstance(s, dict) and name in s
+                             else s for s in doc["setups"]]
+        if isinstance(doc.get("grid"), dict) and isinstance(doc["grid"].get(name), list):
+            doc["grid"] = {**doc["grid"], name: [absolute(s, base_dir) for s in doc["grid"][name]]}
     return doc
 
 

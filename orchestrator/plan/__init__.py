@@ -19,7 +19,9 @@ from orchestrator.paths import Paths
 from orchestrator.plan.model import Mount, Plan, Replica
 from orchestrator.spec import JobSpec
 
-__all__ = ["Mount", "Plan", "Replica", "cpuset", "plan"]
+__all__ = ["SOURCE_DIR", "Mount", "Plan", "Replica", "cpuset", "plan"]
+
+SOURCE_DIR = "source"  # the run directory's snapshot of a user's --script folder (or --source)
 
 
 def cpuset(index: int, workers: int, host_cpus: int) -> str:
@@ -78,10 +80,12 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
         own = Mount(str(run_dir / f"{role}-{index}"), f"{contract.OUT_MOUNT}/{role}-{index}", False)
         mounts, command, working_dir = (*common, own), (), ""
         if spec.script is not None:
-            # A user's script: its folder read-only, run from the replica's own folder, which it may write.
+            # A user's script: the snapshot orch makes of its folder in the run directory when the run starts
+            # (run/scripts.py), read-only; run from the replica's own folder, which it may write.
             script = PurePosixPath(spec.script)
-            mounts = (*mounts, Mount(str(script.parent), contract.SCRIPT_MOUNT, True))
-            command = ("python3", "-u", f"{contract.SCRIPT_MOUNT}/{script.name}", *spec.script_args)
+            within = script.relative_to(spec.source) if spec.source is not None else PurePosixPath(script.name)
+            mounts = (*mounts, Mount(str(run_dir / SOURCE_DIR), contract.SCRIPT_MOUNT, True))
+            command = ("python3", "-u", f"{contract.SCRIPT_MOUNT}/{within}", *spec.script_args)
             working_dir = own.target
             env[contract.ENV_OUTPUT_DIR] = own.target
             env[contract.ENV_SHARED_DIR] = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"

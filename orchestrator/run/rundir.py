@@ -69,6 +69,7 @@ class RunInfo:
     run_dir: Optional[str] = None
     restarts: list[dict[str, Any]] = field(default_factory=list)
     supervisor_pid: Optional[int] = None  # the orch process watching the run; None once it ends, or detached
+    source: Optional[dict[str, Any]] = None  # a --script run's snapshot: where from, files, bytes, sha256
 
     @property
     def train_seconds(self) -> Optional[float]:
@@ -96,6 +97,7 @@ class RunInfo:
             "run_dir": self.run_dir,
             "restarts": self.restarts,
             "supervisor_pid": self.supervisor_pid,
+            "source": self.source,
         }
 
 
@@ -208,7 +210,8 @@ class RunDir:
         return RunInfo(run_id=self.run_id, state=state, spec=_spec_of(raw.get("spec")), started=raw.get("started"),
                        wall_seconds=raw.get("wall_seconds"), error=raw.get("error"), workers=raw.get("workers") or [],
                        run_dir=str(self.path), restarts=raw.get("restarts") or [],
-                       supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None)
+                       supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None,
+                       source=raw.get("source") if isinstance(raw.get("source"), dict) else None)
 
     def write_record(self, info: RunInfo) -> None:
         write_json(self.path / RUN_FILE, info.to_dict())

@@ -16,7 +16,7 @@ from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.data import prepare as datasets
 from orchestrator.errors import JobTimedOut, OrchError, WorkerFailed
 from orchestrator.paths import Paths, default_paths
-from orchestrator.plan import Plan, plan
+from orchestrator.plan import SOURCE_DIR, Plan, plan
 from orchestrator.run import logs, scripts
 from orchestrator.run.copier import ReportCopier
 from orchestrator.run.rundir import CONTAINER_UID, RunDir, RunInfo, RunState
@@ -127,15 +127,23 @@ def apply(
     say = say or (lambda _msg: None)
     on_event = on_event or (lambda _key, _event: None)
     spec = p.spec
-    if spec.script is not None:
-        scripts.check(spec.script)
+    listing = scripts.check(spec, guarded=(paths.runs, paths.results, paths.cache)) if spec.script else None
     backend.preflight(p)
     datasets.prepare(paths.data, spec.dataset, say)
     backend.stage(p, say)
     run = RunDir(p.run_dir)
     run.create(p)
+    source = None
+    if listing is not None:  # the replicas see this copy, never the user's folder
+        try:
+            source = scripts.snapshot(listing, run.path / SOURCE_DIR)
+        except (OSError, OrchError) as exc:
+            shutil.rmtree(run.path, ignore_errors=True)  # ours, and nothing ran: no half-made run is left
+            raise exc if isinstance(exc, OrchError) else OrchError(
+                f"source: cannot copy {listing.folder} for the replicas: {exc.strerror or exc}") from None
+        say(f"copied {source['files']} file(s), {source['bytes']} bytes, of {listing.folder} for the replicas")
     info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path),
-                   supervisor_pid=None if detach else os.getpid())
+                   supervisor_pid=None if detach else os.getpid(), source=source)
     run.write_record(info)
     started = time.monotonic()
     roles = ", ".join(f"{r.replicas} {r.name}" for r in spec.roles)

@@ -125,8 +125,15 @@ class JobSpec(BaseModel):
     script: Optional[str] = Field(
         None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
         description="Run this Python script of yours instead of orch's trainer, on every replica, in orch's image. "
-                    "Its folder is mounted read-only; each replica runs in its own output folder, with TF_CONFIG "
-                    "and the data mount set. Arguments after `--` go to the script.",
+                    "The replicas see a copy of its folder (or of --source), made when the run starts; each runs "
+                    "in its own output folder, with TF_CONFIG and the data mount set. Arguments after `--` go to "
+                    "the script.",
+    )
+    source: Optional[str] = Field(
+        None, max_length=4096, json_schema_extra=flag(default_text="the script's folder"),
+        description="With --script: the folder copied for the replicas, for a script that imports sibling modules; "
+                    "it must hold the script. Refused: /, a home folder, a folder holding orch's runs or results, "
+                    "or more than $ORCH_SOURCE_LIMIT_MB (64) MiB.",
     )
     script_args: tuple[str, ...] = Field((), max_length=256, json_schema_extra=NO_FLAG,
                                          description="arguments for the script (after `--` on the command line)")
@@ -261,6 +268,9 @@ class JobSpec(BaseModel):
                              "relative one absolute)")
         if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
             raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
+        if self.source is not None and (self.script is None or not re.fullmatch(r"/[^\x00-\x1f\x7f]*", self.source)):
+            raise ValueError("source: --source names the folder copied for --script; pass --script too"
+                             if self.script is None else f"source: {self.source[:80]!r} is not an absolute path")
         if self.script_args and self.script is None:
             raise ValueError("script_args: arguments after `--` are for --script")
         self.backend_options.check_job(self)
