@@ -1,5 +1,6 @@
 """The Swarm backend without an engine: stack files pinned by golden files and checked key by key, names and
-addresses, the tasks' states as the Engine API reports them, and the engine calls against fakes."""
+addresses, the tasks' states as the Engine API reports them, and the engine calls against fakes (the `docker
+stack` command lines themselves: test_docker_cli.py)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,6 @@ from orchestrator.backends.swarm import (
     replica_states,
     stack_name,
 )
-from orchestrator.docker.engine import Engine
 from orchestrator.errors import DockerError, ImageMissing, InvalidSpec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
@@ -416,47 +416,6 @@ def test_cancel_runs_every_step_when_one_fails_and_raises_the_first_failure():
 
 def test_the_registry_knows_swarm():
     assert isinstance(get("swarm"), SwarmBackend) and get("swarm").reports_on_stdout
-
-
-# -- the engine's stack commands ---------------------------------------------------------------------------
-class Runner:
-    def __init__(self, *results):
-        self.results, self.argvs = list(results), []
-
-    def __call__(self, argv, timeout):
-        self.argvs.append(argv)
-        code, err = self.results.pop(0) if self.results else (0, "")
-        return SimpleNamespace(returncode=code, stdout="", stderr=err)
-
-
-def test_stack_deploy_says_detach_where_the_cli_knows_it(tmp_path):
-    runner = Runner((1, "unknown flag: --detach\nSee 'docker stack deploy --help'."), (0, ""))
-    Engine(client=object(), runner=runner).stack_deploy(tmp_path / "stack.yml", "orch-r")
-    first, second = runner.argvs
-    assert first == ["docker", "stack", "deploy", "--compose-file", str(tmp_path / "stack.yml"), "--resolve-image",
-                     "never", "--detach=true", "orch-r"]
-    assert second == [a for a in first if a != "--detach=true"]
-    modern = Runner((0, ""))
-    Engine(client=object(), runner=modern).stack_deploy(tmp_path / "s.yml", "orch-r", "always", registry_auth=True)
-    assert "--with-registry-auth" in modern.argvs[0] and len(modern.argvs) == 1
-
-
-def test_stack_errors_are_translated():
-    with pytest.raises(DockerError, match="this engine is not a swarm manager"):
-        Engine(client=object(), runner=Runner((1, "Error response from daemon: This node is not a swarm manager."))
-               ).stack_rm("orch-r")
-    Engine(client=object(), runner=Runner((1, "Nothing found in stack: orch-r"))).stack_rm("orch-r")
-    # Captured from Docker 20.10: the services are gone, the network waits for their tasks (the caller removes it).
-    in_use = ("Removing service orch-r_worker-0\nRemoving network orch-r_cluster\n"
-              "Failed to remove network 7994pksjltss: Error response from daemon: rpc error: code = "
-              "FailedPrecondition desc = network 7994pksjltss is in use by task 9clh8wo39jnvfailed to remove some "
-              "resources from stack: orch-r")
-    Engine(client=object(), runner=Runner((1, in_use))).stack_rm("orch-r")
-    with pytest.raises(DockerError, match="stack rm failed"):
-        Engine(client=object(), runner=Runner((1, "Failed to remove service orch-r_worker-0: boom\n" + in_use))
-               ).stack_rm("orch-r")
-    with pytest.raises(DockerError, match="stack deploy failed: boom"):
-        Engine(client=object(), runner=Runner((1, "boom"))).stack_deploy(Path("s.yml"), "orch-r")
 
 
 def test_the_overlay_mtu_must_fit_the_nodes_interface_with_vxlans_50_bytes():

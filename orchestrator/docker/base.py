@@ -3,8 +3,7 @@ and the helpers every part of the boundary shares. The parts are mixed into ``En
 from __future__ import annotations
 
 import os
-import subprocess
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 from orchestrator.errors import DockerError, EngineUnreachable, ImageMissing
 
@@ -15,7 +14,7 @@ COMPOSE_QUICK = 30
 STACK_DEPLOY_TIMEOUT = 300  # creating a stack's services and network; the tasks start in the background
 STACK_RM_TIMEOUT = 120  # the services' removal is asked for; the tasks stop in the background
 IMAGE_RUN_TIMEOUT = 3600  # an image's install step in a container, and the commit of its layer (gigabytes)
-COPY_TIMEOUT = 1800  # `docker save | docker load` of a trainer image (1.4 GB) to another engine
+COPY_TIMEOUT = 1800  # `docker save` and `docker load` of a trainer image (1.4 GB) to another engine
 ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
 
 
@@ -25,11 +24,10 @@ def engine_address() -> str:
 
 
 class EngineBase:
-    """The SDK client and the CLI runner, both injectable, and the calls every part shares."""
+    """The SDK client, injectable, and the calls every part shares."""
 
-    def __init__(self, client: Any = None, runner: Optional[Callable[[list[str], float], Any]] = None) -> None:
+    def __init__(self, client: Any = None) -> None:
         self._client = client
-        self._runner = runner or run_command
 
     # -- clients -------------------------------------------------------------------------------
     @property
@@ -78,7 +76,6 @@ def lines(chunks: Iterator[bytes]) -> Iterator[str]:
         yield buffered.decode("utf-8", "replace")
 
 
-
 def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
@@ -86,8 +83,3 @@ def first_line(exc: BaseException) -> str:
 def last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1][:300]
 
-
-def run_command(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run a CLI command with no input, capturing its output; killed once ``timeout`` passes."""
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                          timeout=timeout)

@@ -1,9 +1,10 @@
 """The one Docker boundary: every Docker Engine and CLI call goes through ``Engine``.
 
 The Docker SDK (engine API, HTTP calls bounded by a client timeout) serves images, containers and logs;
-the `docker compose` v2 CLI runs as a subprocess with a time limit on every call. The SDK client is
-created lazily; both it and the command runner can be injected, so tests can pass fakes. Errors are
-translated into orch's own, with a hint of what to do.
+the docker CLI's verbs (`docker compose`, `docker stack`, images saved and loaded on another context's
+engine) go through python-on-whales, each call under a time limit. The SDK client is created lazily and
+can be injected, so tests can pass a fake; tests of the CLI's verbs put a fake `docker` first on PATH.
+Errors are translated into orch's own, with a hint of what to do.
 
 ``Engine`` mixes the boundary's parts, one module each: ``base`` (the client, errors and time limits),
 ``images``, ``containers``, ``cli`` (compose, stack, other contexts) and ``swarm``.

@@ -1,6 +1,6 @@
 """`orch push`: orch's images, and a data set inside them, copied to another engine (a swarm node with no
-registry) through a Docker context: `docker save | docker --context NAME load`, skipped where that engine has
-the same image already."""
+registry) through a Docker context: `docker save` into a file in orch's cache, then `docker --context NAME load`
+of it, skipped where that engine has the same image already."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,8 +48,8 @@ def push(contexts: list[str], dataset: Optional[str] = None, image: Optional[str
             say(f"{wanted} is already on context {context}")
             out.append(Pushed(wanted, context, False))
             continue
-        say(f"copying {wanted} to context {context} (docker save | docker load)")
-        engine.copy_image(wanted, context)
+        say(f"copying {wanted} to context {context} (docker save, then docker load)")
+        engine.copy_image(wanted, context, paths.cache)
         if engine.context_image_id(context, wanted) != local:
             raise ImageMissing(f"{wanted} did not arrive on context {context} as the same image")
         out.append(Pushed(wanted, context, True))
