@@ -32,8 +32,9 @@ def k8s_plan(**fields):
     return plan(make_spec(backend="k8s", **{"run_id": "golden", **fields}), PATHS)
 
 
-def documents(text: str) -> list[dict]:
-    return [d for d in yaml.safe_load_all(text) if d is not None]
+def documents(text: str, policy: bool = False) -> list[dict]:
+    """The manifests of ``text``; without the job's NetworkPolicy (its own tests read it) unless ``policy``."""
+    return [d for d in yaml.safe_load_all(text) if d is not None and (policy or d["kind"] != "NetworkPolicy")]
 
 
 def job_templates(doc: dict) -> list[dict]:
@@ -49,11 +50,10 @@ def job_templates(doc: dict) -> list[dict]:
 def validate(text: str) -> list[dict]:
     """Validate every manifest of ``text`` against the Kubernetes schemas (a JobSet, a CRD kubernetes-validate
     has no schema for, through its Job templates); return the documents."""
-    docs = documents(text)
-    for doc in docs:
+    for doc in documents(text, policy=True):
         for part in job_templates(doc) if doc["kind"] == "JobSet" else [doc]:
             kubernetes_validate.validate(part, K8S_VERSION, strict=True)
-    return docs
+    return documents(text)
 
 
 def _golden(name: str, text: str) -> str:
@@ -305,3 +305,28 @@ def test_the_plan_keeps_the_backend():
     p = k8s_plan(workers=2)
     assert p.backend == "k8s" and p.artifact_name == "k8s.yml"
     assert dataclasses.replace(p, artifact="").engine_name == "orch-golden"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_network_policy_lets_the_jobs_pods_reach_each_other_and_dns_only(kind):
+    p = k8s_plan(workers=3, k8s_kind=kind, framework="torch")
+    validate(p.artifact)
+    docs = documents(p.artifact, policy=True)
+    assert docs[0]["kind"] == "NetworkPolicy"  # applied before any pod can start, deleted last
+    spec = docs[0]["spec"]
+    own = {"podSelector": {"matchLabels": {"orch.run": "orch-golden"}}}
+    assert spec["podSelector"] == own["podSelector"] and spec["policyTypes"] == ["Ingress", "Egress"]
+    assert [rule["from"] for rule in spec["ingress"]] == [[own]]
+    assert [rule["to"] for rule in spec["egress"]] == [[own], [{"namespaceSelector": {},
+                                                              "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]]
+    assert {port["port"] for port in spec["egress"][1]["ports"]} == {53}
+    for job in (d for d in docs if d["kind"] in ("Job", "JobSet")):  # every pod carries the label selected
+        text = json.dumps(job)
+        assert '"orch.run": "orch-golden"' in text
+
+
+def test_every_empty_dir_has_a_size_limit():
+    for kind in KINDS:
+        for pod in pod_specs(documents(k8s_plan(workers=2, k8s_kind=kind, dataset="mnist").artifact)):
+            dirs = [v for v in pod["volumes"] if "emptyDir" in v]
+            assert dirs and all(v["emptyDir"].get("sizeLimit") for v in dirs), dirs

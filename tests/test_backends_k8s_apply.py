@@ -98,11 +98,12 @@ def test_a_run_is_applied_watched_through_its_pods_logs_and_removed(tmp_path):
                       logs={f"{object_name(p.spec.run_id)}-{i}": records(i) for i in range(2)})
     info = h.apply(p, KubernetesBackend(api=api))
     assert info.state == RunState.SUCCEEDED
-    assert [d["kind"] for d in api.created] == ["Service", "Job"]  # exactly the rendered manifests, in order
+    assert [d["kind"] for d in api.created] == ["NetworkPolicy", "Service", "Job"]  # as rendered, in order
     assert api.created == documents_of(p.artifact)
     assert [w["test_accuracy"] for w in info.workers] == [0.9, 0.9]  # copied from each pod's log
     assert [w["exit_code"] for w in info.workers] == [0, 0]
-    assert api.deleted == [("Job", object_name(p.spec.run_id)), ("Service", object_name(p.spec.run_id))]
+    assert api.deleted == [("Job", object_name(p.spec.run_id)), ("Service", object_name(p.spec.run_id)),
+                           ("NetworkPolicy", object_name(p.spec.run_id))]
 
 
 def test_pods_map_to_replicas_of_each_role():

@@ -53,6 +53,7 @@ DATA_IMAGE_DIR = contract.IMAGE_DATA_DIR  # where a data image holds the prepare
 TMP_SIZE = "512Mi"  # as Compose's tmpfs
 SHM_SIZE = "64Mi"  # Docker's default /dev/shm
 RUN_SIZE = "1Gi"  # a replica's own folder: predictions, the done marker
+DATA_SIZE = "1Gi"  # the prepared data set the init container copies (the largest, Fashion-MNIST's, is about 55 MB)
 # Exit codes that are the program's own verdict (orch's supervisor never retries them); 129-255 are signals.
 PROGRAM_EXIT_CODES = list(range(1, 129))
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -94,7 +95,9 @@ def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
 def render(plan: "Plan") -> str:
     """The manifests of ``plan``, with comment lines above saying what they need."""
     spec = plan.spec
-    documents = [_jobset(plan)] if spec.backend_options.k8s_kind == "jobset" else [_service(plan), _job(plan)]
+    # The policy first: no pod of the job runs before it does (and `cancel` deletes it last).
+    documents = [_network_policy(plan)] + (
+        [_jobset(plan)] if spec.backend_options.k8s_kind == "jobset" else [_service(plan), _job(plan)])
     return "\n".join(_notes(plan)) + "\n" + yaml.dump_all(
         documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, explicit_start=True, width=120)
 
@@ -134,6 +137,26 @@ def _service(plan: "Plan") -> dict[str, Any]:
             "publishNotReadyAddresses": True,
             "selector": {LABEL_RUN: object_name(plan.spec.run_id)},
             "ports": [{"name": "rendezvous", "port": port, "targetPort": port}],
+        },
+    }
+
+def _network_policy(plan: "Plan") -> dict[str, Any]:
+    """The job's pods talk to each other and to the cluster's DNS, and to nothing else; nothing else reaches them.
+
+    The rendezvous and all-reduce servers (TensorFlow's gRPC, gloo, MPI) have no authentication. Peers may use
+    any TCP port of each other: gloo's pairs and MPI's TCP transport listen on ports the OS picks."""
+    own = {"podSelector": {"matchLabels": {LABEL_RUN: object_name(plan.spec.run_id)}}}
+    dns = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(plan),
+        "spec": {
+            **own,
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [own], "ports": [{"protocol": "TCP", "port": 1, "endPort": 65535}]}],
+            "egress": [{"to": [own], "ports": [{"protocol": "TCP", "port": 1, "endPort": 65535}]},
+                       {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}],
         },
     }
 
@@ -308,7 +331,7 @@ def _volumes(spec: "JobSpec", shm_mb: int) -> list[dict[str, Any]]:
     shared = ({"persistentVolumeClaim": {"claimName": claim}} if claim
               else {"emptyDir": {"sizeLimit": RUN_SIZE}})  # pod-local: no restarts (the spec refuses them)
     return [
-        {"name": "data", "emptyDir": {}},
+        {"name": "data", "emptyDir": {"sizeLimit": DATA_SIZE}},
         {"name": "run", "emptyDir": {"sizeLimit": RUN_SIZE}},
         {"name": "shared", **shared},
         {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": TMP_SIZE}},

@@ -38,6 +38,7 @@ class KubeApi:
         self._client = client.ApiClient()
         self.core, self.batch = client.CoreV1Api(self._client), client.BatchV1Api(self._client)
         self.custom = client.CustomObjectsApi(self._client)
+        self.networking = client.NetworkingV1Api(self._client)
 
     def check(self) -> None:
         """Raise unless the API server answers."""
@@ -51,6 +52,8 @@ class KubeApi:
             self.batch.create_namespaced_job(ns, doc)
         elif kind == "JobSet":
             self.custom.create_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL, doc)
+        elif kind == "NetworkPolicy":
+            self.networking.create_namespaced_network_policy(ns, doc)
         else:
             raise ValueError(f"orch renders no {kind}")
 
@@ -90,6 +93,8 @@ class KubeApi:
             elif kind == "JobSet":
                 self.custom.delete_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.namespace,
                                                             JOBSET_PLURAL, name, body=body)
+            elif kind == "NetworkPolicy":
+                self.networking.delete_namespaced_network_policy(name, self.namespace)
         except ApiException as exc:
             if exc.status != 404:  # already gone is what was wanted
                 raise
