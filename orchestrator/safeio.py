@@ -2,7 +2,10 @@
 
 Reading: everything a container wrote is input, not state. ``read_bounded`` and ``Tail`` open a name
 relative to a folder orch made, refuse links and anything but a regular file, never block (a FIFO is
-refused, not waited on), and read at most a given number of bytes.
+refused, not waited on), and read at most a given number of bytes. ``append_bounded``, the one way orch
+appends to a file in a folder a container can write, opens it the same way and appends up to a limit.
+
+Removing what a container left: ``safetree.remove_tree``.
 
 Writing: ``atomic_write`` writes a unique temporary file in the target's folder, fsyncs it, renames it
 over the target and fsyncs the folder, so a crash or a full disk leaves the old file or the new one,
@@ -23,6 +26,7 @@ from typing import Any, Callable, Iterator, Optional
 from orchestrator.errors import OrchError
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -30,16 +34,19 @@ class Unsafe(Exception):
     """A file a container wrote is not something orch will read: a link, a FIFO, a device, too large."""
 
 
-def _open_regular(path: Path) -> int:
-    """An fd of ``path`` opened without following a link in its last part, checked to be a regular file.
+def _open_regular(path: Path, flags: int = _READ_FLAGS, mode: int = 0o644) -> int:
+    """An fd of ``path`` opened (non-blocking) without following a link in its last part, checked to be a
+    regular file.
 
     The folders above it are orch's own (the run directory and the replica folders it created and
     mounted); a container cannot replace them, since a mount point cannot be renamed or removed."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path, flags, mode)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise Unsafe(f"{path.name} is a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a FIFO no one reads, opened for writing without blocking
+            raise Unsafe(f"{path.name} is not a regular file") from None
         raise
     try:
         mode = os.fstat(fd).st_mode
@@ -80,6 +87,22 @@ def read_json_bounded(path: Path, limit: int = 1 << 20) -> Optional[Any]:
         return None if data is None else json.loads(data)
     except (Unsafe, OSError, ValueError, RecursionError):
         return None
+
+
+def append_bounded(path: Path, data: bytes, limit: int) -> bool:
+    """Append ``data`` to regular file ``path`` (made, mode 0644, if missing) unless the file would grow past
+    ``limit`` bytes: True if written, False if not. Unsafe if it is a link or not a regular file; never blocks
+    (a FIFO is refused, not waited on for a reader)."""
+    fd = _open_regular(path, _APPEND_FLAGS)
+    try:
+        if os.fstat(fd).st_size + len(data) > limit:
+            return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        return True
+    finally:
+        os.close(fd)
 
 
 def mtime(path: Path) -> float:
@@ -192,3 +215,4 @@ def locked(folder: Path, what: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+

@@ -110,8 +110,9 @@ def stage(at: float, name: str, **fields: Any) -> Step:
     return event(at, contract.EVENT_START, stage=name, **fields)
 
 
-def heartbeat(at: float) -> Step:
-    return Step(at, "heartbeat")
+def heartbeat(at: float, when: Optional[float] = None) -> Step:
+    """The heartbeat file touched at ``at``; ``when`` forges its time (e.g. one in the future)."""
+    return Step(at, "heartbeat", payload=None if when is None else {"time": when})
 
 
 def heartbeats(start: float, stop: float, every: float = 1.0) -> list[Step]:
@@ -407,7 +408,8 @@ class FakeBackend(Backend):
         elif step.kind == "heartbeat":
             path = folder / contract.HEARTBEAT_FILE
             path.touch()
-            os.utime(path, (when, when))
+            stamp = (step.payload or {}).get("time", when)
+            os.utime(path, (stamp, stamp))
         elif step.kind == "result":
             workers = len(self.keys)
             payload = {"v": contract.CONTRACT_VERSION, "worker": r.key[1], "num_workers": workers,
@@ -433,7 +435,7 @@ class FakeBackend(Backend):
             self.written.append((r.key, line))
             self.print_record(r.key, contract.EVENTS_FILE, json.dumps(line, separators=(",", ":")), when)
         elif step.kind == "heartbeat":
-            self.print_record(r.key, contract.HEARTBEAT_FILE, f"{when:.3f}", when)
+            self.print_record(r.key, contract.HEARTBEAT_FILE, f"{(step.payload or {}).get('time', when):.3f}", when)
         else:
             payload = step.payload or {}
             if step.kind == "result":

@@ -344,3 +344,43 @@ def test_collect_into_a_folder_another_orch_writes_fails_at_once_and_writes_noth
         with pytest.raises(FolderBusy) as info:
             collect(["busy"], paths=paths)
     assert "\n" not in info.value.message and not (paths.results / "busy").exists()
+
+
+# -- numbers out of range ---------------------------------------------------------------------------------------
+HUGE = "1" + "0" * 400  # as a container writes it into its JSON: Python reads it as an int of 401 digits
+
+
+def test_numbers_out_of_range_are_refused_and_collect_plots_the_rest(tmp_path):
+    """Epoch and sample counts of 10**400, a loss of 1e300 and a time of 1e400 (infinity) in a worker's events and
+    result: refused at the contract, each in one line, so no sum, mean, ratio or plot meets them."""
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    run = _fake_run(paths, "huge")
+    folder = run.replica_dir(("worker", 0))
+    with open(folder / contract.EVENTS_FILE, "a") as f:
+        f.write(_event(0, "epoch", 125.0, epoch=3, loss=0.3, samples=1900).replace('"samples": 1900', f'"samples": {HUGE}') + "\n")
+        f.write(_event(0, "epoch", 126.0, epoch=4, loss=1e300, samples=1900) + "\n")
+        f.write(_event(0, "epoch", 127.0, epoch=5, samples=1900).replace('"epoch": 5', f'"epoch": {HUGE}') + "\n")
+        f.write(_event(0, "epoch", 128.0, epoch=6, samples=1900).replace('"time": 128.0', '"time": 1e400') + "\n")
+    result = json.loads((folder / contract.RESULT_FILE).read_text())
+    (folder / contract.RESULT_FILE).write_text(
+        json.dumps({**result, "samples_per_epoch": [0, 0]}).replace("[0, 0]", f"[{HUGE}, {HUGE}]"))
+    [summary] = collect(["huge"], paths=paths)
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["epochs_completed"] == 2 and summary["loss_curve"] == [0.9, 0.4]  # only the valid epochs
+    assert summary["workers"][0]["train_seconds"] is None and summary["workers"][1]["train_seconds"] == 31.0
+    [warning] = summary["warnings"]
+    assert warning.startswith("worker-0: the result of worker-0 is refused: samples_per_epoch.0: ")
+    assert "\n" not in warning and HUGE not in warning
+    assert "training.png" in summary["files"] and "cpu.png" in summary["files"]
+
+
+def test_extreme_numbers_within_range_give_no_infinite_rate(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    run = _fake_run(paths, "tiny")
+    for i in (0, 1):
+        path = run.replica_dir(("worker", i)) / contract.RESULT_FILE
+        path.write_text(json.dumps({**json.loads(path.read_text()), "train_seconds": 1e-300,
+                                    "samples_per_epoch": [10**12] * 10_000}))
+    [summary] = collect(["tiny"], paths=paths)
+    assert summary["samples_per_second"] is None and summary["train_seconds"] == 1e-300
+    assert "Infinity" not in (tmp_path / "results" / "tiny" / "summary.json").read_text()

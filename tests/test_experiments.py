@@ -402,3 +402,58 @@ def test_bad_setups_name_the_problem(text, needle):
     with pytest.raises(InvalidSpec) as exc:
         expand(parse(text))
     assert needle in exc.value.message and "\n" not in exc.value.message
+
+
+# -- bounds and bad cells ---------------------------------------------------------------------------------
+def _many_cells(setups: int, values: int, repeats: int) -> str:
+    """An experiment file of setups × values × repeats cells, each setup a seed and each value a learning rate."""
+    return ("name: big\nbase: {dataset: synthetic}\n"
+            f"setups: [{', '.join(f'{{seed: {i}}}' for i in range(setups))}]\n"
+            f"grid: {{learning_rate: [{', '.join(f'0.{i + 1:04d}' for i in range(values))}], "
+            f"prefetch: [{', '.join(str(i) for i in range(1, 11))}]}}\nrepeats: {repeats}\n")
+
+
+@pytest.mark.parametrize("setups, values, repeats", [(3, 40, 1), (50, 50, 20)])  # 1,200 and 500,000 cells
+def test_the_cells_of_a_file_are_bounded_before_any_work_in_one_line(setups, values, repeats):
+    text = _many_cells(setups, values, repeats)
+    assert len(text) < 2048
+    started = time.monotonic()
+    with pytest.raises(InvalidSpec) as info:
+        parse(text, "big.yaml")
+    total = setups * values * 10 * repeats
+    message = info.value.message
+    assert f"{total:,} cells" in message and f"at most {experiment_file.MAX_TOTAL_CELLS:,}" in message, message
+    assert message.startswith("big.yaml: ") and "\n" not in message and time.monotonic() - started < 1.0
+
+
+def test_the_bound_holds_in_quick_mode_too_and_a_file_at_the_bound_is_valid():
+    at_bound = _many_cells(10, 10, 1)  # 10 × 100 = 1,000 cells
+    assert len(expand(parse(at_bound))) == experiment_file.MAX_TOTAL_CELLS
+    with pytest.raises(InvalidSpec, match="quick: .*2,000 cells"):
+        parse(at_bound.replace("repeats: 1", "repeats: 1\nquick: {repeats: 2}"))
+
+
+def test_an_unexpected_error_in_a_cell_fails_that_cell_and_the_sweep_goes_on(monkeypatch, tmp_path):
+    started, said = [], []
+
+    def on_up(spec):
+        if spec.workers == 2:
+            raise RecursionError("maximum recursion depth exceeded\nwhile removing shared/")
+
+    _fake_sweep(monkeypatch, started, on_up=on_up)
+    faked = experiments.collect
+
+    def collect(run_ids, out_root=None, paths=None):
+        if "workers3" in run_ids[0]:
+            raise OverflowError("int too large to convert to float")
+        return faked(run_ids, out_root=out_root, paths=paths)
+
+    monkeypatch.setattr(experiments, "collect", collect)
+    exp = parse("name: bad\nbase: {dataset: synthetic, epochs: 1, samples: 6000}\ngrid: {workers: [1, 2, 3]}\n")
+    out, cells = experiments.run(exp, paths=_paths(tmp_path), say=said.append)
+    assert len(started) == 3 and [c["state"] for c in cells.values()] == ["succeeded", "failed", "succeeded"]
+    failed = cells["workers2-r0"]
+    assert failed["error"] == "internal error: RecursionError: maximum recursion depth exceeded\\nwhile removing shared/"
+    assert cells["workers3-r0"]["collect_error"] == "internal error: OverflowError: int too large to convert to float"
+    assert any(line.startswith("cell workers2-r0 failed: internal error: RecursionError") for line in said)
+    assert "## Failed cells" in (out / "report.md").read_text()

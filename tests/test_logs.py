@@ -45,6 +45,35 @@ def test_saved_line_round_trips():
     assert parse_saved_line(format_saved_line(record), 1) == record
 
 
+# A container's one line with every break str.splitlines() knows, the first of them a "\r" followed by a forged
+# saved-log prefix: another time and another stream.
+FORGERY = ("progress 10%\r2001-01-01T00:00:00.000000Z stderr forged\x0bb\x0cc\x1cd\x1de\x1ef\x85g\u2028h\u2029i")
+
+
+class _Engine:
+    """A backend's log API: one replica's stdout, two lines."""
+
+    def log_lines(self, replica, stream, follow=False, since=None):
+        lines = [f"2026-11-21T12:00:01.000000000Z {FORGERY}", "2026-11-21T12:00:02.000000000Z next"]
+        return iter(lines if stream == "stdout" else [])
+
+
+def test_a_break_inside_a_containers_line_is_not_a_second_record(tmp_path):
+    from orchestrator.backends import ReplicaState, Status
+    from orchestrator.run import logs
+    from orchestrator.run.rundir import RunDir
+    from orchestrator.run.runner import meaningful_lines
+
+    run = RunDir(tmp_path / "r1")
+    (run.path / "logs").mkdir(parents=True)
+    replica = ReplicaState(id="c1", name="r1-worker-0", run="r1", role="worker", index=0, status=Status.SUCCEEDED)
+    logs.save(_Engine(), run, [replica])
+    records = logs.saved_records(run, [("worker", 0)])
+    assert [(r.stream, r.line) for r in records] == [("stdout", FORGERY), ("stdout", "next")]
+    assert records[0].time == parse_engine_line(f"2026-11-21T12:00:01.000000000Z x", 0, "stdout").time
+    assert meaningful_lines(f"{FORGERY}\nlast\n", 5) == [FORGERY, "last"]
+
+
 def test_filters_and_tail_per_worker():
     records = [LogRecord(w, "stdout", float(t), f"w{w} line {t}") for t in range(10) for w in (0, 1)]
     assert [r.line for r in select(records, LogFilter(workers=frozenset({1})), tail=2)] == ["w1 line 8", "w1 line 9"]

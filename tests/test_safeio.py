@@ -5,13 +5,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator import safeio
+from orchestrator import safeio, safetree
 from orchestrator.safeio import (
     FolderBusy,
     Tail,
@@ -28,8 +29,9 @@ def _temps(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
-def _within(seconds: float, fn, fifo: Path = None):
-    """``fn()`` in a thread that must end within ``seconds``; on a hang, a writer on ``fifo`` frees it."""
+def _within(seconds: float, fn, fifo: Path = None, reader: Path = None):
+    """``fn()`` in a thread that must end within ``seconds``; on a hang, a writer on ``fifo`` (or a reader on
+    ``reader``) frees it."""
     out: dict = {}
 
     def target():
@@ -44,6 +46,8 @@ def _within(seconds: float, fn, fifo: Path = None):
     if thread.is_alive():
         if fifo is not None:
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        if reader is not None:
+            os.close(os.open(reader, os.O_RDONLY | os.O_NONBLOCK))
         pytest.fail(f"blocked for more than {seconds} s")
     if "error" in out:
         raise out["error"]
@@ -221,3 +225,184 @@ def test_tail_stops_at_a_file_that_shrank(tmp_path):
     assert tail.read() == [b"a", b"b"]
     path.write_bytes(b"c\n")
     assert tail.read() == [] and "shrank" in tail.refused
+
+
+# -- appending to a file a container can reach -----------------------------------------------------------
+def test_append_bounded_appends_to_a_regular_file_within_its_limit(tmp_path):
+    path = tmp_path / "events.jsonl"
+    assert safeio.append_bounded(path, b"a\n", limit=4) is True
+    assert safeio.append_bounded(path, b"b\n", limit=4) is True
+    assert safeio.append_bounded(path, b"c\n", limit=4) is False  # the file would pass its limit: not written
+    assert path.read_bytes() == b"a\nb\n" and path.stat().st_mode & 0o777 == 0o644
+
+
+def test_append_bounded_refuses_a_fifo_a_link_and_a_device_without_blocking(tmp_path):
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(Unsafe, match="not a regular file"):
+        _within(2, lambda: safeio.append_bounded(fifo, b"x\n", 1 << 20), reader=fifo)
+    (tmp_path / "victim").write_text("keep")
+    for name, target in (("link", tmp_path / "victim"), ("null", Path("/dev/null"))):
+        (tmp_path / name).symlink_to(target)
+        with pytest.raises(Unsafe, match="symbolic link"):
+            safeio.append_bounded(tmp_path / name, b"x\n", 1 << 20)
+    assert (tmp_path / "victim").read_text() == "keep"
+
+
+# -- removing a tree a container wrote -------------------------------------------------------------------
+NOBODY = 65534
+DEPTH = 1200  # deeper than the recursion limit: shutil.rmtree raises RecursionError on Python 3.10-3.12
+
+
+def plant_tree(root: Path, outside: Path) -> None:
+    """What a hostile replica can leave in ``root``: a folder DEPTH levels deep (made through folder fds, as a
+    path that long could not be named), folders without permissions at the top and at the bottom, a read-only
+    folder, 2,000 files, odd names, links out of the tree, a FIFO and a file of mode 000."""
+    flags = os.O_RDONLY | os.O_DIRECTORY
+    fd = os.open(root, flags)
+    try:
+        for _ in range(DEPTH):
+            os.mkdir("d", dir_fd=fd)
+            deeper = os.open("d", flags, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+        os.mkdir("locked", dir_fd=fd)
+        os.close(os.open("locked/inside", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        os.chmod("locked", 0, dir_fd=fd)
+    finally:
+        os.close(fd)
+    many = root / "many"
+    many.mkdir()
+    for i in range(2000):
+        (many / f"f{i}").touch()
+    for name in (b"\xff\xfe", b"new\nline", b"-rf", b" ", b"...", b"x" * 255, b"\x1b[2J"):
+        os.close(os.open(os.path.join(bytes(root), name), os.O_WRONLY | os.O_CREAT, 0o644))
+    os.symlink(outside, root / "out")
+    os.symlink(outside / "precious", root / "out-file")
+    os.symlink("/", root / "slash")
+    os.mkfifo(root / "fifo")
+    (root / "mode000").touch()
+    (root / "mode000").chmod(0)
+    readonly = root / "readonly"
+    (readonly / "sub").mkdir(parents=True)
+    (readonly / "sub" / "f").touch()
+    (readonly / "sub").chmod(0o500)
+    readonly.chmod(0o500)
+    closed = root / "closed"
+    (closed / "a" / "b").mkdir(parents=True)
+    (closed / "a" / "b" / "f").touch()
+    closed.chmod(0)
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A folder with a file that a link in a planted tree names; the test's whole tmp_path is removed after
+    it, so that no tree too deep for shutil.rmtree is left for pytest's own clean-up."""
+    keep = tmp_path / "outside"
+    keep.mkdir()
+    (keep / "precious").write_text("x")
+    yield keep
+    safetree.remove_tree(tmp_path)
+
+
+def assert_outside_untouched(keep: Path) -> None:
+    assert sorted(p.name for p in keep.iterdir()) == ["precious"] and (keep / "precious").read_text() == "x"
+    assert (keep / "precious").stat().st_mode & 0o777 != 0o700
+
+
+def test_remove_tree_removes_any_tree_and_follows_no_link(tmp_path, outside):
+    root = tmp_path / "shared"
+    root.mkdir()
+    plant_tree(root, outside)
+    (outside / "precious").chmod(0o640)
+    outside.chmod(0o750)
+    started = time.monotonic()
+    assert _within(60, lambda: safetree.remove_tree(root), reader=root / "fifo") == []
+    assert not root.exists() and time.monotonic() - started < 30
+    assert_outside_untouched(outside)
+    assert outside.stat().st_mode & 0o777 == 0o750  # no permission of what a link names was changed
+
+
+def test_remove_tree_of_a_missing_folder_or_a_link_to_one(tmp_path, outside):
+    assert safetree.remove_tree(tmp_path / "missing") == []
+    (tmp_path / "link").symlink_to(outside)
+    assert safetree.remove_tree(tmp_path / "link") == []
+    assert not (tmp_path / "link").is_symlink()
+    assert_outside_untouched(outside)
+
+
+def _as_owner(fn, *owned: Path):
+    """``fn()``'s JSON-able result, as an unprivileged user that owns ``owned``: under root, in a forked child that
+    becomes nobody (root may remove anything, so a folder of mode 000 would test nothing); else here."""
+    if os.getuid() != 0:
+        return json.loads(json.dumps(fn()))
+    for path in owned:
+        os.chown(path, NOBODY, NOBODY)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.write(write_end, json.dumps({"value": fn()}).encode())
+            status = 0
+        except BaseException as exc:  # noqa: BLE001 - handed to the parent
+            os.write(write_end, json.dumps({"error": repr(exc)}).encode())
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        answer = json.loads(f.read() or b'{"error": "no answer"}')
+    os.waitpid(pid, 0)
+    assert "error" not in answer, answer["error"]
+    return answer["value"]
+
+
+@pytest.fixture
+def public_tmp():
+    """A folder any user can reach, unlike root's tmp_path."""
+    base = Path(tempfile.mkdtemp(prefix="orch-remove-"))
+    base.chmod(0o755)
+    yield base
+    safetree.remove_tree(base)
+
+
+def test_remove_tree_says_what_it_could_not_remove_in_one_line_each(public_tmp):
+    root = public_tmp / "shared"
+    (root / "keep").mkdir(parents=True)
+    (root / "keep" / "f").touch()
+    (root / "gone").touch()
+
+    def remove():
+        (root / "keep").chmod(0o500)
+
+        def refuse(*args, **kwargs):  # as for a folder of another owner
+            raise PermissionError(1, "Operation not permitted")
+
+        chmod, fchmod = os.chmod, os.fchmod
+        os.chmod = os.fchmod = refuse
+        try:
+            return safetree.remove_tree(root)
+        finally:
+            os.chmod, os.fchmod = chmod, fchmod
+            (root / "keep").chmod(0o700)
+
+    left = _as_owner(remove, public_tmp, root, root / "keep", root / "keep" / "f", root / "gone")
+    assert left and all("\n" not in line for line in left) and len(left) <= 5
+    assert any("keep" in line for line in left) and not (root / "gone").exists()
+
+
+def test_remove_tree_as_the_unprivileged_user_that_owns_the_tree(public_tmp, outside):
+    """As orch runs: as the user the replicas ran as, so that folders of mode 000 must be made its own again."""
+    root = public_tmp / "shared"
+    root.mkdir()
+
+    def plant_and_remove():
+        plant_tree(root, outside)
+        return [safetree.remove_tree(root), root.exists()]
+
+    assert _as_owner(plant_and_remove, public_tmp, root) == [[], False]
+    assert_outside_untouched(outside)

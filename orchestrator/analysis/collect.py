@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import zipfile
 from pathlib import Path
 from statistics import mean
@@ -81,13 +82,15 @@ def summarize(run: RunDir) -> Collected:
     events = run.events(keys).read()
     recorded = {(w.get("role", "worker"), w.get("worker")): w for w in info.workers}
     epochs: list[dict[str, Any]] = []
-    per_worker = []
+    per_worker, refused = [], []
     # Replicas that serve rather than train (ps's servers and workers): their cost, with no result.
     serving = [{"role": role, "worker": i, **_container_figures([r for r in stats if (r["role"], r["worker"]) == (role, i)])}
                for role, i in everyone if (role, i) not in keys]
     for key in keys:
         role, i = key
-        result = run.result(key)
+        reasons: list[str] = []
+        result = run.result(key, reasons)
+        refused += [f"{role}-{i}: {reason}" for reason in reasons]
         worker_epochs = _epochs_of(key, events, result.epochs if result else [])
         epochs += worker_epochs
         per_worker.append({
@@ -129,7 +132,8 @@ def summarize(run: RunDir) -> Collected:
         "val_loss": first[-1].get("val_loss") if first else None,  # after the last epoch
         "val_accuracy": first[-1].get("val_accuracy") if first else None,
         "loss_curve": [e.get("loss") for e in first],  # the first worker's training loss per epoch
-        "samples_per_second": round(sum(rates), 2) if rates and len(rates) == len(per_worker) else None,
+        "samples_per_second": round(sum(rates), 2) if rates and len(rates) == len(per_worker)
+        and math.isfinite(sum(rates)) else None,  # finite: a train time of 1e-300 s is a number, not a rate
         **split,  # the first worker's, summed over its epochs, where its trainer measures them
         "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
         "net_bytes": sum(net) if net else None,
@@ -137,7 +141,7 @@ def summarize(run: RunDir) -> Collected:
         "restarts": info.restarts,
         "workers": per_worker,
         "serving": serving,
-        "warnings": [],  # what collect skipped, one line each
+        "warnings": refused,  # what collect skipped, one line each: refused results, unreadable predictions
     }
     return Collected(summary, epochs, stats, events, keys)
 

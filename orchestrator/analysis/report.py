@@ -1,8 +1,8 @@
 """An experiment's report.md: its tables, the machine it was measured on and links to its plots (``plots``).
 
 Pure functions of data collected and aggregated elsewhere: this module reads no run and runs nothing.
-The figures in the report come from ``metrics``. report.md is written atomically (``safeio``): an interrupted or
-failed write leaves the old file whole.
+The figures in the report come from ``metrics``; text a container chose is escaped (``safetext.markdown``).
+report.md is written atomically (``safeio``): an interrupted or failed write leaves the old file whole.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 from orchestrator.analysis import metrics
 from orchestrator.analysis.plots import _line_of, _plots, _scaling_plots, _setup_label
 from orchestrator.safeio import atomic_write
+from orchestrator.safetext import markdown
 
 
 def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -205,8 +206,10 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         lines += [experiment.report.notes.strip(), ""]
     failed = {k: c for k, c in cells.items() if c.get("state") != "succeeded"}
     if failed:
-        lines += ["## Failed cells", ""] + [f"- `{k}` ({c.get('run_id')}): {c.get('error', c.get('state'))}"
-                                            for k, c in failed.items()] + [""]
+        # An error can carry what a container chose (a contract version, an engine's reason): inert Markdown.
+        lines += ["## Failed cells", ""] + [
+            f"- `{k}` ({c.get('run_id')}): {markdown(str(c.get('error', c.get('state'))))}" for k, c in failed.items()
+        ] + [""]
     lines += ["## Cells", "", "| cell | state | run | test accuracy | train s | wall s |", "| --- | --- | --- | --- | --- | --- |"]
     for key, c in cells.items():
         s = c.get("summary") or {}

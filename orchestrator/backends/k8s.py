@@ -101,7 +101,7 @@ class KubernetesBackend(Backend):
         since_seconds = max(1, int(time.time() - since) + 1) if since else None
         if follow:
             return self.api.follow_log(replica.id, since_seconds=since_seconds)
-        return iter(self.api.log(replica.id, since_seconds=since_seconds).splitlines())
+        return iter(self.api.log(replica.id, since_seconds=since_seconds).split("\n"))
 
     def stats_stream(self, replica: ReplicaState) -> Iterator[Usage]:
         return iter(())  # the metrics server is an add-on; orch reads no node's stats

@@ -103,7 +103,7 @@ def _run(argv: Optional[list[str]], env: Environment) -> int:
 def _fail(env: Environment, code: int, message: str, details: str = "") -> int:
     env.error(message)
     if details:
-        env.error("\n".join("  " + line for line in details.splitlines()))
+        env.error("\n".join("  " + line for line in details.rstrip("\n").split("\n")))
     return code
 
 

@@ -97,7 +97,7 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
     plot(rows, out / "allreduce-latency.png")
     env.say(f"wrote {out}/allreduce.md, allreduce.json and allreduce-latency.png")
     if fmt == "json":
-        env.out.print_json(json.dumps(to_json(rows)))
+        env.json(json.dumps(to_json(rows)))
         return
     table = Table("transport", "placement", "ranks", "size", "p50 µs", "p99 µs", "bus GB/s", "vs host")
     for r in rows:

@@ -33,7 +33,7 @@ def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt
     summaries, rows = got.summaries, got.comparison
     if fmt == "json":
         payload: Any = summaries[0] if len(summaries) == 1 else {"runs": summaries, "comparison": rows}
-        env.out.print_json(json.dumps(payload, default=str))
+        env.json(json.dumps(payload, default=str))
         return
     env.out.print(comparison_table(rows))
     if len(summaries) == 1:

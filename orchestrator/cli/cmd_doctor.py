@@ -21,7 +21,7 @@ def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
 
     checks = run_checks(fix=fix)
     if fmt == "json":
-        env.out.print_json(json.dumps([c.__dict__ for c in checks]))
+        env.json(json.dumps([c.__dict__ for c in checks]))
     else:
         env.out.print(checks_table(checks))
     if not all(c.ok for c in checks):

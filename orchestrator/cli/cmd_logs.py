@@ -21,16 +21,24 @@ REPLICA_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_
 @click.option("--grep", "pattern", help="Only lines matching this regular expression.")
 @click.option("--no-color", is_flag=True, help="No colours (also off when stdout is not a terminal).")
 @click.option("--all", "show_all", is_flag=True, help="Include TensorFlow's C++ start-up noise.")
+@click.option("--raw", is_flag=True, help="Write each line as stored, control characters and all; refused on a "
+                                          "terminal (redirect it to a file or a pipe).")
 @pass_env
 def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int, ...], tail: Optional[int],
-         since: Optional[str], pattern: Optional[str], no_color: bool, show_all: bool) -> None:
+         since: Optional[str], pattern: Optional[str], no_color: bool, show_all: bool, raw: bool) -> None:
     """Show every worker's output of RUN (default: the newest run), merged in time order.
 
     Works for running runs (from the engine) and finished ones (from the logs saved in the run
-    directory, so also after `orch down`).
+    directory, so also after `orch down`). A container's control characters and escape sequences are
+    shown visibly (as \\x1b), never sent to the terminal; --raw writes them as they are, to a file or pipe.
     """
     from orchestrator.run.logs import LogFilter, parse_since
     from orchestrator.run.runs import read_logs
+    from orchestrator.safetext import printable
+
+    if raw and env.stdout_isatty:
+        raise click.UsageError("--raw writes a container's bytes as they are, escape sequences and all, and "
+                               "never to a terminal; redirect it: orch logs --raw > FILE")
 
     try:
         grep = re.compile(pattern) if pattern else None
@@ -46,5 +54,10 @@ def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int,
     _, records = read_logs(run, selection, tail=tail, follow=follow)
     colour = not no_color and env.stdout_isatty
     for record in records:
+        if raw:
+            env.stdout.write(f"{record.replica} | {record.line}\n")
+            if follow:
+                env.stdout.flush()
+            continue
         style = REPLICA_COLOURS[record.worker % len(REPLICA_COLOURS)] if colour else ""
-        env.out.print(Text(f"{record.replica} | ", style=style) + Text(record.line), soft_wrap=True)
+        env.out.print(Text(f"{record.replica} | ", style=style) + Text(printable(record.line)), soft_wrap=True)

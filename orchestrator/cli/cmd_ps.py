@@ -20,7 +20,7 @@ def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:
 
     infos = list_runs(list(runs) or None)
     if fmt == "json":
-        env.out.print_json(json.dumps([i.to_dict() for i in infos], default=str))
+        env.json(json.dumps([i.to_dict() for i in infos], default=str))
     elif not infos:
         env.say("no runs yet; start one with `orch up`")
     else:

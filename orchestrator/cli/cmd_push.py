@@ -36,7 +36,7 @@ def push(env: Environment, contexts: tuple[str, ...], dataset: Optional[str], im
     with status:
         pushed = push_images(list(contexts), dataset, image, say=env.say)
     if fmt == "json":
-        env.out.print_json(json.dumps([p.__dict__ for p in pushed]))
+        env.json(json.dumps([p.__dict__ for p in pushed]))
         return
     table = Table("image", "context", "copied")
     for p in pushed:

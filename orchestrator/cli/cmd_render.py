@@ -26,7 +26,7 @@ def render(env: Environment, fmt: str, script_args: tuple[str, ...], requirement
 
     p = make_plan(spec_from(flags, script_args, requirements))
     if fmt == "json":
-        env.out.print_json(json.dumps(p.to_dict()))
+        env.json(json.dumps(p.to_dict()))
     else:
         env.stdout.write(p.artifact)
         env.stdout.flush()

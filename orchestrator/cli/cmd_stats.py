@@ -32,7 +32,7 @@ def stats(env: Environment, run: Optional[str], interval: float, fmt: str) -> No
         snapshot = next(snapshots, {})
         snapshots.close()
         if fmt == "json":
-            env.out.print_json(json.dumps([asdict(s) for s in snapshot.values()]))
+            env.json(json.dumps([asdict(s) for s in snapshot.values()]))
         else:
             env.out.print(stats_table(run_id, snapshot))
         return

@@ -11,13 +11,15 @@ from rich.text import Text
 from orchestrator.cli.env import Environment, pass_env
 from orchestrator.cli.options import format_option, script_options, spec_from, spec_options
 from orchestrator.cli.tables import fmt, runs_table, workers_table
+from orchestrator.safetext import printable
 
 
 class Watcher:
     """Shows each reporting replica's progress on stderr: bars on a terminal, one line per epoch otherwise.
 
     Called with the replica (role, index) and each event model (orchestrator.run.records) it writes. Worker
-    text is never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is.
+    text is never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is, and its control
+    characters visibly (``printable``).
     """
 
     def __init__(self, env: Environment, keys: list[tuple[str, int]], epochs: int) -> None:
@@ -67,7 +69,7 @@ class Watcher:
             self._describe(key, f"{worker} done")
         elif kind == "error":
             self.env.err.print(Text.assemble(("orch:", "dim"), " ", (f"{worker} error:", "red"), " ",
-                                             str(event.message)), soft_wrap=True)
+                                             printable(str(event.message))), soft_wrap=True)
 
 
 @click.command()
@@ -99,7 +101,7 @@ def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_a
         env.out.print(Text(info.run_id))
         return
     if fmt == "json":
-        env.out.print_json(json.dumps(info.to_dict(), default=str))
+        env.json(json.dumps(info.to_dict(), default=str))
         return
     env.out.print(runs_table([info]))
     env.out.print(workers_table(info.workers))

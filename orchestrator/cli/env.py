@@ -13,6 +13,8 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from orchestrator.safetext import printable
+
 # Off a terminal rich would wrap at 80 columns; a log file or pipe wants whole lines instead.
 PIPE_WIDTH = 200
 
@@ -61,12 +63,17 @@ class Environment:
         return self.err.file
 
     def say(self, text: str) -> None:
-        """A progress line on stderr, ``orch: text``; ``text`` is plain (brackets in it are not markup)."""
-        self.err.print(Text.assemble(("orch:", "dim"), " ", text), soft_wrap=True)
+        """A progress line on stderr, ``orch: text``; ``text`` is plain (brackets in it are not markup), and a
+        container's part of it is shown safely (``printable``)."""
+        self.err.print(Text.assemble(("orch:", "dim"), " ", printable(text)), soft_wrap=True)
 
     def error(self, text: str) -> None:
-        """A one-line error on stderr, plain."""
-        self.err.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        """A one-line error on stderr, plain and ``printable``."""
+        self.err.print(printable(text), markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+    def json(self, text: str) -> None:
+        """JSON on stdout with every character beyond ASCII escaped: the data whole, nothing a terminal reads."""
+        self.out.print_json(text, ensure_ascii=True)
 
 
 # `@pass_env` hands a command the context's Environment (a default one if the CLI was run without main).

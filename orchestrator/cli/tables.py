@@ -1,10 +1,13 @@
-"""The tables the verbs print on stdout. Every cell is plain text: values never pass through markup."""
+"""The tables the verbs print on stdout. Every cell is plain text: values never pass through markup, and are
+shown safely (``printable``)."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
 from rich.table import Table
 from rich.text import Text
+
+from orchestrator.safetext import printable
 
 
 def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
@@ -13,7 +16,7 @@ def fmt(value: Any, spec: str = ".2f", suffix: str = "") -> str:
 
 
 def _cells(*values: Any) -> list[Text]:
-    return [v if isinstance(v, Text) else Text(str(v)) for v in values]
+    return [v if isinstance(v, Text) else Text(printable(str(v))) for v in values]
 
 
 def _spec_value(spec: Any, name: str) -> str:

@@ -21,13 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.errors import InvalidSpec
 from orchestrator.run.scripts import absolute
 from orchestrator.safeio import Unsafe, read_bounded
+from orchestrator.safetext import one_line
 from orchestrator.spec import flat_field_names, make_spec, shown
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
 MAX_BYTES = 64 << 10  # of an experiment file (a valid one is at most ~40 KiB); pure-Python YAML reads it in < 1 s
 MAX_DEPTH = 32  # nesting of its YAML
 MAX_MESSAGE = 400  # characters of an error about it
-MAX_VALUES, MAX_CELLS, MAX_REPEATS = 50, 500, 20
+MAX_VALUES, MAX_CELLS, MAX_REPEATS, MAX_TOTAL_CELLS = 50, 500, 20, 1000  # a grid's cells; a file's, all told
 TOKEN_HEX = 4  # the random suffix of a run id; expand validates with as many zeros
 # Flat field names, as make_spec takes them: the generic fields and the framework's options. A run id is
 # made per cell; roles follow from workers.
@@ -141,9 +142,9 @@ class Cell:
     fields: dict[str, Any]
 
 
-def check_grid(grid: Mapping[str, list[Any]]) -> None:
-    """ValueError (one line) unless every axis is sweepable with 1 to 50 values of distinct cell keys, and the
-    grid has at most 500 cells."""
+def check_grid(grid: Mapping[str, list[Any]], times: int = 1) -> None:
+    """ValueError (one line) unless every axis is sweepable with 1 to 50 values of distinct cell keys, the grid
+    has at most 500 cells, and those ``times`` (setups × repeats) at most MAX_TOTAL_CELLS: before any work."""
     cells = 1
     for key, values in grid.items():
         if key not in SWEEPABLE:
@@ -156,6 +157,8 @@ def check_grid(grid: Mapping[str, list[Any]]) -> None:
         cells *= len(values)
     if cells > MAX_CELLS:
         raise ValueError(f"the grid has {cells} cells; at most {MAX_CELLS}")
+    if cells * times > MAX_TOTAL_CELLS:
+        raise ValueError(f"{cells * times:,} cells (setups × grid × repeats); at most {MAX_TOTAL_CELLS:,} in one file")
 
 
 def _canonical(value: Any) -> str:
@@ -281,13 +284,8 @@ def parse(text: str, source: str = "experiment", base_dir: Optional[Path] = None
     return experiment
 
 
-_BREAKS = {c: repr(chr(c))[1:-1] for c in (10, 11, 12, 13, 28, 29, 30, 133, 0x2028, 0x2029)}
-
-
-def _line(text: str) -> str:
-    """``text`` as a one-line error (line breaks escaped) of at most MAX_MESSAGE characters."""
-    text = text.translate(_BREAKS)
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
+def _line(text: str) -> str:  # a one-line error: line breaks escaped, at most MAX_MESSAGE characters
+    return one_line(text, MAX_MESSAGE)
 
 
 def _tenth(samples: Any) -> Any:
@@ -323,12 +321,12 @@ def expand(experiment: Experiment, quick: bool = False) -> list[Cell]:
     the sweep will give it (``cell_run_id``, with a token of zeros)."""
     if quick:
         base, grid, repeats = _scaled_quick(experiment)
-        try:
-            check_grid(grid)
-        except ValueError as exc:
-            raise InvalidSpec(_line(f"quick: {exc}")) from None
     else:
         base, grid, repeats = dict(experiment.base), experiment.grid, experiment.repeats
+    try:
+        check_grid(grid, len(experiment.setups or [{}]) * repeats)
+    except ValueError as exc:
+        raise InvalidSpec(_line(f"{'quick: ' if quick else ''}{exc}")) from None
     axes = list(grid)
     parts = [_axis_parts(a, grid[a]) for a in axes]
     overlap = sorted({k for s in experiment.setups for k in s} & set(axes))

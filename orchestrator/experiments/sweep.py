@@ -20,6 +20,7 @@ from orchestrator.paths import Paths, default_paths
 from orchestrator.run import runner
 from orchestrator.run.rundir import read_json
 from orchestrator.safeio import locked, write_json
+from orchestrator.safetext import one_line
 from orchestrator.spec import make_spec
 
 CELLS_FILE = "cells.json"
@@ -111,6 +112,12 @@ def run(
     return out, current
 
 
+def _reason(exc: Exception) -> str:
+    """Why a cell failed, in one line: an OrchError's message, or what went wrong unexpectedly."""
+    text = exc.message if isinstance(exc, OrchError) else f"internal error: {type(exc).__name__}: {exc}"
+    return one_line(text)
+
+
 def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], out: Path, force: bool, paths: Paths,
            say: Callable[[str], None], on_progress: Callable[[Progress], None]) -> None:
     """Run the cells not done in ``recorded`` (every cell with ``force``), recording each there and in cells.json
@@ -146,14 +153,14 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
             recorded[cell.key] = record
             write_json(out / CELLS_FILE, recorded)
             raise
-        except OrchError as exc:
-            record.update(state="failed", error=exc.message)
+        except Exception as exc:  # noqa: BLE001 - one bad cell fails that cell, never the sweep
+            record.update(state="failed", error=_reason(exc))
             progress.failed += 1
-            say(f"cell {cell.key} failed: {exc.message}; going on")
+            say(f"cell {cell.key} failed: {record['error']}; going on")
         try:
             record["summary"] = collect([run_id], out_root=out / "runs", paths=paths)[0]
-        except OrchError as exc:
-            record["collect_error"] = exc.message
+        except Exception as exc:  # noqa: BLE001 - as above: the cell is recorded, the sweep goes on
+            record["collect_error"] = _reason(exc)
         recorded[cell.key] = record
         write_json(out / CELLS_FILE, recorded)
         progress.done += 1

@@ -8,7 +8,7 @@ appended to ``events.jsonl``, the heartbeat rewritten with its time as the file'
 
 The lines are untrusted input: only the three files are written (``stdout_reports``), a line or record over its
 bound is dropped, an events file stops growing at a limit, a heartbeat from the future counts as now, and no file
-is opened through a link.
+is opened through a link or waited on (``safeio``: a FIFO planted in a replica's folder is refused).
 """
 from __future__ import annotations
 
@@ -24,13 +24,12 @@ from orchestrator import contract
 from orchestrator.backends import Backend, Key, ReplicaState
 from orchestrator.run.rundir import RESULT_LIMIT, RunDir
 from orchestrator.run.stdout import Assembler
-from orchestrator.safeio import atomic_write
+from orchestrator.safeio import Unsafe, append_bounded, atomic_write
 
 LINE_LIMIT = contract.STDOUT_LINE_LIMIT + 64  # a report line with the engine's timestamp in front
 EVENT_LIMIT = 64 << 10  # bytes of one event, as the event tailer reads them
 EVENTS_FILE_LIMIT = 64 << 20  # bytes an events.jsonl may grow to
 PULL_INTERVAL = 1.0  # seconds between two reads of the same replica's output
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def stamp_ns(stamp: str) -> Optional[int]:
@@ -137,14 +136,9 @@ class ReportCopier:
     def _write(self, key: Key, name: str, text: str) -> None:
         folder = self.run.replica_dir(key)
         if name == contract.EVENTS_FILE:
-            if len(text) > EVENT_LIMIT:
-                return
-            fd = os.open(folder / name, _APPEND, 0o644)
-            try:
-                if os.fstat(fd).st_size + len(text) + 1 <= EVENTS_FILE_LIMIT:
-                    os.write(fd, (text + "\n").encode("utf-8", "replace"))
-            finally:
-                os.close(fd)
+            if len(text) <= EVENT_LIMIT:
+                with contextlib.suppress(Unsafe):  # a FIFO or link planted there: refused, never waited on
+                    append_bounded(folder / name, (text + "\n").encode("utf-8", "replace"), EVENTS_FILE_LIMIT)
         elif name == contract.HEARTBEAT_FILE:
             self._heartbeat(folder / name, text)
         elif name == contract.RESULT_FILE and len(text) <= RESULT_LIMIT:

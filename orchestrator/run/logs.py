@@ -116,14 +116,17 @@ def save(backend: Backend, run: RunDir, replicas: Iterable[ReplicaState], append
 
 
 def saved_records(run: RunDir, keys: list[tuple[str, int]]) -> list[LogRecord]:
-    """The saved logs of a finished run, merged in time order (read line by line)."""
+    """The saved logs of a finished run, merged in time order (read line by line).
+
+    A line ends at "\\n" only, as the engine's lines do: a "\\r" (or any other break ``str.splitlines`` knows)
+    inside a container's line stays in it, and cannot start a record of a time and stream of its choosing."""
     records = []
     for role, index in keys:
         path = run.saved_log((role, index))
         if path.is_file():
-            with open(path, encoding="utf-8", errors="replace") as f:
+            with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
                 for raw in f:
-                    record = parse_saved_line(raw.rstrip("\n"), index, role)
+                    record = parse_saved_line(raw.removesuffix("\n"), index, role)
                     if record is not None:
                         records.append(record)
     return sorted(records, key=lambda r: r.time)

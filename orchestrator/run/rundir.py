@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 from orchestrator import contract
 from orchestrator.errors import DiskFull, InvalidSpec, OrchError, RunNotFound
 from orchestrator.paths import Paths
-from orchestrator.run.records import parse_event, parse_result
+from orchestrator.run.records import Refused, parse_event, result_of
 from orchestrator.safeio import Tail, atomic_write, mtime, read_json_bounded, write_json
 from orchestrator.spec import JobSpec, load_spec, make_spec
 
@@ -148,6 +149,7 @@ class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.run_id = path.name
+        self._ahead: dict[Key, tuple[float, float]] = {}  # a heartbeat time from the future, and when it was seen
 
     @classmethod
     def of(cls, paths: Paths, run_id: str) -> "RunDir":
@@ -231,17 +233,38 @@ class RunDir:
     def events(self, keys: list[Key]) -> EventTailer:
         return EventTailer(self, keys)
 
-    def heartbeat(self, key: Key) -> float:
+    def heartbeat(self, key: Key, now: Optional[float] = None) -> float:
         """When replica ``key`` last reported training progress (0 if it has not yet, or its heartbeat is
-        not a regular file)."""
-        return mtime(self.replica_dir(key) / contract.HEARTBEAT_FILE)
+        not a regular file), never later than ``now`` (default: the clock).
 
-    def result(self, key: Key) -> Optional[Any]:
+        On every backend: a replica can set its heartbeat file's time (Compose), and the copier writes what a
+        replica printed (Swarm, Kubernetes). A time from the future counts as the moment this handle first saw
+        it, and stays that moment while the file keeps it, so a forged heartbeat cannot hide a stall."""
+        beat = mtime(self.replica_dir(key) / contract.HEARTBEAT_FILE)
+        now = time.time() if now is None else now
+        if beat <= now:
+            self._ahead.pop(key, None)
+            return beat
+        forged, seen = self._ahead.get(key, (None, now))
+        if forged != beat:
+            self._ahead[key] = (beat, now)
+            return now
+        return seen
+
+    def result(self, key: Key, refused: Optional[list[str]] = None) -> Optional[Any]:
         """Replica ``key``'s validated result.json, or None (missing, unsafe, too large, invalid, or of
-        another worker)."""
+        another worker); the one-line reason a result that is there was refused goes to ``refused``."""
         raw = read_json_bounded(self.replica_dir(key) / contract.RESULT_FILE, RESULT_LIMIT)
-        result = parse_result(raw, f"the result of {key[0]}-{key[1]}")
-        return result if result is not None and result.worker == key[1] else None
+        what = f"the result of {key[0]}-{key[1]}"
+        try:
+            result = None if raw is None else result_of(raw, what)
+        except Refused as exc:
+            result = None
+            (refused if refused is not None else []).append(str(exc))
+        if result is not None and result.worker != key[1]:
+            (refused if refused is not None else []).append(f"{what} is refused: it names worker {result.worker}")
+            return None
+        return result
 
     def results(self, keys: list[Key]) -> list[dict[str, Any]]:
         """Per-replica result figures (``{"role": r, "worker": i}`` and Nones where a replica wrote none)."""

@@ -22,6 +22,8 @@ from orchestrator.run.copier import ReportCopier
 from orchestrator.run.rundir import CONTAINER_UID, RunDir, RunInfo, RunState
 from orchestrator.run.stats import Sampler
 from orchestrator.run.supervisor import Decision, Memory, Observation, Verdict, Watch, blame_memory, decide
+from orchestrator.safetext import one_line
+from orchestrator.safetree import remove_tree
 from orchestrator.spec import JobSpec
 
 Say = Callable[[str], None]
@@ -35,8 +37,8 @@ def container_user() -> str:
 
 
 def meaningful_lines(text: str, count: int) -> list[str]:
-    """The last ``count`` lines of a log, without the framework's start-up noise."""
-    lines = [ln for ln in text.splitlines() if ln.strip() and not logs.is_noise(ln)]
+    """The last ``count`` lines of a log, without the framework's start-up noise; a line ends at "\\n" only."""
+    lines = [ln for ln in text.split("\n") if ln.strip() and not logs.is_noise(ln)]
     return lines[-count:]
 
 
@@ -75,9 +77,10 @@ class _Attempt:
                 self.on_event(key, event)
             if self.copier is None:
                 states = self.backend.states(self.p.spec.run_id)
+            now = clock.time()  # a heartbeat is never later than now (RunDir.heartbeat)
             obs = Observation(states=tuple(states), events=events,
-                              heartbeats={key: self.run.heartbeat(key) for key in keys},
-                              now=clock.time(), elapsed=clock.monotonic() - launched)
+                              heartbeats={key: self.run.heartbeat(key, now) for key in keys},
+                              now=now, elapsed=clock.monotonic() - launched)
             decision = decide(self.p.spec, state, obs, restarts)
             if decision.verdict != Verdict.WAIT:
                 if decision.stalled:
@@ -201,12 +204,14 @@ def apply(
         raise
     finally:
         try:
-            if sampler is not None:
-                sampler.stop()
-            if not (detach and launched):
-                _finish(backend, p, run, info, started, attempt.copier)
-                if info.state == RunState.INTERRUPTED:
-                    say(f"interrupted: containers removed; what was written is in {run.path}")
+            try:
+                if sampler is not None:
+                    sampler.stop()
+            finally:  # the finish runs, and writes the record, whatever stopping the sampler met
+                if not (detach and launched):
+                    _finish(backend, p, run, info, started, attempt.copier, say)
+                    if info.state == RunState.INTERRUPTED:
+                        say(f"interrupted: containers removed; what was written is in {run.path}")
         except KeyboardInterrupt:
             _force_remove(backend, p, run, info)
             raise
@@ -230,7 +235,7 @@ def _force_remove(backend: Backend, p: Plan, run: RunDir, info: RunInfo) -> None
 
 
 def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: float,
-            copier: Optional[ReportCopier] = None) -> None:
+            copier: Optional[ReportCopier] = None, say: Say = lambda _msg: None) -> None:
     """Save logs and results, remove the run's replicas and network, and write the record, whatever
     happened: each step runs even when an earlier one failed, and the record is written last of all."""
     exit_codes: dict[tuple[str, int], Optional[int]] = {}
@@ -250,8 +255,7 @@ def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: floa
         finally:
             if info.state == RunState.SUCCEEDED:
                 # The checkpoints exist to resume a failed group; a finished run has nothing to resume.
-                # rmtree works through file descriptors and never follows a link a replica planted.
-                shutil.rmtree(run.shared, ignore_errors=True)
+                _remove_shared(run, say)
             info.wall_seconds = time.monotonic() - started
             try:
                 info.supervisor_pid = None
@@ -266,6 +270,17 @@ def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: floa
                     # None: still running when orch stopped it, after it had written its result
                     w["stopped_after_result"] = w["exit_code"] is None and w["test_accuracy"] is not None
                 run.write_record(info)
+
+
+def _remove_shared(run: RunDir, say: Say) -> None:
+    """Remove the shared folder, whatever tree the replicas left in it (``remove_tree``: any depth, count, names
+    or permissions, never through a link); what stays, or an error, is said in one line and ends nothing."""
+    try:
+        left = remove_tree(run.shared)
+    except Exception as exc:  # noqa: BLE001 - the run's record must still be written
+        left = [f"{type(exc).__name__}: {exc}"]
+    if left:
+        say(one_line(f"could not remove all of {run.shared} ({'; '.join(left)}); the run's results are kept"))
 
 
 def up(

@@ -1,0 +1,112 @@
+"""The runner against what hostile replicas leave behind: a heartbeat from the future, a shared folder that
+shutil.rmtree cannot remove, a clean-up that fails, a FIFO where the Swarm copier appends events. A scripted
+fake backend and a fake clock: no Docker."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator import contract
+from orchestrator.errors import WorkerFailed
+from orchestrator.run.rundir import RunDir, RunState
+from tests.fakes import START, FakeBackend, heartbeat, trainer
+from tests.test_log_reports import copier_for, say
+from tests.test_runner import Harness, stopped_within, stuck_at
+from tests.test_safeio import assert_outside_untouched, outside, plant_tree  # noqa: F401 - a fixture
+
+
+@pytest.fixture
+def h(tmp_path) -> Harness:
+    return Harness(tmp_path)
+
+
+# -- heartbeats ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("on_stdout", [False, True], ids=["compose", "stdout"])
+def test_a_heartbeat_from_the_future_counts_as_now_and_a_stall_is_still_seen(h, on_stdout):
+    """On Compose the replica sets its heartbeat file's time itself; on Swarm and Kubernetes the copier writes it.
+    Either way one forged heartbeat, a year ahead, counts as the moment orch first saw it."""
+    p = h.plan(workers=2)
+    backend = h.backend(stuck_at(3, workers=2, w0=[heartbeat(2.5, when=START + 365 * 86400)]),
+                        reports_on_stdout=on_stdout)
+    with pytest.raises(WorkerFailed, match="training stalled: no worker made progress for 5 s"):
+        h.apply(p, backend)
+    stopped_within(backend, 7.5, 9.5)
+    assert h.record(p).state == RunState.FAILED
+
+
+def test_a_heartbeat_time_is_clamped_once_not_at_every_look(tmp_path):
+    run = RunDir(tmp_path / "r")
+    folder = run.replica_dir(("worker", 0))
+    folder.mkdir(parents=True)
+    path = folder / contract.HEARTBEAT_FILE
+    path.touch()
+    os.utime(path, (START + 10**6, START + 10**6))
+    assert run.heartbeat(("worker", 0), now=START + 1) == START + 1
+    assert run.heartbeat(("worker", 0), now=START + 9) == START + 1  # the same forged time: the same moment
+    os.utime(path, (START + 5, START + 5))
+    assert run.heartbeat(("worker", 0), now=START + 10) == START + 5  # an honest one is taken as it is
+    os.utime(path, (START + 10**7, START + 10**7))
+    assert run.heartbeat(("worker", 0), now=START + 11) == START + 11  # a new forgery: a new beat, now
+
+
+# -- the finish ------------------------------------------------------------------------------------------
+class _Planting(FakeBackend):
+    """Replicas that leave in shared/ a tree that shutil.rmtree cannot remove (``plant_tree``)."""
+
+    def __init__(self, *args, outside: Path, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.outside = outside
+
+    def apply(self, plan, artifact) -> None:
+        super().apply(plan, artifact)
+        plant_tree(Path(plan.run_dir) / contract.SHARED_DIR, self.outside)
+
+
+def test_a_shared_tree_no_rmtree_can_remove_still_ends_the_run(h, outside):  # noqa: F811
+    p = h.plan(workers=2)
+    backend = _Planting(h.clock, {0: trainer(), 1: trainer()}, outside=outside)
+    info = h.apply(p, backend)
+    assert info.state == RunState.SUCCEEDED and h.record(p).state == RunState.SUCCEEDED
+    assert [w["test_accuracy"] for w in h.record(p).workers] == [0.9, 0.9]
+    assert not (p.run_dir / contract.SHARED_DIR).exists()
+    assert_outside_untouched(outside)
+
+
+def test_an_error_in_the_clean_up_still_writes_the_terminal_state_and_says_it_in_one_line(h, monkeypatch):
+    import shutil
+
+    from orchestrator.run import runner
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom\nat a second line")
+
+    monkeypatch.setattr(runner, "remove_tree", boom, raising=False)
+    monkeypatch.setattr(shutil, "rmtree", boom)
+    p = h.plan(workers=2)
+    info = h.apply(p, h.backend({0: trainer(), 1: trainer()}))
+    assert info.state == RunState.SUCCEEDED and h.record(p).state == RunState.SUCCEEDED
+    said = [line for line in h.said if "boom" in line]
+    assert len(said) == 1 and "\n" not in said[0] and str(p.run_dir / contract.SHARED_DIR) in said[0], h.said
+
+
+# -- the Swarm copier ------------------------------------------------------------------------------------
+def test_a_fifo_planted_as_events_jsonl_does_not_block_the_copier(h):
+    p, backend, copier = copier_for(h)
+    fifo = p.run_dir / "worker-0" / contract.EVENTS_FILE
+    os.mkfifo(fifo)
+    say(backend, 1, '@orch events.jsonl 1/1 {"n":1}', "@orch heartbeat 1/1 1700000001.0")
+    h.clock.advance(2)
+    done = threading.Event()
+
+    def pull():
+        copier.pull(backend.states(p.spec.run_id))
+        done.set()
+
+    threading.Thread(target=pull, daemon=True).start()
+    if not done.wait(5):
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # free the blocked writer
+        pytest.fail("the copier blocked on a FIFO")
+    assert (p.run_dir / "worker-0" / contract.HEARTBEAT_FILE).is_file()  # and went on with the other records
