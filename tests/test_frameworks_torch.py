@@ -96,9 +96,9 @@ def test_what_pytorch_does_not_do_is_refused_in_one_line(fields, message):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_the_cpu_only_index_is_asked_for_the_locked_versions():
+def test_the_cpu_only_index_is_asked_for_the_locked_torch_alone():
     assert index_download_args("https://download.pytorch.org/whl/cpu") == [
-        "--extra-index-url", "https://download.pytorch.org/whl/cpu", "torch==2.9.1", "numpy==2.4.6"]
+        "--index-url", "https://download.pytorch.org/whl/cpu", "--no-deps", "torch==2.9.1"]
     for bad in ("download.pytorch.org/whl/cpu", "file:///etc", "https://x y", "ftp://mirror/simple"):
         with pytest.raises(InvalidSpec, match="is not an http\\(s\\) URL of a package index"):
             index_download_args(bad)

@@ -30,13 +30,17 @@ def framework_names() -> list[str]:
               help="Whose trainer images to build. [default: every framework's but those built only on demand, "
                    "such as torch's: 3.2 GB of wheels, downloaded once] Repeatable.")
 @click.option("--index", "--torch-index", "index", metavar="URL", envvar="ORCH_TORCH_INDEX", show_envvar=True,
-              help="Take the framework's wheels from this package index as well as the host's own, e.g. PyTorch's "
-                   "CPU-only index https://download.pytorch.org/whl/cpu: its CPU build outranks PyPI's CUDA build of "
-                   "the same version, so the image needs no CUDA libraries. Locked on first download. [default: "
-                   "the recipe's requirements.lock, from PyPI]")
+              help="Take torch from this package index alone, e.g. PyTorch's CPU-only index "
+                   "https://download.pytorch.org/whl/cpu (a CPU build: the image needs no CUDA libraries), and its "
+                   "dependencies from the host's own index; resolved, then locked with sha256 hashes at the first "
+                   "build. https only. [default: the recipe's requirements.lock, from PyPI]")
 @click.option("--requirements", metavar="FILE", type=click.Path(dir_okay=False),
               help="Also build an image with the extra packages of this requirements file, for `orch up --script "
-                   "... --requirements FILE`: downloaded by the host's pip, added to orch's image, offline.")
+                   "... --requirements FILE`: resolved on the host's index, locked with sha256 hashes, downloaded "
+                   "by the host's pip, added to orch's image, offline. The file lists packages only (no pip options).")
+@click.option("--allow-insecure-index", is_flag=True,
+              help="Take a plain-http package index or wheel URL (--torch-index, the host's index, a URL in "
+                   "--requirements): anyone on the way could swap the wheels before they are locked.")
 @click.option("--data", "datasets", multiple=True, metavar="DATASET",
               type=click.Choice(["mnist", "fashion-mnist", "vader-reviews"]),
               help="Also build the data images of this data set, for nodes that see no folder of this host: the "
@@ -45,7 +49,7 @@ def framework_names() -> list[str]:
 @format_option
 @pass_env
 def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: str, force: bool,
-          chosen: tuple[str, ...], index: Optional[str], requirements: Optional[str],
+          chosen: tuple[str, ...], index: Optional[str], requirements: Optional[str], allow_insecure_index: bool,
           datasets: tuple[str, ...], fmt: str) -> None:
     """Build the trainer images, offline: every framework's but those built on demand (--framework NAME).
 
@@ -57,6 +61,7 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
 
     from orchestrator import frameworks
     from orchestrator.images.builder import BuiltImage
+    from orchestrator.images.wheels import insecure_allowed
 
     status = env.err.status("building images", spinner="dots") if env.stderr_isatty else contextlib.nullcontext()
     # By default every framework's images but those built on demand only.
@@ -68,9 +73,15 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
         on_index = [n for n in frameworks.names() if frameworks.get(n).takes_index]
         raise click.UsageError(f"--index is for an image whose wheels come from an index; add --framework "
                                f"{' or --framework '.join(on_index)}")
-    for framework in takers if index else ():
-        framework.check_index(index)  # a bad URL is refused before anything is built
-    options = frameworks.BuildOptions(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, index=index)
+    with insecure_allowed(allow_insecure_index):  # for --torch-index's builder, which the framework hook calls
+        for framework in takers if index else ():
+            framework.check_index(index)  # a bad URL is refused before anything is built
+    if requirements is not None:
+        from orchestrator.images.user import check
+
+        check(Path(requirements), allow_insecure_index)  # an option line or a plain-http URL, before any build
+    options = frameworks.BuildOptions(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, index=index,
+                                      allow_insecure_index=allow_insecure_index)
     with status:
         results: list = []
         if bootstrap_base and base is None:
@@ -90,12 +101,13 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
         if requirements is not None:
             from orchestrator.images.user import build as build_user
 
-            results.append(BuiltImage(*build_user(Path(requirements), force=force, say=env.say)))
+            results.append(BuiltImage(*build_user(Path(requirements), force=force, say=env.say,
+                                                  allow_insecure=allow_insecure_index)))
         if datasets:
             from orchestrator.images.data import build_all
 
             results += [BuiltImage(*r) for r in build_all(list(datasets), base or "orch-base:bookworm", say=env.say)]
     if fmt == "json":
-        env.out.print_json(json.dumps([r.__dict__ for r in results]))
+        env.json(json.dumps([r.__dict__ for r in results]))
     else:
         env.out.print(images_table(results))

@@ -30,6 +30,7 @@ class BuildOptions:
     force: bool = False
     mirror: str = "http://deb.debian.org/debian"
     index: Optional[str] = None  # an extra package index for the framework's wheels (PyTorch's CPU-only one)
+    allow_insecure_index: bool = False  # take a plain-http index (--allow-insecure-index)
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,22 @@
 """Extra Python packages for users' scripts: `orch build --requirements FILE`, offline like orch's own image.
 
-The host's pip downloads the file's wheels (and their dependencies) for the image's interpreter, pinned to
-the versions orch's image already has wherever they overlap; the packages the image lacks are unpacked on
-the host (`pip install --target`, no code of theirs runs) and added to orch's trainer image as one layer.
-No container reaches the network. The image's tag is named by the file's digest, so `orch up
+The host's pip resolves the file (and its dependencies) for the image's interpreter, wheels only, on the host's
+one index, pinned to the versions orch's image already has wherever they overlap; the packages the image lacks
+are locked with their sha256 in the wheelhouse, downloaded with --require-hashes, checked against that lock at
+every build, unpacked on the host (`pip install --target`, no code of theirs runs) and added to orch's trainer
+image as one layer. No container reaches the network. The image's tag is named by the file's digest, so `orch up
 --requirements FILE` finds the image made from exactly that file.
+
+The file lists packages only: an option of its own (--index-url, --extra-index-url, --find-links, -r, ...) is
+refused, since it would add a second source for every package (pip has no index per package), or a file outside
+the digest. A mirror is pip's own index-url (PIP_INDEX_URL), which replaces the one index.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -22,7 +28,8 @@ from typing import Callable, Optional
 from orchestrator import __version__, frameworks
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, InvalidSpec
-from orchestrator.images.wheels import LOCK_NAME, download, platform_args, read_lock, wheel_id
+from orchestrator.images import wheels
+from orchestrator.images.wheels import LOCK_NAME, platform_args, read_lock, redact, verify, wheel_id
 from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
 from orchestrator.paths import Paths, default_paths
 from orchestrator.safeio import Unsafe, read_bounded
@@ -41,10 +48,43 @@ def read_requirements(path: Path) -> bytes:
     if data is None:
         raise InvalidSpec(f"requirements: {path} does not exist")
     try:
-        data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidSpec(f"requirements: {path} is not UTF-8 text") from None
+    for number, line in _lines(text):
+        option = next((word for word in line.split() if word.startswith("-") and not word.startswith("--hash")), None)
+        if option:
+            raise InvalidSpec(f"requirements: {path.name} line {number}: {redact(option.split('=')[0])[:40]} is not "
+                              "taken; list packages only (orch takes each from one index, the host's pip index-url)")
     return data
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """The file's requirement lines as pip reads them (continuations joined, comments dropped), each with the
+    number of its first line."""
+    lines, start, pending = [], 1, ""
+    for number, raw in enumerate([*text.splitlines(), ""], 1):
+        start, pending = (start if pending else number), pending + raw
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        line, pending = re.sub(r"(^|\s)#.*$", "", pending).strip(), ""
+        if line:
+            lines.append((start, line))
+    return lines
+
+
+def _urls(text: str) -> list[str]:
+    return [url for _, line in _lines(text) for url in re.findall(r"[A-Za-z][A-Za-z0-9+.-]*://\S+", line)]
+
+
+def check(path: Path, allow_insecure: bool = False) -> bytes:
+    """The file's bytes if `orch build --requirements` can take it (read_requirements, and every URL in it https
+    unless ``allow_insecure``): checked before anything is built."""
+    text = read_requirements(path)
+    for url in _urls(text.decode()):
+        wheels.check_secure(url, f"requirements: {path.name}", allow_insecure)
+    return text
 
 
 def image_for(requirements: bytes) -> str:
@@ -69,14 +109,14 @@ def _constraints(folder: Path) -> Path:
     return path
 
 
-def _unpack(wheels: list[Path], target: Path) -> None:
+def _unpack(files: list[Path], target: Path) -> None:
     """Unpack ``wheels`` into ``target`` as site-packages content, with the host's pip and no resolution."""
     cmd = [sys.executable, "-m", "pip", "install", *platform_args(), "--no-deps", "--no-index", "--no-compile",
-           "--target", str(target), "--progress-bar", "off", *map(str, wheels)]
+           "--target", str(target), "--progress-bar", "off", *map(str, files)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError("pip could not unpack the wheels of the requirements file",
-                         details="\n".join(proc.stderr.strip().splitlines()[-8:]))
+                         details=redact("\n".join(proc.stderr.strip().splitlines()[-8:])))
 
 
 def _archive(folder: Path) -> bytes:
@@ -98,11 +138,48 @@ def _archive(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
+def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: bool = False) -> list[Path]:
+    """The wheels of the packages ``text`` adds to orch's image, in a wheelhouse with their lock.
+
+    At first: resolved on the host's one index (URLs the file names aside), the packages the image lacks locked
+    (version, sha256, source), then downloaded from their own source alone with --require-hashes. Every build
+    checks the wheels against that lock."""
+    for url in _urls(text.decode()):
+        wheels.check_secure(url, f"requirements: {name}", allow_insecure)  # as `check` did, for callers that did not
+    installed = read_lock(_recipe() / LOCK_NAME)
+    folder = paths.wheelhouse / f"user-{hashlib.sha256(text + installed.digest.encode()).hexdigest()[:16]}"
+    if (folder / ".complete").is_file():
+        return verify(folder, read_lock(folder / LOCK_NAME)) if (folder / LOCK_NAME).is_file() else []
+    index, env = wheels.host_index()
+    wheels.check_secure(index, "the host's package index (pip's index-url)", allow_insecure)
+    say(f"resolving {name} on {redact(index)} (host pip, for CPython 3.11 manylinux, wheels only)")
+    with tempfile.TemporaryDirectory(prefix="orch-user-") as scratch:
+        listed = Path(scratch) / "requirements.txt"
+        listed.write_bytes(text)
+        args = [*wheels.index_args(index), "-r", str(listed), "-c", str(_constraints(Path(scratch)))]
+        with wheels.insecure_allowed(allow_insecure):
+            pins = wheels.resolve(args, index, env, name)
+    extra = [pin for pin in pins if pin.name not in installed.packages]
+    folder.mkdir(parents=True, exist_ok=True)
+    found: list[Path] = []
+    (folder / LOCK_NAME).unlink(missing_ok=True)  # of an attempt that did not finish
+    if extra:
+        lock = wheels.write_lock(folder / LOCK_NAME, wheels.render_pins(extra, [
+            f"The packages {name} adds to orch's image, for CPython 3.11 manylinux x86_64, resolved on {index}",
+            "(pinned to the image's versions where they overlap) by `orch build --requirements`."]))
+        say(f"downloading {len(extra)} wheels (hashes checked)")
+        wheels.download_pins(folder, extra, [index, *_urls(text.decode())], env, name)
+        found = verify(folder, lock)
+    (folder / ".complete").write_text("ok\n")
+    return found
+
+
 def build(requirements: Path, force: bool = False, engine: Optional[Engine] = None, paths: Optional[Paths] = None,
-          say: Optional[Say] = None) -> tuple[str, bool, float, int]:
+          say: Optional[Say] = None, allow_insecure: bool = False) -> tuple[str, bool, float, int]:
     """Build (or find up to date) the image with ``requirements``' packages; return (tag, built, seconds, size).
 
-    orch's own trainer image must exist (`orch build`): the packages are one layer on top of it."""
+    orch's own trainer image must exist (`orch build`): the packages are one layer on top of it. Plain-http URLs
+    (the host's index, or a wheel's) are refused unless ``allow_insecure``."""
     engine = engine or Engine()
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
@@ -115,19 +192,11 @@ def build(requirements: Path, force: bool = False, engine: Optional[Engine] = No
         say(f"{tag} is up to date")
         return tag, False, 0.0, engine.image_size(tag)
     started = time.monotonic()
-    installed = read_lock(_recipe() / LOCK_NAME).packages
+    extra = wheelhouse(text, requirements.name, paths, say, allow_insecure)
+    names = ", ".join(f"{n}=={v}" for n, v in (wheel_id(w.name) for w in extra)) or "none"
+    say(f"adding to {parent}: {names}")
     with tempfile.TemporaryDirectory(prefix="orch-user-") as scratch:
-        scratch_path = Path(scratch)
-        wheels_dir = paths.wheelhouse / f"user-{tag.rpartition('-')[2]}"
-        wheels_dir.mkdir(parents=True, exist_ok=True)
-        (scratch_path / "requirements.txt").write_bytes(text)
-        say(f"downloading the wheels of {requirements.name} (host pip, for CPython 3.11 manylinux)")
-        download(wheels_dir, ["-r", str(scratch_path / "requirements.txt"), "-c", str(_constraints(scratch_path))],
-                 requirements.name)
-        extra = [w for w in sorted(wheels_dir.glob("*.whl")) if wheel_id(w.name)[0] not in installed]
-        names = ", ".join(f"{n}=={v}" for n, v in (wheel_id(w.name) for w in extra)) or "none"
-        say(f"adding to {parent}: {names}")
-        target = scratch_path / "site-packages"
+        target = Path(scratch) / "site-packages"
         target.mkdir()
         if extra:
             _unpack(extra, target)

@@ -4,21 +4,30 @@
 `requirements-nodeps.txt` (without), resolved for the image's interpreter: the host's pip downloads
 exactly it with --require-hashes, `orch build` checks every wheel against it before use, and the image
 installs exactly it with --require-hashes --no-deps. `make lock` (`python -m orchestrator.images.lock`) regenerates it.
+
+`--torch-index` and `--requirements` lock their wheelhouses at first build: ``resolve`` (pip's dry-run report), a
+lock naming each package's one source, then ``download_pins`` from each source alone with --require-hashes. Plain
+http needs --allow-insecure-index, and URLs are printed and written only through ``redact``.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
+from urllib.parse import urlsplit
 
-from orchestrator.errors import BuildError
+from orchestrator.errors import BuildError, InvalidSpec
 
 LOCK_NAME = "requirements.lock"
 REQUIREMENTS = ("requirements.txt", "requirements-nodeps.txt")  # the second without dependencies
@@ -30,6 +39,13 @@ IMAGE_GLIBC_MINOR = 36
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 _ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)$")
 _INPUTS = re.compile(r"^# inputs: ([0-9a-f]{64})$", re.MULTILINE)
+_SOURCE = re.compile(r"\s*((?:index|url) \S+)\s*")  # an entry's comment naming where its wheel comes from
+_AUTH = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")  # a URL's user:password@ (or token@)
+# What resolve and download_pins keep of the host's pip settings: how it connects, never a second source.
+_KEPT = ("index-url", "cert", "client-cert", "proxy", "timeout", "default-timeout", "retries")
+_ADDS_SOURCE = {f"PIP_{key}" for key in ("CONFIG_FILE", "INDEX_URL", "EXTRA_INDEX_URL", "FIND_LINKS", "NO_INDEX",
+                                         "TRUSTED_HOST")}
+_INSECURE_OK: ContextVar[bool] = ContextVar("orch_allow_insecure_index", default=False)
 
 Say = Callable[[str], None]
 
@@ -41,6 +57,7 @@ class Locked:
     name: str
     version: str
     hashes: frozenset[str]
+    source: str = ""  # "index URL" or "url URL" (credentials redacted); "": the host's index (orch's own locks)
 
 
 @dataclass(frozen=True)
@@ -88,8 +105,9 @@ def read_lock(path: Path) -> Lock:
     except FileNotFoundError:
         raise BuildError(f"{path} is missing; {REFRESH}") from None
     packages: dict[str, Locked] = {}
-    for number, entry in enumerate(text.replace("\\\n", " ").splitlines(), 1):
-        entry = entry.split("#", 1)[0].strip()
+    for number, line in enumerate(text.replace("\\\n", " ").splitlines(), 1):
+        entry, _, note = line.partition("#")
+        entry, source = entry.strip(), _SOURCE.fullmatch(note)
         if not entry:
             continue
         match = _ENTRY.match(entry)
@@ -98,7 +116,7 @@ def read_lock(path: Path) -> Lock:
         name = canonical(match[1])
         if name in packages:
             raise BuildError(f"{path.name}: {name} appears twice")
-        packages[name] = Locked(name, match[2], frozenset(_HASH.findall(match[3])))
+        packages[name] = Locked(name, match[2], frozenset(_HASH.findall(match[3])), source[1] if source else "")
     if not packages:
         raise BuildError(f"{path} lists no packages; {REFRESH}")
     inputs = _INPUTS.search(text)
@@ -151,21 +169,139 @@ def verify(folder: Path, lock: Lock) -> list[Path]:
     return wheels
 
 
-def download(target: Path, args: list[str], what: str) -> None:
+def download(target: Path, args: list[str], what: str, env: Optional[dict[str, str]] = None,
+             refresh: str = REFRESH) -> None:
     """`pip download` with the host's pip into ``target``, for the image's interpreter."""
     cmd = [sys.executable, "-m", "pip", "download", *platform_args(), "--progress-bar", "off", "-d", str(target),
            *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode == 0:
         return
-    tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+    tail = _tail(proc.stderr)
     if "DO NOT MATCH THE HASHES" in proc.stderr:
         which = re.search(r"^\s+(\S+==\S+) from ", proc.stderr, re.MULTILINE)
         raise BuildError(f"the wheel the package index serves for {which[1] if which else 'a package'} does not "
-                         f"match its hash in {LOCK_NAME}: the lock and the package index disagree; {REFRESH}",
+                         f"match its hash in {LOCK_NAME}: the lock and the package index disagree; {refresh}",
                          details=tail)
-    raise BuildError(f"pip could not download the wheels in {what}; check the host's pip can reach the package "
-                     "index", details=tail)
+    raise BuildError(f"pip could not download the wheels in {redact(what)}; check the host's pip can reach the "
+                     "package index", details=tail)
+
+
+def _tail(stderr: str) -> str:
+    return redact("\n".join(stderr.strip().splitlines()[-8:]))
+
+
+def redact(text: str, mark: str = "***@") -> str:
+    """``text`` with every URL's credentials (``user:password@``, ``token@``) as ``***@``, for printing or writing."""
+    return _AUTH.sub(lambda match: match[1] + mark, text)
+
+
+@contextlib.contextmanager
+def insecure_allowed(allow: bool) -> Iterator[None]:
+    """Within this block, plain-http indexes and wheel URLs are taken (`--allow-insecure-index`)."""
+    token = _INSECURE_OK.set(allow)
+    try:
+        yield
+    finally:
+        _INSECURE_OK.reset(token)
+
+
+def check_secure(url: str, what: str, allow: Optional[bool] = None) -> None:
+    """Refuse (one line) a plain-http URL unless allowed (``allow``, else `insecure_allowed`): a wheel in clear
+    can be swapped on the way, and the lock would pin the swapped one."""
+    allowed = _INSECURE_OK.get() if allow is None else allow
+    if re.match(r"(?i)\s*(git\+)?http://", url) and not allowed:
+        raise InvalidSpec(f"{what}: {redact(url.strip())[:100]} is plain http, which anyone on the way can change; "
+                          "use https, or pass --allow-insecure-index to take it anyway")
+
+
+def index_args(url: str) -> list[str]:
+    """pip's arguments to use ``url`` as the one index (plain http only once allowed: pip wants the host trusted)."""
+    host = urlsplit(url).hostname
+    return ["--index-url", url, *(["--trusted-host", host] if urlsplit(url).scheme == "http" and host else [])]
+
+
+def host_index() -> tuple[str, dict[str, str]]:
+    """The host's one index (pip's index-url, from PIP_INDEX_URL or its configuration; else PyPI) and an environment
+    for pip that keeps how it connects (certificate, proxy, timeouts) but nothing that adds a second source."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    order, kept = (":env:", "download", "install", "global"), {}
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else ():
+        section, _, rest = line.partition(".")
+        key, _, value = rest.partition("=")
+        if section in order and key in _KEPT:
+            with contextlib.suppress(ValueError, SyntaxError):
+                kept.setdefault(key, {})[order.index(section)] = str(ast.literal_eval(value))
+    env = {k: v for k, v in os.environ.items() if k not in _ADDS_SOURCE}
+    env.update({f"PIP_{k.upper().replace('-', '_')}": v[min(v)] for k, v in kept.items() if k != "index-url"})
+    env["PIP_CONFIG_FILE"] = os.devnull  # the settings above are all it keeps of pip's configuration files
+    return (kept["index-url"][min(kept["index-url"])] if "index-url" in kept else "https://pypi.org/simple"), env
+
+
+def resolve(args: list[str], index: str, env: dict[str, str], what: str) -> list[Locked]:
+    """What pip would install for ``args`` (with their index) on the image's interpreter, wheels only: a dry run whose
+    report gives each wheel's version, URL and sha256. ``index`` is the source of what has no URL of its own."""
+    with tempfile.TemporaryDirectory(prefix="orch-resolve-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--target", f"{tmp}/t",
+               "--report", str(report), "--quiet", "--disable-pip-version-check", *platform_args(), *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0 or not report.is_file():
+            raise BuildError(f"pip could not resolve {redact(what)} for CPython {IMAGE_PYTHON} manylinux, wheels "
+                             f"only, on {redact(index)}", details=_tail(proc.stderr))
+        items = json.loads(report.read_text()).get("install", [])
+    pins = []
+    for item in items:
+        info, meta = item.get("download_info") or {}, item.get("metadata") or {}
+        url, name = str(info.get("url", "")), f"{meta.get('name')}=={meta.get('version')}"
+        sha = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        check_secure(url, f"{redact(what)}: {name}'s wheel")
+        if not sha:
+            raise BuildError(f"{redact(what)}: the index gives no sha256 for {name}'s wheel, and orch locks only "
+                             "what it can hash; use an index that lists sha256 digests (as PyPI does)")
+        source = f"url {redact(url)}" if item.get("is_direct") else f"index {redact(index)}"
+        pins.append(Locked(canonical(meta["name"]), str(meta["version"]), frozenset({sha}), source))
+    return pins
+
+
+def render_pins(pins: list[Locked], header: list[str]) -> str:
+    """A lock of ``pins``, sorted, each with its sha256 and, as a comment (`read_lock` keeps it), its source."""
+    names = [pin.name for pin in pins]
+    if len(set(names)) != len(names):
+        raise BuildError(f"two wheels for {max(names, key=names.count)}: the lock takes one version of a package")
+    lines = [redact(f"# {line}") for line in header]
+    lines += [f"{p.name}=={p.version} \\\n    " + " \\\n    ".join(f"--hash=sha256:{h}" for h in sorted(p.hashes))
+              + (p.source and f"  # {p.source}") for p in sorted(pins, key=lambda p: p.name)]
+    return "\n".join(lines) + "\n"
+
+
+def write_lock(path: Path, text: str) -> Lock:
+    """Write a lock's text in place of ``path`` at once, and read it back."""
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text)
+    os.replace(partial, path)
+    return read_lock(path)
+
+
+def download_pins(target: Path, pins: list[Locked], sources: list[str], env: dict[str, str], what: str) -> None:
+    """Download exactly ``pins``, each source's from it alone (its one --index-url; a URL's wheel with no index), with
+    --require-hashes --no-deps. ``sources``: the URLs as given, credentials and all, which pins name redacted."""
+    real = {redact(url.split("#", 1)[0], ""): url for url in sources}
+    groups: dict[str, list[Locked]] = {}
+    for pin in pins:
+        groups.setdefault(pin.source, []).append(pin)
+    refresh = f"delete {target} and build again to resolve anew"
+    with tempfile.TemporaryDirectory(prefix="orch-pins-") as tmp:
+        for number, (source, group) in enumerate(sorted(groups.items())):
+            kind, _, shown = source.partition(" ")
+            url = real.get(redact(shown, ""), shown)
+            pinned = (f"{p.name} @ {url}" if kind == "url" else f"{p.name}=={p.version}" for p in group)
+            listed = Path(tmp) / f"group-{number}.txt"
+            listed.write_text("".join(f"{line} {' '.join(f'--hash=sha256:{h}' for h in p.hashes)}\n"
+                                      for line, p in zip(pinned, group)))
+            where = ["--no-index"] if kind == "url" else index_args(url)
+            download(target, ["--disable-pip-version-check", *where, "--require-hashes", "--no-deps", "-r",
+                              str(listed)], f"{what} from {shown}", env, refresh)
 
 
 def fetch(target: Path, lock: Lock, say: Say) -> list[Path]:
@@ -183,21 +319,11 @@ def fetch(target: Path, lock: Lock, say: Say) -> list[Path]:
 
 def render_lock(wheels: list[Path], inputs: str) -> str:
     """The lock file's text for these downloaded wheels: one entry per package, sorted, with its sha256."""
-    by_name: dict[str, Path] = {}
-    for wheel in wheels:
-        name = wheel_id(wheel.name)[0]
-        if name in by_name:
-            raise BuildError(f"pip downloaded two wheels for {name}: {by_name[name].name} and {wheel.name}")
-        by_name[name] = wheel
-    lines = [
-        "# The trainer images' whole wheelhouse: every package, its exact version and the sha256 of its wheel",
-        f"# for CPython {IMAGE_PYTHON} on manylinux x86_64 (glibc up to 2.{IMAGE_GLIBC_MINOR}), generated from",
-        "# requirements.txt and requirements-nodeps.txt by `make lock` (python -m orchestrator.images.lock). Do not edit.",
-        f"# inputs: {inputs}",
-    ]
-    for name, wheel in sorted(by_name.items()):
-        lines.append(f"{name}=={wheel_id(wheel.name)[1]} \\\n    --hash=sha256:{sha256(wheel)}")
-    return "\n".join(lines) + "\n"
+    return render_pins([Locked(*wheel_id(wheel.name), frozenset({sha256(wheel)})) for wheel in wheels], [
+        "The trainer images' whole wheelhouse: every package, its exact version and the sha256 of its wheel",
+        f"for CPython {IMAGE_PYTHON} on manylinux x86_64 (glibc up to 2.{IMAGE_GLIBC_MINOR}), generated from",
+        "requirements.txt and requirements-nodeps.txt by `make lock` (python -m orchestrator.images.lock). Do not edit.",
+        f"inputs: {inputs}"])
 
 
 def generate_lock(images: Path, cache: Optional[Path], say: Say) -> Lock:
@@ -211,12 +337,7 @@ def generate_lock(images: Path, cache: Optional[Path], say: Say) -> Lock:
         for name, extra in zip(REQUIREMENTS, ([], ["--no-deps"])):
             say(f"resolving and downloading {name} (host pip, for CPython {IMAGE_PYTHON} manylinux)")
             download(folder, [*extra, "-r", str(images / name)], name)
-        text = render_lock(sorted(folder.glob("*.whl")), lock_inputs(images))
-        path = images / LOCK_NAME
-        partial = path.with_name(LOCK_NAME + ".tmp")
-        partial.write_text(text)
-        os.replace(partial, path)
-        lock = read_lock(path)
+        lock = write_lock(images / LOCK_NAME, render_lock(sorted(folder.glob("*.whl")), lock_inputs(images)))
         if cache is not None and not (cache / lock.digest / ".complete").is_file():
             target = cache / lock.digest
             target.mkdir(parents=True, exist_ok=True)

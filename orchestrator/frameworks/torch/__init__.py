@@ -97,9 +97,11 @@ class Torch(Framework):
 
     def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
         from orchestrator.frameworks.torch.build import build
+        from orchestrator.images.wheels import insecure_allowed
 
-        return build(base=options.base, force=options.force, index=options.index, engine=engine, paths=paths,
-                     say=say)
+        with insecure_allowed(options.allow_insecure_index):  # for every URL the resolution meets, too
+            return build(base=options.base, force=options.force, index=options.index, engine=engine, paths=paths,
+                         say=say)
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:

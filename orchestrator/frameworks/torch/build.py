@@ -2,10 +2,11 @@
 
 The wheels come from a wheelhouse the host downloads with --require-hashes against ``images/torch/requirements.lock``
 (PyPI's torch and the CUDA libraries it links: about 3.2 GB), or, with ``--torch-index URL`` (or ORCH_TORCH_INDEX),
-from a CPU-only index the host can reach, locked on first download. ``images/torch/install.sh`` installs them in a
-container of the base image with no network, the wheelhouse mounted read-only, and orch commits that container as
-the runtime image: one layer, and no copy of the wheels into a build context. The trainer code is then one more
-layer, as for TensorFlow, so a trainer-only change rebuilds in seconds.
+torch from a CPU-only index the host can reach and the rest from the host's own index, locked with hashes at the
+first build (resolved, locked, then downloaded with --require-hashes, each package from its one index).
+``images/torch/install.sh`` installs them in a container of the base image with no network, the wheelhouse mounted
+read-only, and orch commits that container as the runtime image: one layer, and no copy of the wheels into a build
+context. The trainer code is then one more layer, as for TensorFlow, so a trainer-only change rebuilds in seconds.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from typing import Callable, Optional
 
 from orchestrator import __version__
 from orchestrator.docker.engine import Engine
-from orchestrator.errors import ImageMissing, InvalidSpec
+from orchestrator.errors import BuildError, ImageMissing, InvalidSpec
 from orchestrator.frameworks.torch import image_ref
 from orchestrator.images.builder import DEFAULT_BASE, TRAINER_PARENT, BuiltImage, _trainer_archive, wheelhouse
-from orchestrator.images.wheels import LOCK_NAME, check_fresh, download, read_lock, render_lock, verify
+from orchestrator.images import wheels
+from orchestrator.images.wheels import LOCK_NAME, check_fresh, read_lock, redact, verify, wheel_id
 from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
 from orchestrator.paths import Paths, default_paths, recipe_dir
 
@@ -29,6 +31,9 @@ RUNTIME_TAG = f"orch-torch-runtime:{__version__}"
 INSTALL = "install.sh"
 ENV_INDEX = "ORCH_TORCH_INDEX"  # the setting behind --torch-index, for a shell profile or CI
 URL_PATTERN = r"https?://[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]+"
+# What the index given must provide; everything else (torch's dependencies, NumPy) comes from the host's own index,
+# so that no package of the same name on the other index can stand in for it (dependency confusion).
+FROM_INDEX = ("torch",)
 # The runtime image's configuration, as the TensorFlow Dockerfile's ENV and ENTRYPOINT set it for its image.
 ENV = ["PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1",
        "PYTHONPATH=/opt/orch/trainer", "HOME=/tmp"]
@@ -46,27 +51,53 @@ def pinned(name: str) -> str:
 
 
 def index_download_args(url: str) -> list[str]:
-    """pip's arguments to download torch and its dependencies from the CPU-only index ``url`` as well as the
-    host's own index: a CPU build (``2.9.1+cpu``) outranks PyPI's CUDA build of the same version, and its
-    dependencies resolve with it (no CUDA wheels)."""
+    """pip's arguments to resolve, on the CPU-only index ``url`` alone, what it must provide: torch at the committed
+    lock's version, without its dependencies (a CPU build, ``2.9.1+cpu``, which links no CUDA library).
+
+    InvalidSpec (one line) for what is not an https URL (plain http needs --allow-insecure-index)."""
     if not re.fullmatch(URL_PATTERN, url):
-        raise InvalidSpec(f"--torch-index (or ORCH_TORCH_INDEX): {url[:80]!r} is not an http(s) URL of a package "
-                          "index, e.g. https://download.pytorch.org/whl/cpu")
-    return ["--extra-index-url", url, pinned("torch"), pinned("numpy")]
+        raise InvalidSpec(f"--torch-index (or ORCH_TORCH_INDEX): {redact(url)[:80]!r} is not an http(s) URL of a "
+                          "package index, e.g. https://download.pytorch.org/whl/cpu")
+    wheels.check_secure(url, "--torch-index (or ORCH_TORCH_INDEX)")
+    return [*wheels.index_args(url), "--no-deps", *map(pinned, FROM_INDEX)]
+
+
+def _index_key(url: str) -> str:
+    """Names the wheelhouse of ``url``'s torch: the URL without its credentials, the pins, the lock's way."""
+    key = f"pinned-by-index\0{redact(url)}\0{pinned('torch')}\0{pinned('numpy')}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _index_wheelhouse(url: str, paths: Paths, say: Say) -> Path:
-    """The wheels of ``url``'s torch in a cache folder named by the URL, with a lock written at first download
-    (trust on first use: every later build checks the wheels against it)."""
-    args = index_download_args(url)
-    key = hashlib.sha256(" ".join(args).encode()).hexdigest()[:16]  # the URL and the pinned versions
-    folder = paths.wheelhouse / f"torch-index-{key}"
+    """The wheels of ``url``'s torch and of its dependencies on the host's index, in a cache folder named by the URL.
+
+    At the first build: torch is resolved on ``url`` alone and downloaded with the hash it gave; the rest is resolved
+    on the host's index alone with that very wheel; the lock (each package's version, sha256 and index) is written,
+    and the rest downloaded with --require-hashes. Every later build checks the wheels against that lock."""
+    folder = paths.wheelhouse / f"torch-index-{_index_key(url)}"
     lock_path = folder / LOCK_NAME
     if not (folder / ".complete").is_file():
-        say(f"downloading torch and its dependencies from {url} (host pip, for CPython 3.11 manylinux)")
+        host, env = wheels.host_index()
+        wheels.check_secure(host, "the host's package index (pip's index-url)")
+        say(f"resolving torch on {redact(url)} and its dependencies on {redact(host)} (host pip, for CPython "
+            f"{wheels.IMAGE_PYTHON} manylinux, wheels only)")
         folder.mkdir(parents=True, exist_ok=True)
-        download(folder, args, url)
-        lock_path.write_text(render_lock(sorted(folder.glob("*.whl")), f"index {url}"))
+        own = wheels.resolve(index_download_args(url), url, env, "torch")
+        if sorted(p.name for p in own) != sorted(FROM_INDEX):
+            raise BuildError(f"{redact(url)} resolved {', '.join(p.name for p in own)}, not {', '.join(FROM_INDEX)}")
+        wheels.download_pins(folder, own, [url], env, "torch")
+        local = [w for w in folder.glob("*.whl") if wheel_id(w.name) in {(p.name, p.version) for p in own}]
+        if len(local) != len(own):
+            raise BuildError(f"the wheels {redact(url)} serves are not named by the versions it lists; delete {folder}")
+        rest = wheels.resolve([*wheels.index_args(host), *(f"{wheel_id(w.name)[0]} @ {w.as_uri()}" for w in local),
+                               pinned("numpy")], host, env, "torch's dependencies")
+        rest = [p for p in rest if p.name not in FROM_INDEX]
+        lock = wheels.write_lock(lock_path, wheels.render_pins(own + rest, [
+            f"torch from {url} and its dependencies from {host}, for CPython {wheels.IMAGE_PYTHON} manylinux",
+            "x86_64, resolved and locked by `orch build --framework torch --torch-index` at its first build."]))
+        say(f"downloading the {len(rest)} wheels torch needs from {redact(host)} (hashes checked)")
+        wheels.download_pins(folder, rest, [host], env, "torch's dependencies")
+        verify(folder, lock)
         (folder / ".complete").write_text("ok\n")
     verify(folder, read_lock(lock_path))
     return folder
@@ -103,7 +134,7 @@ def build(base: Optional[str] = None, force: bool = False, index: Optional[str] 
         raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` first (it "
                            "makes the base the PyTorch image is built on), or pass --base IMAGE")
     install = (recipe() / INSTALL).read_bytes()
-    lock_text = (recipe() / LOCK_NAME).read_bytes() if not index else " ".join(index_download_args(index)).encode()
+    lock_text = (recipe() / LOCK_NAME).read_bytes() if not index else _index_key(index).encode()
     runtime_digest = _digest(engine.image_id(base_ref).encode(), install, lock_text)
     archive = _trainer_archive()
     digest = _digest(runtime_digest.encode(), archive)
