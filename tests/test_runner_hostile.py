@@ -110,3 +110,62 @@ def test_a_fifo_planted_as_events_jsonl_does_not_block_the_copier(h):
         os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # free the blocked writer
         pytest.fail("the copier blocked on a FIFO")
     assert (p.run_dir / "worker-0" / contract.HEARTBEAT_FILE).is_file()  # and went on with the other records
+
+
+# -- the host's disk ---------------------------------------------------------------------------------------
+class _Filling(FakeBackend):
+    """Replicas of which worker 1 writes ``size`` bytes into its own folder as soon as it starts."""
+
+    def __init__(self, *args, size: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.size = size
+
+    def apply(self, plan, artifact) -> None:
+        super().apply(plan, artifact)
+        with open(Path(plan.run_dir) / "worker-1" / "junk.bin", "wb") as out:
+            out.write(os.urandom(self.size))  # allocated blocks, not a sparse file
+
+
+def test_a_replica_that_writes_past_the_disk_limit_stops_the_run_in_one_line(h):
+    p = h.plan(workers=2, disk_limit_mb=1, max_restarts=2)
+    backend = _Filling(h.clock, stuck_at(30, workers=2), size=3 << 20)
+    with pytest.raises(WorkerFailed) as caught:
+        h.apply(p, backend)
+    message = caught.value.message
+    assert "over --disk-limit 1 MiB" in message and "worker-1/" in message and "\n" not in message
+    assert h.record(p).state == RunState.FAILED and not backend.called("apply")[1:]  # never retried
+    stopped_within(backend, 0, 2.5)
+
+
+def test_the_free_space_floor_stops_a_run_whatever_its_limit(h, monkeypatch):
+    free = os.statvfs(h.paths.runs.parent).f_bavail * os.statvfs(h.paths.runs.parent).f_frsize
+    monkeypatch.setenv("ORCH_DISK_FLOOR_MB", str((free >> 20) + 1024))  # more than this disk has free
+    p = h.plan(workers=2, disk_limit_mb=0)
+    with pytest.raises(WorkerFailed, match="below orch's floor of .* MiB .ORCH_DISK_FLOOR_MB.; the replicas were stopped"):
+        h.apply(p, h.backend(stuck_at(30, workers=2)))
+
+
+def test_the_disk_scan_counts_allocated_blocks_never_follows_links_and_stops_early(tmp_path):
+    from orchestrator.run import disk
+
+    (tmp_path / "worker-0" / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "worker-0" / "deep" / "er" / "a.bin").write_bytes(b"x" * 100_000)
+    (tmp_path / "worker-0" / "link").symlink_to("/usr")  # a link out of the tree: never entered
+    (tmp_path / "shared").mkdir()
+    use = disk.measure(tmp_path, ["worker-0", "shared", "missing-1"])
+    assert use.complete and 100_000 <= use.written["worker-0"] < 200_000 and use.written["shared"] == 0
+    assert use.largest() == "worker-0" and use.free and use.free > 0
+    assert disk.verdict(use, limit_mb=1) is None
+    stopped = disk.measure(tmp_path, ["worker-0"], stop_at=50_000)
+    assert not stopped.complete and disk.verdict(stopped, limit_mb=0) is None  # no limit: only the floor
+    many = tmp_path / "worker-1"
+    many.mkdir()
+    for i in range(50):
+        (many / str(i)).touch()
+    monkeypatch_max = disk.MAX_ENTRIES
+    try:
+        disk.MAX_ENTRIES = 10
+        crowded = disk.measure(tmp_path, ["worker-1"])
+        assert "more than 10 files and folders" in disk.verdict(crowded, limit_mb=0)
+    finally:
+        disk.MAX_ENTRIES = monkeypatch_max

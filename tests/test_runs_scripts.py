@@ -118,3 +118,21 @@ def test_a_script_in_a_private_folder_runs_from_its_copy_and_sees_nothing_beside
         assert "sees ['helper.py', 'train.py'] 42" in logs.stdout and "secret visible: False" in logs.stdout
     finally:
         shutil.rmtree(outer)
+
+
+def test_a_script_that_fills_the_disk_is_stopped_at_the_disk_limit(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-script-disk")
+    (tmp_path / "fill").mkdir()
+    (tmp_path / "fill" / "fill.py").write_text(
+        "import os, time\nwith open('junk.bin', 'wb') as out:\n"
+        "    while True:\n        out.write(os.urandom(1 << 20))\n        out.flush()\n        time.sleep(0.01)\n")
+    proc = run_orch(["up", "--script", str(tmp_path / "fill" / "fill.py"), "--workers", "2", "--dataset",
+                     "synthetic", "--samples", "3000", "--disk-limit", "32", "--run-id", "live-script-disk"],
+                    orch_env)
+    assert proc.returncode == 1, proc.stderr
+    assert "over --disk-limit 32 MiB; the replicas were stopped" in proc.stderr
+    record = json.loads((tmp_path / "runs" / "live-script-disk" / "run.json").read_text())
+    assert record["state"] == "failed" and "--disk-limit" in record["error"]
+    written = sum(f.stat().st_size for f in (tmp_path / "runs" / "live-script-disk").glob("worker-*/junk.bin"))
+    assert written < 1 << 30  # stopped within seconds of the limit, not at the disk's end
+    assert orch_containers("live-script-disk") == [] and orch_networks("live-script-disk") == []

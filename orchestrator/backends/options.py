@@ -143,3 +143,21 @@ def option_names() -> dict[str, list[str]]:
         for name in model.model_fields:
             owners.setdefault(name, []).append(backend)
     return owners
+
+
+def legacy(data: Any) -> Any:
+    """A spec's raw fields with the backend options an older orch kept at the top level moved under
+    ``backend_options``; those left at their old defaults that the backend does not have are dropped, and any
+    other is kept for the backend's model to refuse."""
+    if not isinstance(data, dict) or not set(BackendOptions.LEGACY_DEFAULTS) & set(data):
+        return data
+    data = dict(data)
+    model = OPTIONS.get(data.get("backend", DEFAULT))
+    options = dict(data.get("backend_options") or {})
+    for name, default in BackendOptions.LEGACY_DEFAULTS.items():
+        if name in data:
+            value = data.pop(name)
+            if (model is not None and name in model.model_fields) or value != default:
+                options[name] = value
+    data["backend_options"] = options
+    return data

@@ -11,13 +11,13 @@ import signal
 import time
 from typing import Any, Callable, Optional
 
-from orchestrator import backends
+from orchestrator import backends, contract
 from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.data import prepare as datasets
 from orchestrator.errors import JobTimedOut, OrchError, WorkerFailed
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import SOURCE_DIR, Plan, plan
-from orchestrator.run import logs, scripts
+from orchestrator.run import disk, logs, scripts
 from orchestrator.run.copier import ReportCopier
 from orchestrator.run.rundir import CONTAINER_UID, RunDir, RunInfo, RunState
 from orchestrator.run.stats import Sampler
@@ -68,6 +68,9 @@ class _Attempt:
         clock = self.clock
         launched = clock.monotonic()
         state = Watch()
+        folders = [f"{role}-{index}" for role, index in self.p.spec.replica_keys()] + [contract.SHARED_DIR]
+        limit = self.p.spec.disk_limit_mb << 20 or None
+        next_scan = clock.monotonic()
         while True:
             if self.copier is not None:
                 states = self.backend.states(self.p.spec.run_id)
@@ -78,9 +81,14 @@ class _Attempt:
             if self.copier is None:
                 states = self.backend.states(self.p.spec.run_id)
             now = clock.time()  # a heartbeat is never later than now (RunDir.heartbeat)
+            use = None
+            if clock.monotonic() >= next_scan:
+                took = time.perf_counter()
+                use = disk.measure(self.run.path, folders, stop_at=limit)
+                next_scan = clock.monotonic() + disk.interval(time.perf_counter() - took)
             obs = Observation(states=tuple(states), events=events,
                               heartbeats={key: self.run.heartbeat(key, now) for key in keys},
-                              now=now, elapsed=clock.monotonic() - launched)
+                              now=now, elapsed=clock.monotonic() - launched, disk=use)
             decision = decide(self.p.spec, state, obs, restarts)
             if decision.verdict != Verdict.WAIT:
                 if decision.stalled:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from orchestrator.backends import Key, ReplicaState, Status
+from orchestrator.run import disk
+from orchestrator.run.disk import DiskUse
 from orchestrator.spec import JobSpec
 
 FINISH_GRACE = 2.0  # seconds a replica may take to exit after every result is written
@@ -61,6 +63,7 @@ class Observation:
     heartbeats: dict[Key, float] = field(default_factory=dict)  # wall-clock seconds of each last heartbeat
     now: float = 0.0  # wall clock
     elapsed: float = 0.0  # seconds since this attempt was launched
+    disk: Optional[DiskUse] = None  # what the replicas wrote to this host's disk, when it was measured
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,9 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
                        f"{describe_exit(failed)} when the all-reduce timed out{others}")
         return _fail(spec, watch, restarts, replica=failed.key, failed=failed, message=message,
                      exit_code=failed.exit_code, retryable=retryable(failed))
+    too_much = disk.verdict(obs.disk, spec.disk_limit_mb) if obs.disk is not None else None
+    if too_much is not None:  # the host's disk matters more than the run: never retried
+        return Decision(Verdict.FAILED, watch, message=too_much)
     if not everyone <= present:
         gone = sorted(everyone - present)[0]
         return _fail(spec, watch, restarts, replica=gone, retryable=True,

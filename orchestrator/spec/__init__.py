@@ -120,6 +120,10 @@ class JobSpec(BaseModel):
                                   "none. The trainer uses the GPUs it sees: --strategy mirrored puts a replica on each.")
     memory_mb: int = Field(2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory"),
                            description="Memory limit per container in MiB.")
+    disk_limit_mb: int = Field(10_240, ge=0, le=100 * 1_048_576, json_schema_extra=flag("--disk-limit"),
+                               description="MiB the replicas may write, together, into their folders on this host "
+                                           "(outputs, checkpoints) before the run is stopped; 0 = no limit but the "
+                                           "free-space floor ($ORCH_DISK_FLOOR_MB, 1024).")
     pids_limit: int = Field(1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
                             description="process limit per container")
     script: Optional[str] = Field(
@@ -171,20 +175,8 @@ class JobSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_backend_fields(cls, data: Any) -> Any:
-        """A spec of an older orch kept the backends' options at the top level: move them under
-        ``backend_options``, dropping those left at their old defaults that the backend does not have."""
-        if not isinstance(data, dict) or not set(BackendOptions.LEGACY_DEFAULTS) & set(data):
-            return data
-        data = dict(data)
-        model = backend_options.OPTIONS.get(data.get("backend", backend_options.DEFAULT))
-        options = dict(data.get("backend_options") or {})
-        for name, default in BackendOptions.LEGACY_DEFAULTS.items():
-            if name in data:
-                value = data.pop(name)
-                if (model is not None and name in model.model_fields) or value != default:
-                    options[name] = value
-        data["backend_options"] = options
-        return data
+        """A spec of an older orch kept the backends' options at the top level (``backend_options.legacy``)."""
+        return backend_options.legacy(data)
 
     @model_validator(mode="before")
     @classmethod
