@@ -9,7 +9,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from orchestrator.errors import OrchError  # noqa: E402
-from orchestrator.spec import JobSpec, make_spec  # noqa: E402
+from orchestrator.jobspec import JobSpec, make_spec  # noqa: E402
 
 __all__ = ["__version__", "OrchError", "JobSpec", "make_spec", "job_spec", "render", "up", "collect", "experiment",
            "ps", "down", "doctor"]

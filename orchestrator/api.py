@@ -21,10 +21,10 @@ from typing import Any, Callable, Optional, Union
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
+from orchestrator.jobspec import JobSpec, make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import Plan
 from orchestrator.run.rundir import RunInfo
-from orchestrator.spec import JobSpec, make_spec
 
 __all__ = ["Collected", "ExperimentRun", "collect", "down", "experiment", "job_spec", "ps", "render", "up"]
 

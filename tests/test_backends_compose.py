@@ -7,7 +7,7 @@ import pytest
 from orchestrator.backends import Status, get
 from orchestrator.backends.compose import ComposeBackend, replica_state
 from orchestrator.docker.engine import ContainerState, parse_container
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

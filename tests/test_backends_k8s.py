@@ -17,7 +17,7 @@ from orchestrator.backends.k8s import KubernetesBackend, object_name
 from orchestrator.errors import InvalidSpec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 from tests.test_cli_inprocess import one_line_error, orch
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 

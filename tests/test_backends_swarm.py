@@ -25,7 +25,7 @@ from orchestrator.errors import DockerError, ImageMissing, InvalidSpec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.supervisor import describe_exit
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 from tests.fakes import FakeClock
 from tests.test_cli_inprocess import orch
 

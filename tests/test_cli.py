@@ -75,7 +75,7 @@ def test_missing_own_image_names_orch_build(monkeypatch, tmp_path):
     from orchestrator.frameworks import tensorflow
     from orchestrator.paths import Paths
     from orchestrator.run import runner
-    from orchestrator.spec import make_spec
+    from orchestrator.jobspec import make_spec
 
     monkeypatch.setattr(tensorflow, "__version__", "0.0.0-never-built")
     with pytest.raises(ImageMissing, match="run `orch build`"):

@@ -19,7 +19,7 @@ from orchestrator.cli.env import Environment
 from orchestrator.cli.options import spec_flags
 from orchestrator.errors import ImageMissing
 from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
-from orchestrator.spec import JobSpec, make_spec
+from orchestrator.jobspec import JobSpec, make_spec
 from tests.conftest import ROOT
 
 VERBS = [[], ["build"], ["render"], ["up"], ["ps"], ["down"], ["stats"], ["collect"], ["experiment"],

@@ -19,7 +19,7 @@ from orchestrator.paths import Paths
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 from tests.conftest import run_orch
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "orchestrator/schemas/summary.schema.json").read_text())

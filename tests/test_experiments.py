@@ -14,7 +14,7 @@ from orchestrator.experiments.file import SWEEPABLE, Cell, cell_run_id, expand, 
 from orchestrator.experiments.sweep import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
-from orchestrator.spec import RUN_ID_PATTERN, flat_field_names
+from orchestrator.jobspec import RUN_ID_PATTERN, flat_field_names
 from tests.conftest import ROOT, run_orch
 from tests.test_collect import _fake_run, _good, _tree, assert_whole, interrupt_replace
 

@@ -11,7 +11,7 @@ import yaml
 from orchestrator.errors import InvalidSpec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 
 LAUNCHER = ("python3", "-m", "orch_trainer.mpi_launch")
 

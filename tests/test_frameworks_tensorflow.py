@@ -5,7 +5,7 @@ import pytest
 
 from orchestrator import __version__, backends
 from orchestrator.frameworks import tensorflow
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 
 TF = tensorflow.FRAMEWORK
 

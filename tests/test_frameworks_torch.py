@@ -11,7 +11,7 @@ from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks.torch.build import index_download_args
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 from tests.conftest import ROOT, run_orch
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 

@@ -15,7 +15,7 @@ from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import Framework, FrameworkOptions
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.spec import load_spec, make_spec
+from orchestrator.jobspec import load_spec, make_spec
 
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 

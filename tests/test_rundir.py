@@ -8,7 +8,7 @@ from orchestrator.errors import RunNotFound
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from orchestrator.plan import Plan, plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.runner import apply
 from orchestrator.run.supervisor import FINISH_GRACE
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 from tests.fakes import (
     FakeBackend,
     FakeClock,

@@ -9,7 +9,7 @@ from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.runs import down, ps
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 
 
 class Engine(Backend):

@@ -1,7 +1,7 @@
 import pytest
 
 from orchestrator.errors import InvalidSpec
-from orchestrator.spec import JobSpec, make_spec
+from orchestrator.jobspec import JobSpec, make_spec
 
 
 def test_defaults_are_seed_000_workload():

@@ -17,7 +17,7 @@ from orchestrator.run.supervisor import (
     first_failure,
     retryable,
 )
-from orchestrator.spec import make_spec
+from orchestrator.jobspec import make_spec
 
 MiB = 2**20
 NOW = 1_700_000_000.0

@@ -18,8 +18,8 @@ from orchestrator.usage import Usage
 __all__ = ["Backend", "Key", "ReplicaState", "Status", "Usage", "bounded_name", "pulled", "REMOVAL_WAIT"]
 
 if TYPE_CHECKING:
+    from orchestrator.jobspec import JobSpec
     from orchestrator.plan.model import Plan
-    from orchestrator.spec import JobSpec
 
 Key = tuple[str, int]
 

@@ -13,8 +13,8 @@ from orchestrator.labels import LABEL_RUN
 from orchestrator.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
+    from orchestrator.jobspec import JobSpec
     from orchestrator.plan.model import Plan
-    from orchestrator.spec import JobSpec
 
 TEMPLATE = "job.yml.j2"
 SHM_MB = 256  # /dev/shm of a group that shares one IPC namespace (MPI's shared-memory transport lives there)

@@ -32,8 +32,8 @@ from orchestrator.timestamps import parse_timestamp
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from orchestrator.jobspec import JobSpec
     from orchestrator.plan.model import Plan
-    from orchestrator.spec import JobSpec
 
 __all__ = ["KubernetesBackend", "COMPLETION_INDEX", "documents_of", "object_name", "pod_state"]
 

@@ -20,8 +20,8 @@ from orchestrator.images import data as data_images
 from orchestrator.labels import LABEL_ROLE, LABEL_RUN
 
 if TYPE_CHECKING:
+    from orchestrator.jobspec import JobSpec
     from orchestrator.plan.model import Plan, Replica
-    from orchestrator.spec import JobSpec
 
 NAME_MAX = 40  # leaves room in a 63-character host name for "-<role>-0-<index>" (JobSet) or "-<index>"
 CONTAINER = "trainer"
@@ -76,12 +76,6 @@ def object_name(run_id: str) -> str:
     """The run's Kubernetes object name: ``orch-<run id>`` where that is a valid DNS label of at most NAME_MAX
     characters, else a shortened, hyphenated form with a hash of the run id, so distinct ids stay distinct."""
     return bounded_name(run_id, NAME_MAX, "a-z0-9-")
-
-
-def data_image_ref(dataset: str) -> str:
-    """The data image orch builds for ``dataset`` (`orch build --data`): the prepared files under DATA_IMAGE_DIR
-    on orch's base image, which has `cp`."""
-    return data_images.data_image(dataset)
 
 
 def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
@@ -318,7 +312,7 @@ def _data_container(spec: "JobSpec", resources: dict[str, Any]) -> dict[str, Any
     amounts = {k: v for k, v in resources["limits"].items() if k != "nvidia.com/gpu"}
     return {
         "name": "data",
-        "image": pulled(data_image_ref(spec.dataset), spec, own=True),
+        "image": pulled(data_images.data_image(spec.dataset), spec, own=True),  # `orch build --data`
         "imagePullPolicy": "IfNotPresent",
         "command": ["cp", "-R", f"{DATA_IMAGE_DIR}/.", f"{contract.DATA_MOUNT}/"],
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},

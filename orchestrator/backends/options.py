@@ -9,12 +9,11 @@ so the spec can load these without loading an engine's client.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-if TYPE_CHECKING:
-    from orchestrator.spec import JobSpec
+from orchestrator.frameworks.base import Job
 
 REGISTRY_PATTERN = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
 DNS_SUBDOMAIN_PATTERN = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
@@ -35,7 +34,7 @@ class BackendOptions(BaseModel):
         """The registry (HOST/PATH) the nodes pull orch's own images from, None where they are built here."""
         return None
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         """Raise ValueError (one line, naming the flags) where the job is one this backend cannot run."""
 
 
@@ -79,7 +78,7 @@ class SwarmOptions(BackendOptions):
     def image_registry(self) -> Optional[str]:
         return self.registry
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         if spec.network != "bridge":
             raise ValueError(f"network: --network {spec.network} is for --backend compose; on Swarm the replicas "
                              "meet on the stack's overlay network; leave --network out")
@@ -118,7 +117,7 @@ class KubernetesOptions(BackendOptions):
     def image_registry(self) -> Optional[str]:
         return self.registry
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         if spec.script is not None:
             raise ValueError("script: --script mounts a folder of this host, which a cluster's pods cannot see; "
                              "build an image FROM orch's trainer image with your script in it and pass --image")

@@ -36,8 +36,8 @@ __all__ = ["SwarmBackend", "NOT_EXPRESSIBLE", "STACK_MAX", "check_mtu", "replica
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from orchestrator.jobspec import JobSpec
     from orchestrator.plan.model import Plan
-    from orchestrator.spec import JobSpec
 
 REASON_MAX = 200
 STATS_WAIT = 300  # seconds a replica's stats wait for its task to start

@@ -17,8 +17,8 @@ from orchestrator.backends.base import Key, bounded_name, pulled
 from orchestrator.labels import LABEL_RUN
 
 if TYPE_CHECKING:
+    from orchestrator.jobspec import JobSpec
     from orchestrator.plan.model import Plan, Replica
-    from orchestrator.spec import JobSpec
 
 MTU_OPTION = "com.docker.network.driver.mtu"
 DEFAULT_OVERLAY_MTU = 1450  # Docker's overlay default: 1500 less VXLAN's 50

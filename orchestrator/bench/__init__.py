@@ -128,7 +128,7 @@ def job_spec(transport: Transport, ranks: int, sizes: list[int], iterations: int
              script: Optional[Path] = None):
     """The orch job that measures ``transport`` with ``ranks`` replicas (validated: InvalidSpec if it cannot run);
     ``script`` is the staged harness (``probe_script``)."""
-    from orchestrator.spec import make_spec
+    from orchestrator.jobspec import make_spec
 
     run_id = f"bench-{transport.name}-{ranks}-{int(time.time() * 1000) % 10**9}"
     # The script trains nothing; a global batch that divides by every rank count keeps the spec valid.

@@ -22,7 +22,7 @@ from pydantic_core import PydanticUndefined
 
 from orchestrator import frameworks
 from orchestrator.backends import options as backend_options
-from orchestrator.spec import JobSpec
+from orchestrator.jobspec import JobSpec
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
 _NOT_FLAGS = {"name"}

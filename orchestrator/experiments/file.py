@@ -19,10 +19,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import InvalidSpec
+from orchestrator.jobspec import flat_field_names, make_spec, shown
 from orchestrator.run.scripts import absolute
 from orchestrator.safeio import Unsafe, read_bounded
 from orchestrator.safetext import one_line
-from orchestrator.spec import flat_field_names, make_spec, shown
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,23}$"
 MAX_BYTES = 64 << 10  # of an experiment file (a valid one is at most ~40 KiB); pure-Python YAML reads it in < 1 s

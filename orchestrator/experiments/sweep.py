@@ -16,12 +16,12 @@ from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
 from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import runner
 from orchestrator.run.rundir import read_json
 from orchestrator.safeio import locked, write_json
 from orchestrator.safetext import one_line
-from orchestrator.spec import make_spec
 
 CELLS_FILE = "cells.json"
 # Errors of the host, not of a cell: every later cell would fail the same way, so the sweep stops.

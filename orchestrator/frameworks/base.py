@@ -9,16 +9,36 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
-    from orchestrator.spec import JobSpec
 
 Key = tuple[str, int]  # (role, index within the role)
 Say = Callable[[str], None]
+
+
+class Job(Protocol):
+    """A job spec as frameworks and backends read it: ``jobspec.JobSpec`` is one. Named by what is read rather
+    than imported, because the spec nests the options defined beside these hooks."""
+
+    workers: int
+    global_batch: int
+    model: str
+    network: str
+    gpus: int
+    backend: str
+    script: Optional[str]
+    image: Optional[str]
+    checkpoint_every: int
+    max_restarts: int
+
+    @property
+    def framework(self) -> "FrameworkOptions": ...
+
+    def replica_keys(self) -> list[tuple[str, int]]: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +103,7 @@ class FrameworkOptions(BaseModel):
     def check(self, workers: int, global_batch: int) -> None:
         """Raise ValueError (one line, naming the flags) where these options do not fit the job's shape."""
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         """Raise ValueError (one line, naming the flag) where the job asks for what this framework does not do.
         Runs before the generic checks. By default a framework has no --checkpoint-every (it checkpoints after
         every epoch, or not at all)."""
@@ -116,24 +136,24 @@ class Framework:
     bench_api: str = ""
     bench_host_packages: Optional[tuple[str, ...]] = None
 
-    def image(self, spec: "JobSpec") -> str:
+    def image(self, spec: Job) -> str:
         """The image every replica of ``spec`` runs."""
         raise NotImplementedError
 
-    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
         """The rendezvous environment of replica ``key``, given every replica's address."""
         return {}
 
-    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+    def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         """The rendezvous of replica ``key`` as `orch render --format json` shows it."""
         return {}
 
-    def launch(self, spec: "JobSpec", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+    def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """The command a replica runs, for a framework that starts its processes itself (MPI's launcher); None
         leaves ``command`` (empty: the image's own trainer) as it is."""
         return None
 
-    def shares_host(self, spec: "JobSpec") -> bool:
+    def shares_host(self, spec: Job) -> bool:
         """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
         return False
 

@@ -14,10 +14,10 @@ from typing import Optional
 from orchestrator import __version__, backends, contract, frameworks
 from orchestrator.data.prepare import dataset_dir
 from orchestrator.images import data as data_images
+from orchestrator.jobspec import JobSpec
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from orchestrator.paths import Paths
 from orchestrator.plan.model import Mount, Plan, Replica
-from orchestrator.spec import JobSpec
 
 __all__ = ["SOURCE_DIR", "Mount", "Plan", "Replica", "cpuset", "plan"]
 

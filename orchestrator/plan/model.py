@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.spec import JobSpec
+from orchestrator.jobspec import JobSpec
 
 
 @dataclass(frozen=True)

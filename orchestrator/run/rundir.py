@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from orchestrator import contract
 from orchestrator.errors import DiskFull, InvalidSpec, OrchError, RunNotFound
+from orchestrator.jobspec import JobSpec, load_spec, make_spec
 from orchestrator.paths import Paths
 from orchestrator.run.records import Refused, parse_event, result_of
 from orchestrator.safeio import Tail, atomic_write, mtime, read_json_bounded, write_json
-from orchestrator.spec import JobSpec, load_spec, make_spec
 
 if TYPE_CHECKING:
     from orchestrator.plan.model import Plan

@@ -15,6 +15,7 @@ from orchestrator import backends, contract
 from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.data import prepare as datasets
 from orchestrator.errors import JobTimedOut, OrchError, WorkerFailed
+from orchestrator.jobspec import JobSpec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import SOURCE_DIR, Plan, plan
 from orchestrator.run import disk, logs, scripts
@@ -24,7 +25,6 @@ from orchestrator.run.stats import Sampler
 from orchestrator.run.supervisor import Decision, Memory, Observation, Verdict, Watch, blame_memory, decide
 from orchestrator.safetext import one_line
 from orchestrator.safetree import remove_tree
-from orchestrator.spec import JobSpec
 
 Say = Callable[[str], None]
 OnEvent = Callable[[tuple[str, int], Any], None]  # (role, index) and the event

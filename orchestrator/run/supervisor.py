@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from orchestrator.backends import Key, ReplicaState, Status
+from orchestrator.jobspec import JobSpec
 from orchestrator.run import disk
 from orchestrator.run.disk import DiskUse
-from orchestrator.spec import JobSpec
 
 FINISH_GRACE = 2.0  # seconds a replica may take to exit after every result is written
 STARVED_SHARE = 0.9  # a working set at this share of the limit counts as starved

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import contract
 from orchestrator.frameworks import tensorflow
-from orchestrator.frameworks.base import BenchTransport, Framework
+from orchestrator.frameworks.base import BenchTransport, Framework, Job
 from orchestrator.frameworks.mpi.options import MpiOptions
 
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
-    from orchestrator.spec import JobSpec
 
 Key = tuple[str, int]
 LAUNCH_PORT = 7470  # where replica 0 hands each replica its Hydra proxy command
@@ -35,7 +34,7 @@ ENV_HOSTS = "ORCH_MPI_HOSTS"  # every replica's host name on the cluster network
 ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
 
 
-def transport(spec: "JobSpec") -> str:
+def transport(spec: Job) -> str:
     """The transport a job's ranks use: ``auto`` is shared memory on one host (Compose), TCP across nodes."""
     chosen = spec.framework.transport
     return chosen if chosen != "auto" else "shm" if spec.backend == "compose" else "tcp"
@@ -61,14 +60,14 @@ class Mpi(Framework):
     )
     bench_host_packages = ("mpich", "mpi4py", "numpy")
 
-    def image(self, spec: "JobSpec") -> str:
+    def image(self, spec: Job) -> str:
         return tensorflow.FRAMEWORK.image(spec)  # the ranks compute with TensorFlow; the image carries MPI too
 
-    def shares_host(self, spec: "JobSpec") -> bool:
+    def shares_host(self, spec: Job) -> bool:
         """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
         return spec.workers > 1 and transport(spec) == "shm"
 
-    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.workers == 1:
             return {}  # one rank: no MPI at all, the baseline
         return {
@@ -80,12 +79,12 @@ class Mpi(Framework):
             "UCX_WARN_UNUSED_ENV_VARS": "n",
         }
 
-    def launch(self, spec: "JobSpec", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+    def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """The command a replica runs: the rank's command (orch's trainer by default) under orch's launcher."""
         rank = command or contract.TRAINER_COMMAND
         return rank if spec.workers == 1 else ("python3", "-m", "orch_trainer.mpi_launch", *rank)
 
-    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+    def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         hosts = [host_of(a) for a in addresses.values()]
         return {"mpi": None if spec.workers == 1 else {
             "rank": list(addresses).index(key), "world_size": len(hosts), "hosts": hosts, "launcher": hosts[0],

@@ -1,14 +1,12 @@
 """MPI's own spec options."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions
+from orchestrator.frameworks.base import FrameworkOptions, Job
 
-if TYPE_CHECKING:
-    from orchestrator.spec import JobSpec
 
 class MpiOptions(FrameworkOptions):
     """MPI (seed 001's mpi4py strategy): one rank per container; TensorFlow computes the gradients, MPI's
@@ -24,7 +22,7 @@ class MpiOptions(FrameworkOptions):
 
     training_fields: ClassVar[tuple[str, ...]] = ("transport",)
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         """Raise ValueError (one line) where an MPI job's shape does not fit its engine."""
         if spec.network != "bridge":
             raise ValueError(f"network: --framework mpi meets on the cluster network (bridge); --network "

@@ -6,13 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import __version__, rendezvous
-from orchestrator.frameworks.base import BenchTransport, Framework
+from orchestrator.frameworks.base import BenchTransport, Framework, Job
 from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
 from orchestrator.paths import recipe_dir
 
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
-    from orchestrator.spec import JobSpec
 
 Key = tuple[str, int]
 IMAGE_REPO = "orch-trainer"
@@ -24,7 +23,7 @@ def image_ref(kind: str) -> str:
     return f"{IMAGE_REPO}:{__version__}-{kind}"
 
 
-def tf_config(spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> Optional[dict]:
+def tf_config(spec: Job, key: Key, addresses: dict[Key, str]) -> Optional[dict]:
     """TF_CONFIG of replica ``key``, or None for a single worker (no cluster at all)."""
     return rendezvous.tf_config(rendezvous.cluster_of(addresses), *key)
 
@@ -52,13 +51,13 @@ class TensorFlow(Framework):
                        "the same, every container in rank 0's network namespace, on loopback"),
     )
 
-    def image(self, spec: "JobSpec") -> str:
+    def image(self, spec: Job) -> str:
         return spec.image or image_ref("single" if len(spec.replica_keys()) == 1 else "multi")
 
-    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
         return rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
 
-    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+    def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         return {"tf_config": tf_config(spec, key, addresses)}
 
     def image_refs(self) -> tuple[str, ...]:

@@ -1,14 +1,12 @@
 """TensorFlow's own spec options."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions
+from orchestrator.frameworks.base import FrameworkOptions, Job
 
-if TYPE_CHECKING:
-    from orchestrator.spec import JobSpec
 
 class TensorFlowOptions(FrameworkOptions):
     """TensorFlow: the strategy, the step loop, the tf.data pipeline and the all-reduce."""
@@ -79,7 +77,7 @@ class TensorFlowOptions(FrameworkOptions):
         """Under ps only the chief validates, on the whole validation split; the others shard it."""
         return 1 if self.resolved_strategy(workers) == "ps" else workers
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         strategy = self.resolved_strategy(spec.workers)
         if spec.checkpoint_every and strategy in ("custom", "ps"):
             super().check_job(spec)

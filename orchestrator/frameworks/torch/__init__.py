@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import __version__, rendezvous
-from orchestrator.frameworks.base import BenchTransport, Framework
+from orchestrator.frameworks.base import BenchTransport, Framework, Job
 from orchestrator.frameworks.mpi import host_of
 from orchestrator.frameworks.torch.options import TorchOptions
 from orchestrator.paths import recipe_dir
 
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
-    from orchestrator.spec import JobSpec
 
 Key = tuple[str, int]
 IMAGE_REPO = "orch-torch"
@@ -51,10 +50,10 @@ class Torch(Framework):
     )
     bench_api = "gloo"
 
-    def image(self, spec: "JobSpec") -> str:
+    def image(self, spec: Job) -> str:
         return spec.image or image_ref()
 
-    def env(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.workers == 1:
             return {}  # the serial baseline: no process group
         keys = list(addresses)
@@ -67,14 +66,14 @@ class Torch(Framework):
             "LOCAL_WORLD_SIZE": "1",
         }
 
-    def launch(self, spec: "JobSpec", command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+    def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """A user's script runs under orch's small launcher, which sets GLOO_SOCKET_IFNAME and then becomes the
         script; orch's own trainer sets it itself."""
         if not command or spec.workers == 1:
             return None
         return ("python3", "-m", "orch_trainer.torch_env", *command)
 
-    def describe(self, spec: "JobSpec", key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+    def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         env = self.env(spec, key, addresses)
         return {"torch": None if not env else {
             "rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"]), "master": env["MASTER_ADDR"],

@@ -21,8 +21,8 @@ from orchestrator import __version__
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, ImageMissing, InvalidSpec
 from orchestrator.frameworks.torch import image_ref
-from orchestrator.images.builder import DEFAULT_BASE, TRAINER_PARENT, BuiltImage, _trainer_archive, wheelhouse
 from orchestrator.images import wheels
+from orchestrator.images.builder import DEFAULT_BASE, TRAINER_PARENT, BuiltImage, _trainer_archive, wheelhouse
 from orchestrator.images.wheels import LOCK_NAME, check_fresh, read_lock, redact, verify, wheel_id
 from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
 from orchestrator.paths import Paths, default_paths, recipe_dir

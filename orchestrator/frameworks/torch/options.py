@@ -1,14 +1,12 @@
 """PyTorch's own spec options."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions
+from orchestrator.frameworks.base import FrameworkOptions, Job
 
-if TYPE_CHECKING:
-    from orchestrator.spec import JobSpec
 
 class TorchOptions(FrameworkOptions):
     """PyTorch (seed 002): DistributedDataParallel over gloo, one rank per container; one container is the serial
@@ -47,7 +45,7 @@ class TorchOptions(FrameworkOptions):
     def resolved_strategy(self, workers: int) -> str:
         return "serial" if workers == 1 else "ddp"
 
-    def check_job(self, spec: "JobSpec") -> None:
+    def check_job(self, spec: Job) -> None:
         """Raise ValueError (one line) where a PyTorch job asks for what orch's PyTorch trainer does not do."""
         if spec.model == "text" and spec.script is None:
             raise ValueError("model: --framework torch trains seed 002's cnn or the mlp on images; text is "

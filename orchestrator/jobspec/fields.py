@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator import frameworks
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
-from orchestrator.spec.messages import _unknown_framework
+from orchestrator.jobspec.messages import _unknown_framework
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 # An absolute path to a .py file, of printable characters: it becomes a mount source and a command line.

@@ -12,16 +12,23 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator import contract, frameworks
 from orchestrator.backends import options as backend_options
-from orchestrator.backends.options import BackendOptions
+from orchestrator.backends.options import DNS_SUBDOMAIN_PATTERN, REGISTRY_PATTERN, BackendOptions
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import FrameworkOptions
-from orchestrator.backends.options import DNS_SUBDOMAIN_PATTERN, REGISTRY_PATTERN
-from orchestrator.spec.fields import (
+from orchestrator.jobspec.fields import (
     DEFAULT_ROLE,
     NO_FLAG,
     ROLE_PATTERN,
@@ -32,7 +39,7 @@ from orchestrator.spec.fields import (
     flag,
     new_run_id,
 )
-from orchestrator.spec.messages import _describe, _unknown_framework, shown
+from orchestrator.jobspec.messages import _describe, _unknown_framework, shown
 
 __all__ = ["DEFAULT_ROLE", "DNS_SUBDOMAIN_PATTERN", "NO_FLAG", "REGISTRY_PATTERN", "ROLE_PATTERN", "RUN_ID_PATTERN",
            "SCRIPT_PATTERN", "JobSpec", "Role", "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id",
