@@ -26,7 +26,7 @@ from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import container_user, up  # noqa: E402
-from orchestrator.spec import make_spec  # noqa: E402
+from orchestrator.jobspec import make_spec  # noqa: E402
 
 
 def bare(fields: dict, run_id: str) -> float:

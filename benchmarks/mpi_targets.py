@@ -29,7 +29,7 @@ from orchestrator import bench  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import up  # noqa: E402
-from orchestrator.spec import make_spec  # noqa: E402
+from orchestrator.jobspec import make_spec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
