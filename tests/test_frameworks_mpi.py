@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from orchestrator.errors import InvalidSpec
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.jobspec import make_spec
 
 LAUNCHER = ("python3", "-m", "orch_trainer.mpi_launch")
 
@@ -93,7 +93,7 @@ def launch(monkeypatch):
 
     from tests.conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("mpi_launch", ROOT / "orchestrator/trainer/mpi_launch.py")
+    spec = importlib.util.spec_from_file_location("mpi_launch", ROOT / "orchestrator/frameworks/mpi/trainer/mpi_launch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module.shutil, "which", lambda name: f"/opt/venv/bin/{name}")

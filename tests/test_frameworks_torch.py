@@ -9,9 +9,9 @@ import yaml
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks.torch.build import index_download_args
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.jobspec import make_spec
 from tests.conftest import ROOT, run_orch
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
@@ -142,7 +142,7 @@ def test_kubernetes_pods_derive_the_rank_compose_sets(trainer, tmp_path):  # noq
 def test_gloo_is_bound_to_the_interface_that_reaches_the_master():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("torch_env", ROOT / "orchestrator/trainer/torch_env.py")
+    spec = importlib.util.spec_from_file_location("torch_env", ROOT / "orchestrator/frameworks/torch/trainer/torch_env.py")
     torch_env = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(torch_env)  # standard library only, as in the image
 

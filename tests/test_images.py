@@ -83,6 +83,9 @@ def test_trainer_archive_is_root_owned_and_readable_by_anyone():
         members = {m.name: m for m in tar.getmembers()}
     assert "orch/trainer/orch_trainer/contract.py" in members
     assert "orch/trainer/orch_trainer/train.py" in members
+    # every framework's trainer modules, flat, and the entries that name them
+    assert {"orch/trainer/orch_trainer/torch_loop.py", "orch/trainer/orch_trainer/mpi_loop.py",
+            "orch/trainer/orch_trainer/session.py", "orch/trainer/orch_trainer/entries.py"} <= set(members)
     assert {m.mode for m in members.values() if m.isdir()} == {0o755}
     assert {m.mode for m in members.values() if m.isfile()} == {0o644}
     assert {(m.uid, m.gid, m.mtime) for m in members.values()} == {(0, 0, 0)}

@@ -76,7 +76,7 @@ def test_the_wheel_carries_every_asset_and_no_tests(wheel):
     assert "Provides-Extra: k8s" in text and "Requires-Dist: kubernetes" in text and "extra == \"k8s\"" in text
 
 
-def test_an_installed_orch_checks_builds_renders_runs_and_collects_from_an_empty_folder(installed):
+def test_an_installed_orch_checks_builds_renders_runs_collects_and_sweeps_from_an_empty_folder(installed):
     orch, work = installed
     assert orch("--version").stdout.startswith("orch, version")
     doctor = orch("doctor")
@@ -100,6 +100,16 @@ def test_an_installed_orch_checks_builds_renders_runs_and_collects_from_an_empty
         assert (work / "results" / run_id).is_dir()
     finally:
         orch("down", run_id)
+    (work / "tiny.yaml").write_text("name: tiny\nbase: {dataset: synthetic, samples: 2000, epochs: 1}\n"
+                                    "grid: {workers: [1, 2]}\nrepeats: 1\n")
+    try:
+        sweep = orch("experiment", "run", "tiny.yaml")
+        assert sweep.returncode == 0, sweep.stderr
+        assert (work / "results" / "tiny" / "report.md").is_file()
+    finally:
+        (work / "tiny.yaml").unlink()
+        for run in (work / "runs").iterdir():
+            orch("down", run.name)
     assert sorted(p.name for p in work.iterdir()) == ["results", "runs"]
 
 

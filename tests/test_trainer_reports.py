@@ -3,7 +3,6 @@ reports as lines on stdout, read back by orchestrator.run.stdout. Imported as th
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,32 +10,28 @@ from pathlib import Path
 import pytest
 
 from orchestrator import contract
-from orchestrator.images.builder import SHARED_WITH_TRAINER
+from orchestrator.images.builder import _trainer_files
 from orchestrator.run import stdout as stdout_reports
-from tests.conftest import ROOT
-
-TRAINER = ROOT / "orchestrator" / "trainer"
 
 
 @pytest.fixture
 def trainer(tmp_path, monkeypatch):
-    """The trainer's reporter and rendezvous modules as the image has them: the shared modules copied in."""
-    package = tmp_path / "image" / "orch_trainer"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    for name in ("reporter.py", "report.py", "session.py"):
-        shutil.copy(TRAINER / name, package / name)
-    for name in SHARED_WITH_TRAINER:  # as the image builder copies them
-        shutil.copy(ROOT / "orchestrator" / name, package / name)
-    monkeypatch.syspath_prepend(str(package.parent))
+    """The trainer's package as the image has it: orch build's files (the common modules, the shared ones and
+    every framework's), written out and imported; frameworks' libraries are imported only where used."""
+    for name, data in _trainer_files():
+        path = tmp_path / "image" / name.removeprefix("orch/trainer/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    monkeypatch.syspath_prepend(str(tmp_path / "image"))
     names = ("orch_trainer", "orch_trainer.reporter", "orch_trainer.rendezvous", "orch_trainer.contract",
-             "orch_trainer.report", "orch_trainer.session")
+             "orch_trainer.report", "orch_trainer.worker", "orch_trainer.session")
     for name in names:
         monkeypatch.delitem(sys.modules, name, raising=False)
     import orch_trainer.rendezvous
     import orch_trainer.report
     import orch_trainer.reporter
     import orch_trainer.session
+    import orch_trainer.worker
 
     yield orch_trainer
     for name in names:
@@ -108,20 +103,20 @@ def test_every_trainer_writes_the_predictions_grid_orch_reads(trainer, tmp_path,
     reporter = trainer.reporter.Reporter(str(tmp_path), 0)
     rng = np.random.default_rng(0)
     x, y = rng.random((40, 784), dtype=np.float32), rng.integers(0, 10, 40)
-    trainer.session.write_predictions(reporter, x, y, y[::-1].copy())
+    trainer.worker.write_predictions(reporter, x, y, y[::-1].copy())
     got_x, got_true, got_pred = collect.read_predictions(Path(reporter.dir) / contract.PREDICTIONS_FILE)
     assert got_x.shape == (25, 784) and (got_true == y[:25]).all() and (got_pred == y[::-1][:25]).all()
     text = trainer.reporter.Reporter(str(tmp_path), 1)
-    trainer.session.write_predictions(text, rng.integers(0, 100, (40, 20)), y, y)  # token ids: no grid
+    trainer.worker.write_predictions(text, rng.integers(0, 100, (40, 20)), y, y)  # token ids: no grid
     assert not (Path(text.dir) / contract.PREDICTIONS_FILE).exists()
 
 
 def test_leaving_writes_the_result_marks_it_done_and_exits_0(trainer, tmp_path):
     """``leave`` never returns: it writes the result, tells the other workers, waits for theirs and exits."""
     script = (f"import sys; sys.path.insert(0, {str(Path(trainer.__file__).parent.parent)!r})\n"
-              "from orch_trainer import reporter, session\n"
+              "from orch_trainer import reporter, worker\n"
               f"r = reporter.Reporter({str(tmp_path)!r}, 0)\n"
-              "session.leave(r, {'worker': 0, 'train_seconds': 1.5, 'test_accuracy': 0.5}, 1)\n"
+              "worker.leave(r, {'worker': 0, 'train_seconds': 1.5, 'test_accuracy': 0.5}, 1)\n"
               "print('returned')\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "returned" not in done.stdout

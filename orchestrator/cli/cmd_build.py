@@ -19,6 +19,14 @@ def framework_names() -> list[str]:
     return list(frameworks.names())
 
 
+
+def index_takers() -> list:
+    """The frameworks whose builder takes wheels from an extra package index."""
+    from orchestrator import frameworks
+
+    return [frameworks.get(n) for n in frameworks.names() if frameworks.get(n).takes_index]
+
+
 @click.command()
 @click.option("--base", help="Base image with python3.11 (e.g. python:3.11-slim-bookworm). [default: orch-base:bookworm]")
 @click.option("--bootstrap-base", is_flag=True,
@@ -28,18 +36,19 @@ def framework_names() -> list[str]:
 @click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
 @click.option("--framework", "chosen", multiple=True, type=click.Choice(framework_names()),
               help="Whose trainer images to build. [default: every framework's but those built only on demand, "
-                   "such as torch's: 3.2 GB of wheels, downloaded once] Repeatable.")
-@click.option("--index", "--torch-index", "index", metavar="URL", envvar="ORCH_TORCH_INDEX", show_envvar=True,
-              help="Take torch from this package index alone, e.g. PyTorch's CPU-only index "
-                   "https://download.pytorch.org/whl/cpu (a CPU build: the image needs no CUDA libraries), and its "
-                   "dependencies from the host's own index; resolved, then locked with sha256 hashes at the first "
-                   "build. https only. [default: the recipe's requirements.lock, from PyPI]")
+                   "whose wheels are large and downloaded once] Repeatable.")
+@click.option("--index", *[f"--{f.name}-index" for f in index_takers()], "index", metavar="URL",
+              envvar=[f"ORCH_{f.name.upper()}_INDEX" for f in index_takers()], show_envvar=True,
+              help="Take a framework's wheels from this package index: "
+                   + "; ".join(f"--framework {f.name}: {f.index_help}" for f in index_takers())
+                   + ". Resolved, then locked with sha256 hashes at the first build; https only. [default: the "
+                     "recipe's requirements.lock, from PyPI]")
 @click.option("--requirements", metavar="FILE", type=click.Path(dir_okay=False),
               help="Also build an image with the extra packages of this requirements file, for `orch up --script "
                    "... --requirements FILE`: resolved on the host's index, locked with sha256 hashes, downloaded "
                    "by the host's pip, added to orch's image, offline. The file lists packages only (no pip options).")
 @click.option("--allow-insecure-index", is_flag=True,
-              help="Take a plain-http package index or wheel URL (--torch-index, the host's index, a URL in "
+              help="Take a plain-http package index or wheel URL (--index, the host's index, a URL in "
                    "--requirements): anyone on the way could swap the wheels before they are locked.")
 @click.option("--data", "datasets", multiple=True, metavar="DATASET",
               type=click.Choice(["mnist", "fashion-mnist", "vader-reviews"]),

@@ -6,6 +6,7 @@ framework's folder asks which framework it has. A framework's folder holds a sub
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,10 @@ class Framework:
     takes_requirements: bool = False
     # Whether its images are built on demand only (`orch build --framework NAME`), not by a plain `orch build`.
     on_demand: bool = False
-    # Whether its builder takes wheels from an extra package index (`orch build --index URL`).
+    # Whether its builder takes wheels from an extra package index (`orch build --index URL`, also spelt
+    # --<name>-index and read from ORCH_<NAME>_INDEX), and what that index is for, in the flag's help.
     takes_index: bool = False
+    index_help: str = ""
     # Lines of its libraries' output that say nothing to a user (start-up chatter), hidden by `orch logs`.
     log_noise: tuple[str, ...] = ()
     # `orch bench allreduce`: the ways its replicas all-reduce, the library its probe measures (as the host
@@ -135,6 +138,14 @@ class Framework:
     bench_transports: tuple[BenchTransport, ...] = ()
     bench_api: str = ""
     bench_host_packages: Optional[tuple[str, ...]] = None
+    # The module of its trainer (in its folder's trainer/, copied flat into the images' orch_trainer package)
+    # whose run(reporter, job, worker, num_workers, data_dir) trains one worker; "" for none.
+    trainer_entry: str = ""
+
+    def trainer_files(self) -> list[Path]:
+        """Its trainer's modules: the .py files of trainer/ beside the module that defines the framework."""
+        folder = Path(inspect.getfile(type(self))).parent / "trainer"
+        return sorted(p for p in folder.glob("*.py") if p.name != "__init__.py") if folder.is_dir() else []
 
     def image(self, spec: Job) -> str:
         """The image every replica of ``spec`` runs."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from orchestrator import __version__
+from orchestrator import __version__, frameworks
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, ImageMissing, OrchError
 from orchestrator.images.wheels import LOCK_NAME, REQUIREMENTS, check_fresh, fetch, read_lock, select
@@ -147,12 +147,26 @@ def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
 SHARED_WITH_TRAINER = ("contract.py", "rendezvous.py")
 
 
-def _trainer_files() -> list[tuple[str, Path]]:
-    """(name under /opt, file) pairs of the trainer code, the shared modules included."""
+def _trainer_files() -> list[tuple[str, bytes]]:
+    """(name under /opt, content) pairs of the trainer code: the common package, the modules shared with the host,
+    every registered framework's trainer modules (flat, beside the common ones) and ``entries.py``, which names
+    each framework's entry module."""
+    prefix = "orch/trainer/orch_trainer"
     trainer = trainer_dir()
-    files = [(f"orch/trainer/orch_trainer/{p.relative_to(trainer).as_posix()}", p) for p in sorted(trainer.rglob("*.py"))]
+    files = [(f"{prefix}/{p.relative_to(trainer).as_posix()}", p.read_bytes()) for p in sorted(trainer.rglob("*.py"))]
     package = Path(__file__).resolve().parent.parent
-    files += [(f"orch/trainer/orch_trainer/{name}", package / name) for name in SHARED_WITH_TRAINER]
+    files += [(f"{prefix}/{name}", (package / name).read_bytes()) for name in SHARED_WITH_TRAINER]
+    entries = {}
+    for name in frameworks.names():
+        framework = frameworks.get(name)
+        files += [(f"{prefix}/{p.name}", p.read_bytes()) for p in framework.trainer_files()]
+        if framework.trainer_entry:
+            entries[name] = framework.trainer_entry
+    files.append((f"{prefix}/entries.py", ('"""Each framework\'s trainer entry module (written by orch build)."""\n'
+                                           f"ENTRIES = {entries!r}\n").encode()))
+    taken = [name for name, _ in files]
+    if len(taken) != len(set(taken)):
+        raise BuildError(f"two trainer modules share a name: {sorted({n for n in taken if taken.count(n) > 1})}")
     return files
 
 
@@ -165,8 +179,9 @@ def _runtime_files(images: Path) -> list[tuple[str, Path]]:
 def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
     """Digest of everything an image is built from; without the trainer, of the runtime image."""
     h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
-    for name, path in [*_runtime_files(images), *(_trainer_files() if with_trainer else [])]:
-        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    files = [(name, path.read_bytes()) for name, path in _runtime_files(images)]
+    for name, data in [*files, *(_trainer_files() if with_trainer else [])]:
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
@@ -198,8 +213,7 @@ def _trainer_archive() -> bytes:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name in dirs:
             tar.addfile(_tar_info(name, 0o755, directory=True))
-        for name, path in files:
-            data = path.read_bytes()
+        for name, data in files:
             tar.addfile(_tar_info(name, 0o644, len(data)), io.BytesIO(data))
     return buffer.getvalue()
 

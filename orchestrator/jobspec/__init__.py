@@ -36,6 +36,7 @@ from orchestrator.jobspec.fields import (
     SCRIPT_PATTERN,
     Role,
     _nest,
+    defaults,
     flag,
     new_run_id,
 )
@@ -78,12 +79,13 @@ class JobSpec(BaseModel):
     epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e"), description="Epochs.")
     global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b"),
                               description="GLOBAL batch, summed over workers: the same work per step for every N.")
-    learning_rate: float = Field(1e-3, gt=0, le=10, json_schema_extra=flag(default_text="0.001; 0.01 for torch"),
-                                 description="Learning rate: Adam's (TensorFlow, MPI), or SGD's with momentum 0.9 "
-                                             "(--framework torch, as seed 002).")
+    learning_rate: float = Field(1e-3, gt=0, le=10, json_schema_extra=flag(default_text=defaults("learning_rate",
+                                                                                                  0.001)),
+                                 description="Learning rate of the framework's optimizer (Adam for TensorFlow and MPI; "
+                                             "SGD with momentum 0.9 for PyTorch, as seed 002).")
     seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
     model: Literal["mlp", "cnn", "text"] = Field(
-        "mlp", json_schema_extra=flag(default_text="mlp; cnn for torch"),
+        "mlp", json_schema_extra=flag(default_text=defaults("model", "mlp")),
         description="mlp: seed 000's MLP (784, 25, 15 and 10 units); cnn: seed 002's CNN (two convolutions with "
                     "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
                     "data sets only).",

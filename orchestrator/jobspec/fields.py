@@ -27,6 +27,13 @@ def flag(name: Optional[str] = None, short: Optional[str] = None, default_text: 
 NO_FLAG = {"flag": False}
 
 
+def defaults(field: str, value: Any) -> str:
+    """A generic field's default as its help shows it, with each framework's own (``generic_defaults``)."""
+    own = [f"{v} for {name}" for name in frameworks.names()
+           if (v := frameworks.options_model(name).generic_defaults.get(field)) is not None]
+    return "; ".join([str(value), *own])
+
+
 class Role(BaseModel):
     """A kind of replica and how many of it a job has (worker × N; chief, ps × K and worker × N under ps)."""
 

@@ -34,6 +34,7 @@ class TensorFlow(Framework):
 
     name = "tensorflow"
     rendezvous_kind = rendezvous.TF_CONFIG
+    trainer_entry = "tensorflow_entry"
     options = TensorFlowOptions
     port = 12345
     takes_requirements = True

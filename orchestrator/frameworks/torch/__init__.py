@@ -36,11 +36,14 @@ def image_ref() -> str:
 
 class Torch(Framework):
     name = "torch"
+    trainer_entry = "torch_loop"
     rendezvous_kind = rendezvous.RANK
     options = TorchOptions
     port = MASTER_PORT
     on_demand = True
     takes_index = True
+    index_help = ("torch comes from this index alone, e.g. PyTorch's CPU-only one, https://download.pytorch.org/whl/cpu "
+                  "(a CPU build: the image needs no CUDA libraries), and its dependencies from the host's index")
     # /dev/shm per container: PyTorch's DataLoader worker processes pass batches through it (users' scripts);
     # Docker's default of 64 MiB fails such a loader.
     shm_mb = 512

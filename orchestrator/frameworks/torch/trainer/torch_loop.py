@@ -27,7 +27,7 @@ import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .session import _pin, leave, write_predictions
+from .worker import leave, pin, write_predictions
 
 CHECKPOINT_SUBDIR = "torch"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -120,7 +120,7 @@ def _evaluate(torch, net, x, y, loss_fn) -> tuple[float, int, int, np.ndarray]:
     return total, correct, len(x), np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
 
 
-def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> None:
+def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> None:
     """Train, write this rank's result from its own weights, wait for the others and leave (never returns)."""
     reporter.event(contract.EVENT_START, stage="importing")
     import torch
@@ -128,7 +128,7 @@ def train(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -
 
     from .torch_env import set_interface
 
-    cpus = _pin(os.environ.get(contract.ENV_CPUS))
+    cpus = pin(os.environ.get(contract.ENV_CPUS))
     torch.set_num_threads(job["threads"] or len(cpus))
     timeout = datetime.timedelta(seconds=max(job["startup_timeout"], job["stall_timeout"]) + TIMEOUT_MARGIN)
     interface = None

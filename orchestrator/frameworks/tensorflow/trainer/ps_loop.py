@@ -25,7 +25,8 @@ import numpy as np
 
 from . import contract
 from .reporter import Reporter
-from .session import Session, _pin, inter_op_threads
+from .session import Session, inter_op_threads
+from .worker import pin
 
 CHECKPOINT_SUBDIR = "ps"
 DATA_SUBDIR = "ps-data"  # under the shared folder: the training split, as fixed-length records
@@ -64,7 +65,7 @@ def serve(reporter: Reporter, job: dict) -> None:
     os.environ["GRPC_FAIL_FAST"] = "use_caller"
     import tensorflow as tf
 
-    cpus = _pin(os.environ.get(contract.ENV_CPUS))
+    cpus = pin(os.environ.get(contract.ENV_CPUS))
     config = json.loads(os.environ["TF_CONFIG"])
     task = config["task"]
     # A step on a worker blocks an inter-op thread while it waits for the variables it reads from the

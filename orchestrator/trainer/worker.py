@@ -1,0 +1,70 @@
+"""What every framework's training loop shares in a worker: its cores, its predictions grid, and how it leaves."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import contract
+from .reporter import Reporter
+
+process_started = time.time() - 1.0  # a result older than this is from an earlier attempt of the group
+
+
+def pin(cpus: str | None) -> list[int]:
+    """Pin every thread of this process to ``cpus`` ("0", "0-3", "0,2"); return the cores it may use.
+
+    Done after TensorFlow's import, which is CPU-bound and runs in every worker at once: pinned from
+    the start, three workers on two cores import at half speed on the shared core. Done before the
+    strategy exists, so TensorFlow sizes its thread pools to the share. Threads started later inherit it.
+    """
+    if cpus:
+        wanted = set()
+        for part in cpus.split(","):
+            first, _, last = part.partition("-")
+            wanted.update(range(int(first), int(last or first) + 1))
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), wanted)
+            except (ProcessLookupError, FileNotFoundError):
+                pass  # a thread that ended meanwhile
+    return sorted(os.sched_getaffinity(0))
+
+
+def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray) -> None:
+    """For image data, a grid of the first test images with this worker's predictions, written whole and then
+    renamed: never half a file. Text data has no grid."""
+    if x.ndim != 2 or x.shape[1] != 784:
+        return
+    grid = slice(0, min(25, len(x)))
+    target = os.path.join(reporter.dir, contract.PREDICTIONS_FILE)
+    with open(target + ".tmp", "wb") as f:
+        np.savez_compressed(f, x=(x[grid] * 255).round().astype(np.uint8), y_true=y_true[grid],
+                            y_pred=y_pred[grid].astype(np.int32))
+    os.replace(target + ".tmp", target)
+
+
+def leave(reporter: Reporter, result: dict, num_workers: int, wait: Optional[Callable[[], None]] = None) -> None:
+    """Write this worker's result, tell the others, and leave once every worker has written its own (or once
+    ``wait``, which waits its own way, returns): never returns.
+
+    This worker's collectives are all behind it. Once every worker has written its result, none needs
+    another, so all leave at once: what a framework does after the last epoch (checkpoint clean-up, shutdown
+    barriers) can idle for half a minute and adds nothing. Until then this worker stays, since a peer may
+    still be reading its last all-reduce buffer.
+    """
+    reporter.write_json(contract.RESULT_FILE, result)
+    reporter.mark_done()
+    reporter.event(contract.EVENT_DONE, train_seconds=result["train_seconds"], test_accuracy=result["test_accuracy"])
+    reporter.say(f"{reporter.role} {reporter.worker} done: train {result['train_seconds']:.2f} s, "
+                 f"test accuracy {result['test_accuracy']:.4f}")
+    if wait is not None:
+        wait()
+    else:
+        reporter.wait_for_results(num_workers, since=process_started)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
