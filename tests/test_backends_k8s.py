@@ -15,9 +15,9 @@ import yaml
 from orchestrator import contract, frameworks
 from orchestrator.backends.k8s import KubernetesBackend, object_name
 from orchestrator.errors import InvalidSpec
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.jobspec import make_spec
 from tests.test_cli_inprocess import one_line_error, orch
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 

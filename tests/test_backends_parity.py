@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from orchestrator import contract
-from orchestrator.plan import plan
 from orchestrator.jobspec import make_spec
+from orchestrator.plan import plan
 from tests.test_backends_k8s import PATHS, documents, env_of, job_templates
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 

@@ -22,10 +22,10 @@ from orchestrator.backends.swarm import (
     stack_name,
 )
 from orchestrator.errors import DockerError, ImageMissing, InvalidSpec
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.supervisor import describe_exit
-from orchestrator.jobspec import make_spec
 from tests.fakes import FakeClock
 from tests.test_cli_inprocess import orch
 

@@ -73,9 +73,9 @@ def test_missing_image_says_to_build(orch_env, tmp_path):
 def test_missing_own_image_names_orch_build(monkeypatch, tmp_path):
     from orchestrator.errors import ImageMissing
     from orchestrator.frameworks import tensorflow
+    from orchestrator.jobspec import make_spec
     from orchestrator.paths import Paths
     from orchestrator.run import runner
-    from orchestrator.jobspec import make_spec
 
     monkeypatch.setattr(tensorflow, "__version__", "0.0.0-never-built")
     with pytest.raises(ImageMissing, match="run `orch build`"):

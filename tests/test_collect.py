@@ -15,11 +15,11 @@ import pytest
 from orchestrator import contract
 from orchestrator.analysis.collect import PREDICTIONS_LIMIT, collect, compare, read_predictions, summarize
 from orchestrator.errors import RunNotFound
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
-from orchestrator.jobspec import make_spec
 from tests.conftest import run_orch
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "orchestrator/schemas/summary.schema.json").read_text())

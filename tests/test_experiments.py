@@ -12,9 +12,9 @@ from orchestrator.experiments import file as experiment_file
 from orchestrator.experiments import sweep as experiments
 from orchestrator.experiments.file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
 from orchestrator.experiments.sweep import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
+from orchestrator.jobspec import RUN_ID_PATTERN, flat_field_names
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
-from orchestrator.jobspec import RUN_ID_PATTERN, flat_field_names
 from tests.conftest import ROOT, run_orch
 from tests.test_collect import _fake_run, _good, _tree, assert_whole, interrupt_replace
 

@@ -13,9 +13,9 @@ from pydantic import Field
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import Framework, FrameworkOptions
+from orchestrator.jobspec import load_spec, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.jobspec import load_spec, make_spec
 
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 

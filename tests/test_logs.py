@@ -70,7 +70,7 @@ def test_a_break_inside_a_containers_line_is_not_a_second_record(tmp_path):
     logs.save(_Engine(), run, [replica])
     records = logs.saved_records(run, [("worker", 0)])
     assert [(r.stream, r.line) for r in records] == [("stdout", FORGERY), ("stdout", "next")]
-    assert records[0].time == parse_engine_line(f"2026-11-21T12:00:01.000000000Z x", 0, "stdout").time
+    assert records[0].time == parse_engine_line("2026-11-21T12:00:01.000000000Z x", 0, "stdout").time
     assert meaningful_lines(f"{FORGERY}\nlast\n", 5) == [FORGERY, "last"]
 
 

@@ -7,9 +7,9 @@ import yaml
 
 from orchestrator import __version__
 from orchestrator.backends.template import yaml_quote
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.jobspec import make_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))

@@ -5,10 +5,10 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.errors import RunNotFound
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
-from orchestrator.jobspec import make_spec
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import pytest
 from orchestrator import contract
 from orchestrator.docker.stats import usage_of
 from orchestrator.errors import ContractMismatch, DockerError, ImageMissing, JobTimedOut, WorkerFailed
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import Plan, plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.runner import apply
 from orchestrator.run.supervisor import FINISH_GRACE
-from orchestrator.jobspec import make_spec
 from tests.fakes import (
     FakeBackend,
     FakeClock,

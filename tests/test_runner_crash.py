@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator import safeio
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.rundir import RunDir, RunState
 from orchestrator.run.runner import apply
 from orchestrator.run.runs import ps
-from orchestrator.jobspec import make_spec
 from tests.fakes import FakeBackend, FakeClock, trainer
 
 # Renames of one run: compose.yml, plan.json, run.json (starting, then running), the two saved logs, and

@@ -5,11 +5,11 @@ import subprocess
 import pytest
 
 from orchestrator.backends import Backend, ReplicaState, Status
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.runs import down, ps
-from orchestrator.jobspec import make_spec
 
 
 class Engine(Backend):

@@ -14,12 +14,12 @@ from orchestrator import contract
 from orchestrator.backends import Status
 from orchestrator.errors import InvalidSpec
 from orchestrator.images.user import image_for, read_requirements
+from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.records import parse_event, parse_result
 from orchestrator.run.scripts import absolute, check, snapshot
 from orchestrator.run.supervisor import Observation, Verdict, Watch, decide
-from orchestrator.jobspec import make_spec
 from tests.test_cli_inprocess import one_line_error, orch
 from tests.test_supervisor import NOW, ev, rs
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)

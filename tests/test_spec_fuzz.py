@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from orchestrator.errors import InvalidSpec, OrchError
 from orchestrator.experiments import file as experiment_file
 from orchestrator.experiments.file import cell_run_id, expand, parse
+from orchestrator.jobspec import RUN_ID_PATTERN, JobSpec, flat_field_names, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
-from orchestrator.jobspec import RUN_ID_PATTERN, JobSpec, flat_field_names, make_spec
 
 FIELDS = flat_field_names()  # as experiment files and make_spec name them
 NASTY_TEXT = st.one_of(

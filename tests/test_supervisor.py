@@ -3,6 +3,7 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.backends import ReplicaState, Status
+from orchestrator.jobspec import make_spec
 from orchestrator.run.records import parse_event
 from orchestrator.run.supervisor import (
     FINISH_GRACE,
@@ -17,7 +18,6 @@ from orchestrator.run.supervisor import (
     first_failure,
     retryable,
 )
-from orchestrator.jobspec import make_spec
 
 MiB = 2**20
 NOW = 1_700_000_000.0

@@ -11,11 +11,11 @@ import pytest
 from orchestrator import contract
 from orchestrator.cli.env import Environment
 from orchestrator.errors import ContractMismatch, WorkerFailed
+from orchestrator.jobspec import make_spec
 from orchestrator.run import logs
 from orchestrator.run.records import parse_event
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.safetext import markdown, printable
-from orchestrator.jobspec import make_spec
 from tests.test_cli_inprocess import folders, no_engine, orch  # noqa: F401 - fixtures
 
 # A window title (OSC 0), the clipboard (OSC 52), clearing the screen (CSI), an 8-bit CSI (C1), DEL, a bell,
