@@ -402,3 +402,18 @@ def test_the_runs_and_results_folders_are_flags_as_well_as_variables(tmp_path, m
     assert (default_paths().runs, default_paths().results) == (tmp_path / "elsewhere/runs", tmp_path / "out")
     help_text = orch("--help").out
     assert "--runs-dir" in help_text and "ORCH_RUNS_DIR" in help_text and "--results-dir" in help_text
+
+
+@pytest.mark.parametrize("argv", [("--debug", "render", "--workers", "0"), ("render", "--debug", "--workers", "0"),
+                                  ("render", "--workers", "0", "--debug")])
+def test_debug_is_taken_anywhere_before_the_scripts_arguments(argv):
+    result = orch(*argv)
+    assert result.code == 2 and "No such option" not in result.err
+    assert "InvalidSpec" in result.err  # the traceback --debug asks for, wherever it stands
+
+
+def test_debug_after_the_separator_belongs_to_the_script(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = orch("render", "--script", "train.py", "--run-id", "r", "--", "--debug")
+    assert result.code == 0, result.err
+    assert '"--debug"' in result.out or "- --debug" in result.out

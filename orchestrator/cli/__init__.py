@@ -151,7 +151,11 @@ def main(argv: Optional[list[str]] = None, env: Optional[Environment] = None) ->
     """
     args = list(sys.argv[1:] if argv is None else argv)
     env = env or Environment()
-    env.debug = env.debug or "--debug" in args
+    # --debug is global and may come anywhere before a script's `--`: taken out here, so no verb refuses it.
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" in args[:end]:
+        env.debug = True
+        args = [a for a in args[:end] if a != "--debug"] + args[end:]
     with _termination_signals():
         code = _boundary(args, env)
     sys.exit(code)
