@@ -3,10 +3,17 @@
 The image is built here from orch's base image and tests/hostile/hostile.py. The run must end in
 bounded time with a clear failure; nothing outside the replicas' own folders may change; no container
 may run with more privilege than orch rendered; nothing may be left running.
+
+The attacks of the second round (issue 21) run on Compose and on a single-node Swarm, where the records
+travel as @orch lines on stdout and orch's copier writes them into the run directory: terminal escapes,
+numbers out of range, a heartbeat from the future, a deep and a locked tree in the shared folder, FIFOs
+planted as the files orch reads or appends to, and a disk filled without bound. The swarm is this
+engine's, made and left as found by tests/test_runs_swarm.py's fixture.
 """
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -17,21 +24,36 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.test_runs_swarm import _gone as _swarm_gone
+from tests.test_runs_swarm import stacks, swarm  # noqa: F401 - fixtures: the swarm, and removing the run's stack
 
 pytestmark = pytest.mark.docker
 
 HOSTILE = "orch-hostile:test"
+BASE = "orch-base:bookworm"
+
+
+def _image_id(ref: str):
+    got = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True)
+    return got.stdout.strip() if got.returncode == 0 else None
 
 
 @pytest.fixture(scope="session")
-def hostile_image(images, tmp_path_factory):
-    """The hostile image: orch's base plus the attack script (kept afterwards as a cache, like every image)."""
+def hostile_image(request, tmp_path_factory):
+    """The hostile image: orch's base plus the attack script (kept afterwards as a cache, like every image). Only
+    the base is needed: orch's images are built (``images``) only where it is missing, and an image this tag
+    replaced is removed, if unused, rather than left untagged."""
+    if _image_id(BASE) is None:
+        request.getfixturevalue("images")
+    previous = _image_id(HOSTILE)
     context = tmp_path_factory.mktemp("hostile")
     (context / "hostile.py").write_bytes((ROOT / "tests" / "hostile" / "hostile.py").read_bytes())
-    (context / "Dockerfile").write_text('FROM orch-base:bookworm\nCOPY hostile.py /hostile.py\n'
+    (context / "Dockerfile").write_text(f'FROM {BASE}\nCOPY hostile.py /hostile.py\n'
                                         'ENTRYPOINT ["python3", "-u", "/hostile.py"]\n')
     subprocess.run(["docker", "build", "-q", "-t", HOSTILE, str(context)], check=True, capture_output=True,
                    env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    if previous is not None and previous != _image_id(HOSTILE):
+        subprocess.run(["docker", "image", "rm", previous], capture_output=True)
     return HOSTILE
 
 
@@ -149,3 +171,210 @@ def test_a_worker_that_turns_every_file_into_a_fifo_times_out(hostile_image, orc
     record = json.loads((tmp_path / "runs" / run_id / "run.json").read_text())
     assert record["state"] == "timed-out"
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+# -- the second round, on every backend that runs here --------------------------------------------------------
+
+BOUND = 120  # seconds any of these runs may take, start-up and clean-up included
+SMALL = ["--dataset", "synthetic", "--samples", "3000"]
+CONTROLS = {"\x1b": "ESC", "\x9b": "C1 CSI", "\x07": "BEL", "\r": "CR", "\udc9b": "a raw 0x9b byte"}
+SCRIPT = ROOT / "tests" / "hostile" / "hostile.py"
+
+
+@pytest.fixture(params=["compose", "swarm"])
+def backend(request):
+    """The backend a test runs on; for Swarm, this engine's swarm (made if there is none, left as found)."""
+    if request.param == "swarm":
+        request.getfixturevalue("swarm")
+    return request.param
+
+
+@pytest.fixture
+def leftovers(backend, request):
+    """Run ids whose containers and networks (on Swarm: stack, services too) are removed even when the test fails."""
+    return request.getfixturevalue("stacks" if backend == "swarm" else "cleanup")
+
+
+def _gone(backend: str, run_id: str) -> bool:
+    if backend == "swarm":
+        return _swarm_gone(run_id)
+    return orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def _orch(args: list[str], env: dict[str, str], timeout: float = BOUND) -> tuple[int, str, str, float]:
+    """Run orch; its exit code, stdout and stderr as bytes decoded whole (a raw \\r or 0x9b byte kept, which
+    text mode would translate or refuse), and the seconds it took. A run that outlives ``timeout`` fails the test."""
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, cwd=ROOT, capture_output=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stderr or b"").decode("utf-8", "backslashreplace")[-2000:]
+        pytest.fail(f"orch {args[0]} did not end within {timeout} s; its stderr so far:\n{tail}")
+    return (proc.returncode, proc.stdout.decode("utf-8", "surrogateescape"),
+            proc.stderr.decode("utf-8", "surrogateescape"), time.monotonic() - started)
+
+
+def _up(backend: str, run_id: str, env: dict[str, str], *flags: str) -> tuple[int, str, str, float]:
+    code, out, err, took = _orch(["up", "--backend", backend, "--image", HOSTILE, *SMALL, "--run-id", run_id,
+                                  "--startup-timeout", "60", *flags], env)
+    _assert_no_internal_error(err)
+    return code, out, err, took
+
+
+def _assert_no_internal_error(text: str) -> None:
+    for word in ("Traceback", "internal error", "OverflowError", "RecursionError"):
+        assert word not in text, text[-3000:]
+
+
+def _assert_inert(text: str, where: str) -> None:
+    """No control character a terminal would act on, in what orch printed."""
+    found = sorted(name for char, name in CONTROLS.items() if char in text)
+    assert not found, f"{where} holds raw {', '.join(found)}: {text[-2000:]!r}"
+
+
+def _record(tmp_path: Path, run_id: str) -> dict:
+    return json.loads((tmp_path / "runs" / run_id / "run.json").read_text())
+
+
+def test_terminal_escapes_reach_no_terminal(hostile_image, backend, leftovers, orch_env, tmp_path):
+    run_id = f"hostile-escapes-{backend}"
+    leftovers.append(run_id)
+    code, out, err, took = _up(backend, run_id, orch_env)
+
+    assert code == 1, err
+    assert took < BOUND
+    assert "orch: error: worker-0 exited with code 3" in err
+    _assert_inert(out, "orch up's stdout")
+    _assert_inert(err, "orch up's stderr")
+    # Shown visibly: the error event as orch read it, and the worker's last lines below the failure.
+    assert "worker-0 error: hostile error \\x1b[2J\\x1b[H\\x1b]0;hostile-title\\x07\\x1b]52;c;" in err
+    assert "\\x9b31mC1-CSI and a\\x0dcarriage return" in err
+    assert "last words \\x1b[2J" in err
+
+    code, logs, logs_err, _ = _orch(["logs", run_id], orch_env)
+    assert code == 0, logs_err
+    _assert_inert(logs, "orch logs")
+    _assert_inert(logs_err, "orch logs' stderr")
+    for stream in ("stdout", "stderr"):
+        assert (f"worker-0 | [hostile 0] {stream} \\x1b[2J\\x1b[H\\x1b]0;hostile-title\\x07\\x1b]52;c;"
+                in logs), logs
+    assert "\\x9b31mC1-CSI end" in logs
+    # The \r stays inside its line: no record of the time and stream the worker chose.
+    assert "worker-0 | [hostile 0] innocent\\x0d2020-01-01T00:00:00.000000000Z stderr FORGED-BY-CR" in logs
+    assert not any(line.startswith("worker-0 | FORGED") or line.startswith("FORGED") for line in logs.split("\n"))
+
+    # The bytes were stored as the worker wrote them: --raw, to a pipe, gives them back.
+    code, raw, _, _ = _orch(["logs", run_id, "--raw"], orch_env)
+    assert code == 0 and "\x1b]52;c;" in raw and "innocent\r2020-01-01" in raw
+
+    # Neither forgery behind a \r is a record: no result (the worker claimed 0.99), no second line.
+    record = _record(tmp_path, run_id)
+    assert record["state"] == "failed" and record["workers"][0]["test_accuracy"] is None
+    assert not (tmp_path / "runs" / run_id / "worker-0" / "result.json").exists()
+    assert _gone(backend, run_id)
+
+
+def test_numbers_out_of_range_end_the_run_and_collect_cleanly(hostile_image, backend, leftovers, orch_env, tmp_path):
+    run_id = f"hostile-numbers-{backend}"
+    leftovers.append(run_id)
+    code, out, err, took = _up(backend, run_id, orch_env)
+
+    assert code in (0, 1), err
+    assert took < BOUND
+    record = _record(tmp_path, run_id)
+    assert record["state"] in ("succeeded", "failed"), record
+    # The result is refused whole (train seconds of 10**400): nothing of it reaches the record.
+    assert record["workers"][0]["train_seconds"] is None and record["workers"][0]["test_accuracy"] is None
+    assert _gone(backend, run_id)
+
+    for args in (["ps", run_id], ["ps", run_id, "--format", "json"], ["logs", run_id]):
+        code, _, stderr, _ = _orch(args, orch_env)
+        assert code == 0, stderr
+        _assert_no_internal_error(stderr)
+    code, out, err, _ = _orch(["collect", run_id, "--out", str(tmp_path / "collected"), "--format", "json"], orch_env)
+    _assert_no_internal_error(err)
+    if code != 0:  # a clear refusal is allowed: one line, no traceback
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        return
+    summary = json.loads(out)
+    assert any("result of worker-0 is refused" in w for w in summary["warnings"]), summary["warnings"]
+    epochs = (tmp_path / "collected" / run_id / "epochs.csv").read_text().splitlines()
+    assert len(epochs) == 2 and epochs[1].startswith("0,1,0.5,"), epochs  # the one valid epoch, and only it
+
+
+def test_a_heartbeat_from_the_future_does_not_hide_a_stall(hostile_image, backend, leftovers, orch_env, tmp_path):
+    run_id = f"hostile-future-{backend}"
+    leftovers.append(run_id)
+    code, _, err, took = _up(backend, run_id, orch_env, "--stall-timeout", "5", "--max-restarts", "0")
+
+    assert code == 1, err
+    assert took < BOUND
+    assert "orch: error: training stalled: no worker made progress for 5 s" in err
+    record = _record(tmp_path, run_id)
+    assert record["state"] == "failed" and "training stalled" in record["error"]
+    assert _gone(backend, run_id)
+
+
+def test_a_deep_and_a_locked_tree_in_shared_do_not_break_the_finish(hostile_image, backend, leftovers, orch_env,
+                                                                     tmp_path):
+    run_id = f"hostile-deep-{backend}"
+    leftovers.append(run_id)
+    shared = tmp_path / "runs" / run_id / "shared"
+    try:
+        # --max-restarts: on Swarm the shared folder is this host's only then (else it stays in the container).
+        code, _, err, took = _up(backend, run_id, orch_env, "--max-restarts", "1")
+
+        assert code == 0, err
+        assert took < BOUND
+        record = _record(tmp_path, run_id)
+        assert record["state"] == "succeeded" and record["supervisor_pid"] is None, record
+        assert not os.path.lexists(shared), sorted(os.listdir(shared))
+        assert _gone(backend, run_id)
+    finally:
+        # Whatever orch left: pytest's own clean-up of old temporary folders (shutil.rmtree) fails on such a tree,
+        # in every later session. coreutils copes with any depth.
+        if os.path.lexists(shared):
+            subprocess.run(["chmod", "-R", "u+rwx", str(shared)], capture_output=True)
+            subprocess.run(["rm", "-rf", "--one-file-system", str(shared)], capture_output=True)
+
+
+def test_fifos_planted_as_events_and_heartbeat_block_nothing(hostile_image, backend, leftovers, orch_env, tmp_path):
+    """With --script the replica's own folder is this host's on Swarm too, where orch's copier appends the events
+    the worker prints on stdout to events.jsonl. The worker makes it a FIFO and goes on printing events: first with
+    no reader (a plain open for writing would wait for one), then holding it open for reading, unread, while it
+    prints more than a pipe holds (a plain write would wait). The run must still fail on the stall timeout."""
+    run_id = f"hostile-fifo-{backend}"
+    leftovers.append(run_id)
+    code, _, err, took = _up(backend, run_id, orch_env, "--script", str(SCRIPT), "--stall-timeout", "5",
+                             "--time-limit", "90", "--", "fifo")
+
+    assert code == 1, err
+    assert took < BOUND
+    assert "orch: error: training stalled: no worker made progress for 5 s" in err
+    folder = tmp_path / "runs" / run_id / "worker-0"
+    for name in ("events.jsonl", "heartbeat"):
+        assert stat.S_ISFIFO(os.lstat(folder / name).st_mode), name  # neither written through nor replaced
+    assert _record(tmp_path, run_id)["state"] == "failed"
+    assert _gone(backend, run_id)
+
+
+def test_a_worker_that_fills_the_disk_is_stopped(hostile_image, backend, leftovers, orch_env, tmp_path):
+    """On Compose the worker writes into its own folder; on Swarm, where that folder is the container's, into the
+    shared folder, this host's with --max-restarts (a disk verdict is never retried)."""
+    run_id = f"hostile-disk-{backend}"
+    leftovers.append(run_id)
+    folder = "shared" if backend == "swarm" else "worker-0"
+    try:
+        code, _, err, took = _up(backend, run_id, orch_env, "--disk-limit", "32", "--max-restarts", "1")
+        assert code == 1, err
+        assert took < BOUND
+        assert "over --disk-limit 32 MiB" in err and f"(most in {folder}/" in err
+        assert "restarting" not in err
+        record = _record(tmp_path, run_id)
+        assert record["state"] == "failed" and "over --disk-limit 32 MiB" in record["error"] and not record["restarts"]
+        assert _gone(backend, run_id)
+    finally:
+        filler = tmp_path / "runs" / run_id / folder / "filler.bin"
+        if filler.is_file():
+            filler.unlink()

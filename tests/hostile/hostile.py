@@ -15,8 +15,9 @@ folder or, with ORCH_REPORT=stdout (Swarm), as ``@orch`` lines on stdout:
   events, a heartbeat and the result; exit 0.
 - future: joins, writes a heartbeat ten years ahead, then stalls.
 - deep: leaves a folder 1,200 levels deep and a mode-000 folder in the shared folder; exit 0.
-- fifo: joins, then makes events.jsonl and heartbeat in its own folder FIFOs (held open for reading, so a
-  non-blocking open for writing succeeds) and goes on reporting events, then stalls.
+- fifo: joins, then makes events.jsonl and heartbeat in its own folder FIFOs and goes on reporting events
+  (Swarm with --script: orch's copier appends them there): first with no reader, then held open for reading
+  and never read, with more events than a pipe holds; then stalls.
 - disk: writes 1 MiB blocks without bound (at most 4 GiB) into its own folder, or into the shared folder
   where its own folder is not the host's (Swarm without --script).
 """
@@ -176,19 +177,25 @@ def fifo():
     report_event(event="start", worker=worker, stage="training", steps_per_epoch=20)
     heartbeat(time.time())
     time.sleep(3)  # orch reads (or copies) these first
-    held = []
-    for name in ("events.jsonl", "heartbeat"):
-        path = os.path.join(mine, name)
+    paths = [os.path.join(mine, name) for name in ("events.jsonl", "heartbeat")]
+    for path in paths:
         if os.path.lexists(path):
             os.unlink(path)
         os.mkfifo(path)
-        # Held open for reading, and never read: a non-blocking open for writing now succeeds.
-        held.append(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-        print(f"[hostile {worker}] {name} is a FIFO, held open", flush=True)
-    for epoch in range(1, 4):
-        if to_stdout:  # the copier must refuse to append to the FIFO, not wait on it
+        print(f"[hostile {worker}] {os.path.basename(path)} is a FIFO", flush=True)
+    # No reader: a plain open for writing (orch's copier appending what this worker prints) waits for one.
+    if to_stdout:
+        for epoch in range(1, 4):
             report_event(event="epoch", worker=worker, epoch=epoch, loss=0.5, samples=1920)
-        time.sleep(1)
+            time.sleep(1)
+    # Then held open for reading and never read: a non-blocking open for writing succeeds, and a writer that
+    # went on writing would block once the pipe (64 KiB) is full.
+    held = [os.open(path, os.O_RDONLY | os.O_NONBLOCK) for path in paths]
+    print(f"[hostile {worker}] holding {len(held)} FIFOs open, unread", flush=True)
+    if to_stdout:
+        for epoch in range(1, 1001):  # about 150 KB of events
+            report_event(event="epoch", worker=worker, epoch=epoch, loss=0.5, samples=1920, seconds=1.0,
+                         accuracy=0.5, val_loss=0.5, val_accuracy=0.5)
     stall()
 
 
