@@ -93,9 +93,13 @@ def render(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, **f
     """The plan `orch up` would apply, started nowhere: its replicas, and in ``artifact`` the Compose file,
     stack file or Kubernetes manifests."""
     from orchestrator.plan import plan
+    from orchestrator.run import scripts
     from orchestrator.run.runner import container_user
 
-    return plan(_spec(spec, fields), paths or default_paths(), user=container_user(), host_cpus=os.cpu_count() or 1)
+    job, paths = _spec(spec, fields), paths or default_paths()
+    if job.script is not None:  # what `up` would refuse, render refuses too: the script and its folder
+        scripts.check(job, guarded=(paths.runs, paths.results, paths.cache))
+    return plan(job, paths, user=container_user(), host_cpus=os.cpu_count() or 1)
 
 
 def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[Paths] = None,

@@ -413,7 +413,9 @@ def test_debug_is_taken_anywhere_before_the_scripts_arguments(argv):
 
 
 def test_debug_after_the_separator_belongs_to_the_script(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path / "proj")
     result = orch("render", "--script", "train.py", "--run-id", "r", "--", "--debug")
     assert result.code == 0, result.err
     assert '"--debug"' in result.out or "- --debug" in result.out

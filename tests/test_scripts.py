@@ -230,13 +230,22 @@ def test_unreadable_requirements_are_one_line_errors(tmp_path, content, needle):
 
 # -- the CLI ------------------------------------------------------------------------------------------------------
 def test_render_resolves_the_script_and_passes_the_arguments(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path / "proj")
+    monkeypatch.setenv("ORCH_RUNS_DIR", str(tmp_path / "runs"))  # not inside the folder copied
+    monkeypatch.setenv("ORCH_RESULTS_DIR", str(tmp_path / "results"))
     result = orch("render", "--script", "train.py", "--run-id", "r", "--", "--epochs", "2")
     assert result.code == 0, result
     service = yaml.safe_load(result.out)["services"]["worker-0"]
     assert service["entrypoint"][2:] == ["/orch/script/train.py", "--epochs", "2"]
     assert any(v["source"].endswith("/r/source") and v.get("read_only") for v in service["volumes"])
-    assert not any(v["source"] == str(tmp_path) for v in service["volumes"])  # the folder itself never
+    assert not any(v["source"] == str(tmp_path / "proj") for v in service["volumes"])  # the folder itself never
+
+
+def test_render_refuses_a_script_up_would_refuse(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_line_error(orch("render", "--script", "/nonexistent/train.py", "--run-id", "r"), 2, "script: cannot use")
 
 
 def test_up_with_a_missing_script_says_so_and_starts_nothing(tmp_path, monkeypatch):

@@ -107,7 +107,7 @@ def check(spec: Any, guarded: tuple[Path, ...] = ()) -> Listing:
     for path in guarded:
         if _within(Path(os.path.realpath(path)), folder):
             raise InvalidSpec(f"{flag[2:]}: {folder} holds orch's own {path.name}/ folder, which replicas must not "
-                              f"see; {advice}")
+                              f"see; {advice}, or keep orch's folders elsewhere (--runs-dir, --results-dir)")
     return _listing(folder, flag[2:])
 
 
