@@ -31,7 +31,7 @@ TMP_BYTES = 512 * MiB  # as Compose's /tmp
 SHM_BYTES = 64 * MiB  # Docker's default /dev/shm, which a service cannot size (no shm_size)
 RUN_BYTES = 256 * MiB  # the replica's own folder: predictions, nothing orch reads from it
 
-# What Compose sets and a stack file cannot, in the comment on top of every stack file and in the README.
+# What Compose sets and a stack file cannot, in the comment on top of every stack file and in docs/backends.md.
 NOT_EXPRESSIBLE = (
     "security_opt no-new-privileges: a service has no such setting (the replicas run as a non-root user with "
     "every capability dropped, so a setuid program gains nothing)",
