@@ -27,7 +27,7 @@ def test_fresh_run_ids_are_valid_and_distinct():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"workers": 0}, "workers: input should be greater than or equal to 1"),
+        ({"workers": 0}, "workers: must be at least 1 (got 0)"),
         ({"workers": "three"}, "workers: input should be a valid integer"),
         ({"dataset": "cifar"}, "dataset: Input should be 'mnist', 'fashion-mnist', 'vader-reviews' or 'synthetic'"),
         ({"samples": 70000}, "samples: mnist has 60000 training samples, got 70000"),
@@ -209,3 +209,23 @@ def test_every_backend_option_has_a_description_and_a_flag():
     for model in OPTIONS.values():
         assert all(info.description for info in model.model_fields.values())
         assert set(model.model_fields) <= flags
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"memory_mb": 10}, "memory_mb: must be at least 256 (got 10)"),
+    ({"workers": 20000}, "workers: must be at most 32 (got 20000)"),  # and nothing of the roles that follow
+    ({"run_id": "BAD!"}, "run_id: must be lowercase letters, digits, - and _, starting with a letter or digit"),
+    ({"learning_rate": float("nan")}, "learning_rate: must be a finite number (got nan)"),
+    ({"cpus": float("inf")}, "cpus: must be a finite number (got inf)"),
+    ({"time_limit": float("inf")}, "time_limit: must be a finite number"),
+])
+def test_errors_say_what_is_allowed_in_words(fields, message):
+    with pytest.raises(InvalidSpec) as exc:
+        make_spec(**{"run_id": "r", **fields})
+    assert message in exc.value.message and "pattern" not in exc.value.message and "roles" not in exc.value.message
+
+
+def test_every_pattern_of_the_spec_is_said_in_words():
+    from orchestrator.jobspec import fields, messages
+
+    assert {fields.RUN_ID_PATTERN, fields.ROLE_PATTERN} <= set(messages.PATTERNS)

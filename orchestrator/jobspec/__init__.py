@@ -4,9 +4,8 @@ Generic fields (replicas, data, model, training, resources, engine, timeouts) si
 framework's own options sit in ``JobSpec.framework``: the options model its framework registered
 (``frameworks/<name>/options.py``), picked by ``name``; each backend's in ``JobSpec.backend_options``, the model
 of ``backends/options.py`` that ``backend`` picks.
-Field metadata is the one source of the CLI's flags: name, type, choices, default and help.
-Patterns and flag metadata live in ``fields``, error lines in ``messages``.
-"""
+Field metadata is the one source of the CLI's flags (name, type, choices, default, help); patterns and flag
+metadata live in ``fields``, error lines in ``messages``."""
 from __future__ import annotations
 
 import re
@@ -40,7 +39,7 @@ from orchestrator.jobspec.fields import (
     flag,
     new_run_id,
 )
-from orchestrator.jobspec.messages import _describe, _unknown_framework, shown
+from orchestrator.jobspec.messages import _unknown_framework, describe_all, shown
 
 __all__ = ["DEFAULT_ROLE", "DNS_SUBDOMAIN_PATTERN", "NO_FLAG", "REGISTRY_PATTERN", "ROLE_PATTERN", "RUN_ID_PATTERN",
            "SCRIPT_PATTERN", "JobSpec", "Role", "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id",
@@ -79,8 +78,8 @@ class JobSpec(BaseModel):
     epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e"), description="Epochs.")
     global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b"),
                               description="GLOBAL batch, summed over workers: the same work per step for every N.")
-    learning_rate: float = Field(1e-3, gt=0, le=10, json_schema_extra=flag(default_text=defaults("learning_rate",
-                                                                                                  0.001)),
+    learning_rate: float = Field(1e-3, gt=0, le=10, allow_inf_nan=False,
+                                 json_schema_extra=flag(default_text=defaults("learning_rate", 0.001)),
                                  description="Learning rate of the framework's optimizer (Adam for TensorFlow and MPI; "
                                              "SGD with momentum 0.9 for PyTorch, as seed 002).")
     seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
@@ -105,7 +104,7 @@ class JobSpec(BaseModel):
     pin_cpus: bool = Field(True, json_schema_extra=flag(default_text="pinned"),
                            description="Pin each worker to its own share of the host's cores.")
     stall_timeout: float = Field(
-        120, ge=5, le=86_400,
+        120, ge=5, le=86_400, allow_inf_nan=False,
         description="Seconds without training progress on any worker (a paused or stuck worker stalls every "
                     "all-reduce) before the job fails.",
     )
@@ -116,13 +115,14 @@ class JobSpec(BaseModel):
         description="Restart the whole worker group up to K times after a retryable failure (a worker killed by a "
                     "signal or removed), resuming from the last checkpoint.",
     )
-    startup_timeout: float = Field(300, ge=5, le=86_400,
+    startup_timeout: float = Field(300, ge=5, le=86_400, allow_inf_nan=False,
                                    description="Seconds for every worker to join the cluster before the job fails.")
-    time_limit: float = Field(0, ge=0, le=30 * 86_400,
+    time_limit: float = Field(0, ge=0, le=30 * 86_400, allow_inf_nan=False,
                               description="Seconds one attempt of the run may take before it fails as timed out; 0 "
                                           "= no limit. The guard for a script that reports no progress. On "
                                           "Kubernetes it is the Job's activeDeadlineSeconds.")
-    cpus: Optional[float] = Field(None, gt=0, le=512, json_schema_extra=flag(default_text="none"),
+    cpus: Optional[float] = Field(None, gt=0, le=512, allow_inf_nan=False,
+                                  json_schema_extra=flag(default_text="none"),
                                   description="CPU limit per container.")
     gpus: int = Field(0, ge=0, le=16,
                       description="GPUs per container, as a device request to the engine (NVIDIA's runtime); 0 = "
@@ -318,7 +318,7 @@ class JobSpec(BaseModel):
 
 
 def flat_field_names() -> list[str]:
-    """Every field name make_spec accepts: the generic ones and each framework's options."""
+    """Every field name make_spec accepts: the generic ones, each backend's and each framework's options."""
     names = set(JobSpec.model_fields) - {"backend_options"}
     for model in backend_options.OPTIONS.values():
         names.update(model.model_fields)
@@ -335,7 +335,7 @@ def make_spec(**fields: Any) -> JobSpec:
     try:
         return JobSpec(**nested)
     except ValidationError as exc:
-        raise InvalidSpec("; ".join(_describe(e, flat_field_names) for e in exc.errors(include_url=False))) from None
+        raise InvalidSpec(describe_all(exc, flat_field_names)) from None
     except (TypeError, ValueError) as exc:  # e.g. a non-string key
         raise InvalidSpec(f"spec: {shown(exc)}") from None
 
@@ -347,4 +347,4 @@ def load_spec(record: Any) -> JobSpec:
     try:
         return JobSpec.model_validate(record)
     except ValidationError as exc:
-        raise InvalidSpec("; ".join(_describe(e, flat_field_names) for e in exc.errors(include_url=False))) from None
+        raise InvalidSpec(describe_all(exc, flat_field_names)) from None
