@@ -156,3 +156,22 @@ def test_a_contract_version_a_container_chose_is_bounded_and_inert_in_report_md(
     assert len(failed) == 1 and "\\<img" in failed[0] and not unescaped("<", failed[0].split(":", 1)[1])
     assert "\\](javascript" in failed[0] and not unescaped("]", failed[0])
     assert "\\| cell \\|" in failed[0] and not any(line.startswith("# owned") for line in text.splitlines())
+
+
+def test_orch_logs_json_is_one_object_a_line_with_the_line_whole_and_no_raw_control(folders, no_engine):  # noqa: F811
+    _run_with_log(folders, [HOSTILE, "second"])
+    result = orch("logs", "--format", "json", "r1")
+    assert result.code == 0, result
+    assert_safe(result.out)
+    rows = [json.loads(line) for line in result.out.splitlines()]
+    assert [r["line"] for r in rows] == [HOSTILE, "second"]  # the data itself, whole
+    assert rows[0]["replica"] == "worker-0" and rows[0]["stream"] == "stdout" and rows[0]["time"] == 1_700_000_000.0
+    both = orch("logs", "--format", "json", "--raw", "r1")
+    assert both.code == 2 and "pick one" in both.err
+
+
+def test_down_json_lists_the_runs_taken_down(folders, no_engine):  # noqa: F811
+    _run_with_log(folders, ["x"])
+    result = orch("down", "--format", "json", "r1")
+    assert result.code == 0, result
+    assert json.loads(result.out) == [{"run_id": "r1", "state": "down"}]

@@ -5,15 +5,23 @@ import click
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import format_option
 
 
 @click.command()
 @click.argument("runs", nargs=-1)
 @click.option("--all", "all_runs", is_flag=True, help="Take down every run that still has containers.")
+@format_option
 @pass_env
-def down(env: Environment, runs: tuple[str, ...], all_runs: bool) -> None:
+def down(env: Environment, runs: tuple[str, ...], all_runs: bool, fmt: str) -> None:
     """Remove the containers and network of RUNS; their results stay in runs/<run-id>/."""
+    import json
+
     from orchestrator.run.runs import down as take_down
 
-    for run_id in take_down(list(runs), all_runs=all_runs):
+    taken = take_down(list(runs), all_runs=all_runs)
+    if fmt == "json":
+        env.json(json.dumps([{"run_id": run_id, "state": "down"} for run_id in taken]))
+        return
+    for run_id in taken:
         env.out.print(Text(f"{run_id} down"))

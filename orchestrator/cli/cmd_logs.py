@@ -1,6 +1,7 @@
 """`orch logs`: every replica's output of a run, merged in time order."""
 from __future__ import annotations
 
+import json
 import re
 from typing import Optional
 
@@ -21,11 +22,13 @@ REPLICA_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_
 @click.option("--grep", "pattern", help="Only lines matching this regular expression.")
 @click.option("--no-color", is_flag=True, help="No colours (also off when stdout is not a terminal).")
 @click.option("--all", "show_all", is_flag=True, help="Include TensorFlow's C++ start-up noise.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per line (replica, role, worker, stream, time, line), as the lines come.")
 @click.option("--raw", is_flag=True, help="Write each line as stored, control characters and all; refused on a "
                                           "terminal (redirect it to a file or a pipe).")
 @pass_env
 def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int, ...], tail: Optional[int],
-         since: Optional[str], pattern: Optional[str], no_color: bool, show_all: bool, raw: bool) -> None:
+         since: Optional[str], pattern: Optional[str], no_color: bool, show_all: bool, fmt: str, raw: bool) -> None:
     """Show every worker's output of RUN (default: the newest run), merged in time order.
 
     Works for running runs (from the engine) and finished ones (from the logs saved in the run
@@ -36,6 +39,8 @@ def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int,
     from orchestrator.run.runs import read_logs
     from orchestrator.safetext import printable
 
+    if raw and fmt == "json":
+        raise click.UsageError("--raw and --format json are two ways of writing the lines; pick one")
     if raw and env.stdout_isatty:
         raise click.UsageError("--raw writes a container's bytes as they are, escape sequences and all, and "
                                "never to a terminal; redirect it: orch logs --raw > FILE")
@@ -54,6 +59,13 @@ def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int,
     _, records = read_logs(run, selection, tail=tail, follow=follow)
     colour = not no_color and env.stdout_isatty
     for record in records:
+        if fmt == "json":  # ASCII only, DEL escaped too: no byte a terminal would read as a control
+            env.stdout.write(json.dumps({"replica": record.replica, "role": record.role, "worker": record.worker,
+                                         "stream": record.stream, "time": record.time, "line": record.line},
+                                        ensure_ascii=True).replace("\x7f", "\\u007f") + "\n")
+            if follow:
+                env.stdout.flush()
+            continue
         if raw:
             env.stdout.write(f"{record.replica} | {record.line}\n")
             if follow:
