@@ -1,7 +1,7 @@
 import pytest
 
 from orchestrator.errors import InvalidSpec
-from orchestrator.jobspec import JobSpec, make_spec
+from orchestrator.jobspec import JobSpec, flat_field_names, make_spec
 
 
 def test_defaults_are_seed_000_workload():
@@ -229,3 +229,15 @@ def test_every_pattern_of_the_spec_is_said_in_words():
     from orchestrator.jobspec import fields, messages
 
     assert {fields.RUN_ID_PATTERN, fields.ROLE_PATTERN} <= set(messages.PATTERNS)
+
+
+def test_a_field_may_be_given_by_its_flags_name_as_experiment_files_do():
+    from orchestrator.cli.options import spec_flags
+
+    spec = make_spec(run_id="r", batch_size=192, memory=4096, disk_limit=100)
+    assert (spec.global_batch, spec.memory_mb, spec.disk_limit_mb) == (192, 4096, 100)
+    names = set(flat_field_names())
+    for f in spec_flags():  # every flag's own name is a name the spec takes: the docs and the code agree
+        assert f.flag.removeprefix("--").replace("-", "_") in names, f.flag
+    with pytest.raises(InvalidSpec, match="batch_size: batch_size and global_batch are the same field"):
+        make_spec(run_id="r", batch_size=192, global_batch=96)

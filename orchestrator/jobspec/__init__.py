@@ -24,7 +24,7 @@ from pydantic import (
 
 from orchestrator import contract, frameworks
 from orchestrator.backends import options as backend_options
-from orchestrator.backends.options import DNS_SUBDOMAIN_PATTERN, REGISTRY_PATTERN, BackendOptions
+from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import FrameworkOptions
 from orchestrator.jobspec.fields import (
@@ -37,13 +37,13 @@ from orchestrator.jobspec.fields import (
     _nest,
     defaults,
     flag,
+    flag_aliases,
     new_run_id,
 )
 from orchestrator.jobspec.messages import _unknown_framework, describe_all, shown
 
-__all__ = ["DEFAULT_ROLE", "DNS_SUBDOMAIN_PATTERN", "NO_FLAG", "REGISTRY_PATTERN", "ROLE_PATTERN", "RUN_ID_PATTERN",
-           "SCRIPT_PATTERN", "JobSpec", "Role", "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id",
-           "shown"]
+__all__ = ["DEFAULT_ROLE", "NO_FLAG", "ROLE_PATTERN", "RUN_ID_PATTERN", "SCRIPT_PATTERN", "JobSpec", "Role", "flag",
+           "flat_field_names", "load_spec", "make_spec", "new_run_id", "shown"]
 
 
 class JobSpec(BaseModel):
@@ -319,7 +319,7 @@ class JobSpec(BaseModel):
 
 def flat_field_names() -> list[str]:
     """Every field name make_spec accepts: the generic ones, each backend's and each framework's options."""
-    names = set(JobSpec.model_fields) - {"backend_options"}
+    names = (set(JobSpec.model_fields) - {"backend_options"}) | set(flag_aliases(JobSpec))
     for model in backend_options.OPTIONS.values():
         names.update(model.model_fields)
     for name in frameworks.names():
@@ -331,7 +331,7 @@ def make_spec(**fields: Any) -> JobSpec:
     """Build a validated spec from flat fields; a missing ``run_id`` gets a fresh one. Raises InvalidSpec."""
     if fields.get("run_id") is None:
         fields["run_id"] = new_run_id(fields.get("workers", 1) if isinstance(fields.get("workers"), int) else 1)
-    nested = _nest(fields)
+    nested = _nest(fields, JobSpec)
     try:
         return JobSpec(**nested)
     except ValidationError as exc:

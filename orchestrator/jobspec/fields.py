@@ -48,8 +48,30 @@ def new_run_id(workers: int) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-w{workers}-{secrets.token_hex(2)}"
 
 
-def _nest(fields: dict[str, Any]) -> dict[str, Any]:
-    """Move flat framework options into ``framework``; ``framework`` may be a name or a mapping."""
+def flag_aliases(spec_model: Any) -> dict[str, str]:
+    """The flags' own names (``batch_size``) of fields named otherwise (``global_batch``), in the spec, each
+    framework's and each backend's options: experiment files and the API may use either."""
+    models = [spec_model, *(frameworks.options_model(n) for n in frameworks.names()),
+              *backend_options.OPTIONS.values()]
+    out = {}
+    for model in models:
+        for name, info in model.model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            flag_name = extra.get("flag")
+            if isinstance(flag_name, str) and flag_name.removeprefix("--").replace("-", "_") != name:
+                out[flag_name.removeprefix("--").replace("-", "_")] = name
+    return out
+
+
+def _nest(fields: dict[str, Any], spec_model: Any = None) -> dict[str, Any]:
+    """Move flat framework options into ``framework``; ``framework`` may be a name or a mapping. A field given by
+    its flag's name (``batch_size``) is taken as the field (``global_batch``)."""
+    for alias, name in (flag_aliases(spec_model) if spec_model is not None else {}).items():
+        if alias in fields:
+            if name in fields:
+                raise InvalidSpec(f"{alias}: {alias} and {name} are the same field (--{alias.replace('_', '-')}); "
+                                  "give one")
+            fields[name] = fields.pop(alias)
     framework = fields.pop("framework", None)
     options = dict(framework) if isinstance(framework, dict) else {"name": framework or frameworks.DEFAULT}
     model = frameworks.find_options(options.get("name"))
