@@ -52,15 +52,9 @@ class ComposeOptions(BackendOptions):
     """Docker Compose on this host: no options of its own."""
 
 
-class SwarmOptions(BackendOptions):
-    """A Docker Swarm stack: the overlay network's MTU and the registry the nodes pull from."""
+class _PulledOptions(BackendOptions):
+    """Options of a backend whose nodes pull orch's images: the registry they pull from."""
 
-    overlay_mtu: int = Field(
-        0, ge=0, le=9000, json_schema_extra={"default_text": "the engine's, 1450"},
-        description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every packet, so across nodes it "
-                    "must be at most the nodes' interface MTU minus 50; orch refuses a swarm of several nodes where "
-                    "it is not. 0 = the engine's default.",
-    )
     registry: Optional[str] = Field(None, max_length=200, json_schema_extra=_FLAG, description=REGISTRY_HELP)
 
     @field_validator("registry")
@@ -68,15 +62,25 @@ class SwarmOptions(BackendOptions):
     def _check_registry(cls, value: Optional[str]) -> Optional[str]:
         return _registry(value)
 
+    def image_registry(self) -> Optional[str]:
+        return self.registry
+
+
+class SwarmOptions(_PulledOptions):
+    """A Docker Swarm stack: the overlay network's MTU and the registry the nodes pull from."""
+
+    overlay_mtu: int = Field(
+        0, ge=0, le=9000, json_schema_extra={"default_text": "the engine's, 1450"},
+        description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every "
+                    "packet, so across nodes it must be at most the nodes' interface MTU minus 50; orch refuses a "
+                    "swarm of several nodes where it is not. 0 = the engine's default.",
+    )
     @field_validator("overlay_mtu")
     @classmethod
     def _ipv4_minimum(cls, value: int) -> int:
         if value and value < 576:
             raise ValueError(f"{value} is below IPv4's minimum of 576")
         return value
-
-    def image_registry(self) -> Optional[str]:
-        return self.registry
 
     def check_job(self, spec: Job) -> None:
         if spec.network != "bridge":
@@ -87,35 +91,25 @@ class SwarmOptions(BackendOptions):
                              "orch does not render; use --backend compose or --gpus 0")
 
 
-class KubernetesOptions(BackendOptions):
+class KubernetesOptions(_PulledOptions):
     """An Indexed Job or a JobSet: the kind, the claim for checkpoints and the registry the nodes pull from."""
 
     k8s_kind: Literal["job", "jobset"] = Field(
         "job",
-        description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, a JobSet (needs the "
-                    "JobSet controller), which restarts the whole group itself.",
+        description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, "
+                    "a JobSet (needs the JobSet controller), which restarts the whole group itself.",
     )
     k8s_checkpoint_claim: Optional[str] = Field(
         None, max_length=253, json_schema_extra=_FLAG,
-        description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, so a restarted group "
-                    "resumes; needed for restarts.",
+        description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for "
+                    "checkpoints, so a restarted group resumes; needed for restarts.",
     )
-    registry: Optional[str] = Field(None, max_length=200, json_schema_extra=_FLAG, description=REGISTRY_HELP)
-
-    @field_validator("registry")
-    @classmethod
-    def _check_registry(cls, value: Optional[str]) -> Optional[str]:
-        return _registry(value)
-
     @field_validator("k8s_checkpoint_claim")
     @classmethod
     def _object_name(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not re.fullmatch(DNS_SUBDOMAIN_PATTERN, value):
             raise ValueError(f"{value!r} is not a Kubernetes object name (lowercase letters, digits, - and .)")
         return value
-
-    def image_registry(self) -> Optional[str]:
-        return self.registry
 
     def check_job(self, spec: Job) -> None:
         if spec.script is not None:

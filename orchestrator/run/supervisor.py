@@ -219,13 +219,3 @@ def blame_memory(decision: Decision, memory: dict[Key, Memory]) -> Decision:
             return replace(decision, verdict=Verdict.FAILED, replica=key, message=head + culprit + tail,
                            stalled=False, retryable=False)
     return decision
-    for key in sorted(memory):
-        used, limit = memory[key]
-        if limit and used >= STARVED_SHARE * limit:
-            culprit = (f"{_name(key)} is using {used / 2**20:.0f} MiB of its {limit / 2**20:.0f} MiB memory limit; "
-                       "raise --memory")
-            head, _, tail = decision.message.partition("a worker is stuck (see `orch logs`)")
-            # Like an out-of-memory kill, a starved worker would starve again after a restart.
-            return replace(decision, verdict=Verdict.FAILED, replica=key, message=head + culprit + tail,
-                           stalled=False, retryable=False)
-    return decision
