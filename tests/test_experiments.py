@@ -5,14 +5,16 @@ import re
 import time
 
 import pytest
+import yaml
 
 from orchestrator.analysis import report
 from orchestrator.errors import InvalidSpec, WorkerFailed
 from orchestrator.experiments import file as experiment_file
 from orchestrator.experiments import sweep as experiments
-from orchestrator.experiments.file import SWEEPABLE, Cell, cell_run_id, expand, load, parse
+from orchestrator.experiments.file import NAMES as NAMES_OF_FILES
+from orchestrator.experiments.file import Cell, cell_run_id, expand, load, parse
 from orchestrator.experiments.sweep import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
-from orchestrator.jobspec import RUN_ID_PATTERN, flat_field_names
+from orchestrator.jobspec import RUN_ID_PATTERN
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
 from tests.conftest import ROOT, run_orch
@@ -140,11 +142,47 @@ def test_a_report_names_the_machine_its_cells_were_measured_on():
     assert "do not record" in report._measured_on({"a": ok, "b": {"machine": None, **ok}})
 
 
-def test_sweepable_fields_are_the_flat_spec_fields():
-    assert set(SWEEPABLE) == set(flat_field_names()) - {"run_id", "roles"}
-    for name in ("workers", "samples", "global_batch", "network", "threads", "cpus", "memory_mb", "pids_limit",
-                 "steps_per_execution", "collective", "bytes_per_pack", "log_reduction", "cache", "prefetch"):
-        assert name in SWEEPABLE, name
+def test_experiment_files_name_fields_exactly_as_the_flags_do():
+    """What `orch up --help` lists is what a file may set, by the same names; the spec-only names are refused."""
+    from orchestrator.cli.options import spec_flags
+    from orchestrator.experiments.file import NAMES
+
+    flags = {f.flag.removeprefix("--").replace("-", "_") for f in spec_flags()} - {"run_id"}  # a cell's own
+    assert flags <= set(NAMES)
+    no_flag = {"pids_limit", "script_args"}  # spec fields without a flag: the API's and files' only
+    assert set(NAMES) - flags == no_flag
+    for spec_only in ("global_batch", "memory_mb", "disk_limit_mb"):
+        with pytest.raises(InvalidSpec, match="experiment files name it as the flag does"):
+            parse(f"name: t\nbase: {{dataset: synthetic, {spec_only}: 512}}\n")
+
+
+def test_the_docs_and_the_committed_files_use_the_flags_names():
+    """Every experiment in experiments/ and every YAML example in docs/experiments.md loads; their fields are the
+    flags' names."""
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        load(path)
+    text = (ROOT / "docs" / "experiments.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert blocks
+    for block in blocks:
+        doc = yaml.safe_load(block.replace("...", ""))
+        for section in ("base", "grid"):
+            for key in (doc.get(section) or {}):
+                assert key in NAMES_OF_FILES, (section, key)
+        for setup in doc.get("setups") or []:
+            assert set(setup) <= set(NAMES_OF_FILES), setup
+
+
+def test_a_baseline_outside_the_grid_is_refused():
+    with pytest.raises(InvalidSpec, match=r"report.baseline: \{workers: 4\} is no cell of the grid"):
+        parse("name: t\nbase: {dataset: synthetic, samples: 600}\ngrid: {workers: [1, 2]}\n"
+              "report: {baseline: {workers: 4}}\n")
+    parse("name: t\nbase: {dataset: synthetic, samples: 600}\ngrid: {workers: [1, 2]}\nreport: {baseline: {workers: 2}}\n")
+
+
+def test_an_unknown_field_names_the_closest_one():
+    with pytest.raises(InvalidSpec, match="did you mean batch_size"):
+        parse("name: t\nbase: {dataset: synthetic, batchsize: 96}\n")
 
 
 def test_framework_options_sweep_as_flat_fields():
@@ -378,7 +416,7 @@ setups:
   - {strategy: single}
   - {strategy: mirrored, replicas: 2}
   - {strategy: mwms, workers: 2}
-grid: {global_batch: [32, 64]}
+grid: {batch_size: [32, 64]}
 report: {baseline: {strategy: single}}
 """
 

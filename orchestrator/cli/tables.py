@@ -112,8 +112,11 @@ def checks_table(checks: Iterable[Any]) -> Table:
 
 def cells_table(name: str, cells: list[Any], status: dict[str, str], title: Optional[str] = None) -> Table:
     """`orch experiment run --dry-run`: each cell, whether it would run (``status``), and its spec fields."""
-    keys = sorted({k for c in cells for k in c.fields})
-    table = Table("cell", "status", *keys, title=Text(title or f"{name}: {len(cells)} cells"))
+    from orchestrator.experiments.file import SPEC_ONLY
+
+    keys = sorted({k for c in cells for k in c.fields}, key=lambda k: SPEC_ONLY.get(k, k))
+    table = Table("cell", "status", *(SPEC_ONLY.get(k, k) for k in keys),  # named as the file names them
+                  title=Text(title or f"{name}: {len(cells)} cells"))
     for c in cells:
         table.add_row(*_cells(c.key, status.get(c.key, "to run"), *(str(c.fields.get(k, "")) for k in keys)))
     return table

@@ -6,20 +6,22 @@ collisions; ``cell_run_id`` alone makes a run id of one, and ``expand`` (so --dr
 """
 from __future__ import annotations
 
-import hashlib
+import difflib
 import itertools
-import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.errors import InvalidSpec
-from orchestrator.jobspec import flat_field_names, make_spec, shown
+from orchestrator.experiments.keys import _axis_parts, cell_run_id, setup_key
+from orchestrator.jobspec import JobSpec, flag_aliases, flat_field_names, make_spec, shown
+from orchestrator.jobspec.messages import describe_all, say
+
+EXAMPLES = {"repeats": "3", "name": "my-sweep", "grid": "{workers: [1, 2, 3]}"}  # for errors about the file itself
 from orchestrator.run.scripts import absolute
 from orchestrator.safeio import Unsafe, read_bounded
 from orchestrator.safetext import one_line
@@ -30,9 +32,31 @@ MAX_DEPTH = 32  # nesting of its YAML
 MAX_MESSAGE = 400  # characters of an error about it
 MAX_VALUES, MAX_CELLS, MAX_REPEATS, MAX_TOTAL_CELLS = 50, 500, 20, 1000  # a grid's cells; a file's, all told
 TOKEN_HEX = 4  # the random suffix of a run id; expand validates with as many zeros
-# Flat field names, as make_spec takes them: the generic fields and the framework's options. A run id is
-# made per cell; roles follow from workers.
-SWEEPABLE = sorted(set(flat_field_names()) - {"run_id", "roles"})
+# What a file names a field: the flag's name with _ for - (batch_size), for the generic fields, each framework's
+# and each backend's options. A run id is made per cell; roles follow from workers. Inside, the loaded file
+# uses the spec's names (global_batch), which cells.json records and cell keys are made of.
+FLAG_NAMES = flag_aliases(JobSpec)  # batch_size -> global_batch, memory -> memory_mb, disk_limit -> disk_limit_mb
+SPEC_ONLY = {field: name for name, field in FLAG_NAMES.items()}
+NAMES = sorted(set(flat_field_names()) - {"run_id", "roles"} - set(SPEC_ONLY))
+SWEEPABLE = sorted(FLAG_NAMES.get(n, n) for n in NAMES)  # as the spec names them, after loading
+
+
+def _unknown(key: Any, where: str = "") -> str:
+    close = difflib.get_close_matches(str(key), NAMES + ["repeats"], n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (f"unknown field {shown(key)}{where}; {hint}a file's fields are the flags' names with _ for - "
+            "(`orch up --help` lists them)")
+
+
+def _spec_names(fields: Any, where: str) -> Any:
+    """A mapping of fields named as the flags are (batch_size) with the spec's names (global_batch); ValueError
+    for a spec-only name, which files do not use."""
+    if not isinstance(fields, dict):
+        return fields
+    for key in fields:
+        if key in SPEC_ONLY:
+            raise ValueError(f"{where}{key}: experiment files name it as the flag does: {SPEC_ONLY[key]}")
+    return {FLAG_NAMES.get(k, k) if isinstance(k, str) else k: v for k, v in fields.items()}
 
 
 class _Loader(yaml.SafeLoader):
@@ -98,13 +122,27 @@ class Experiment(BaseModel):
     quick: dict[str, Any] = Field(default_factory=dict)
     report: ReportOptions = Field(default_factory=ReportOptions)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flag_names(cls, data: Any) -> Any:
+        """The file's flag names as the spec's: in base, quick, the grid, every setup and the report's baseline."""
+        if not isinstance(data, dict):
+            return data
+        data = {k: _spec_names(v, f"{k}: ") if k in ("base", "quick", "grid") else v for k, v in data.items()}
+        if isinstance(data.get("setups"), list):
+            data["setups"] = [_spec_names(s, "setups: ") for s in data["setups"]]
+        if isinstance(data.get("report"), dict):
+            data["report"] = {**data["report"], "baseline": _spec_names(data["report"].get("baseline", {}),
+                                                                        "report.baseline: ")}
+        return data
+
     @field_validator("base", "quick")
     @classmethod
     def _known_fields(cls, value: dict[str, Any], info) -> dict[str, Any]:
         allowed = set(SWEEPABLE) | ({"repeats"} if info.field_name == "quick" else set())
         unknown = sorted(str(k) for k in value if k not in allowed)
         if unknown:
-            raise ValueError(f"unknown field {shown(unknown[0])}; allowed: {', '.join(sorted(allowed))}")
+            raise ValueError(_unknown(unknown[0]))
         repeats = value.get("repeats", 1)
         if type(repeats) is not int or not 1 <= repeats <= MAX_REPEATS:
             raise ValueError(f"repeats: a whole number from 1 to {MAX_REPEATS}, got {shown(repeats)}")
@@ -125,7 +163,7 @@ class Experiment(BaseModel):
             if not setup:
                 raise ValueError("a setup names fields to set; got none")
             if unknown:
-                raise ValueError(f"unknown field {shown(unknown[0])} in a setup; allowed: {', '.join(SWEEPABLE)}")
+                raise ValueError(_unknown(unknown[0], " in a setup"))
             keys.append(setup_key(setup))
             if keys[-1] in keys[:-1]:
                 raise ValueError(f"the setup {shown(keys[-1])} appears twice")
@@ -148,7 +186,7 @@ def check_grid(grid: Mapping[str, list[Any]], times: int = 1) -> None:
     cells = 1
     for key, values in grid.items():
         if key not in SWEEPABLE:
-            raise ValueError(f"cannot sweep {shown(key)}; sweepable fields: {', '.join(SWEEPABLE)}")
+            raise ValueError(f"cannot sweep {_unknown(key).removeprefix('unknown field ')}")
         if not values:
             raise ValueError(f"{key}: needs at least one value")
         if len(values) > MAX_VALUES:
@@ -159,63 +197,6 @@ def check_grid(grid: Mapping[str, list[Any]], times: int = 1) -> None:
         raise ValueError(f"the grid has {cells} cells; at most {MAX_CELLS}")
     if cells * times > MAX_TOTAL_CELLS:
         raise ValueError(f"{cells * times:,} cells (setups × grid × repeats); at most {MAX_TOTAL_CELLS:,} in one file")
-
-
-def _canonical(value: Any) -> str:
-    """``value`` as canonical JSON (sorted keys, no spaces); a tagged repr for what JSON cannot hold."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=lambda o: f"<{type(o).__name__}>{o!r}")
-    except (TypeError, ValueError, RecursionError):  # mixed key types, an int too long to print, ...
-        try:
-            return f"<{type(value).__name__}>{value!r}"
-        except (ValueError, RecursionError):
-            return f"<{type(value).__name__}>"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-
-
-def _value_slug(value: Any) -> str:
-    """``value`` in the run-id alphabet: itself if a non-negative int below 10**12 or a lowercase word of at
-    most 12 letters and digits (lossless, never containing ``_``); else a readable part, ``_`` and a hash of
-    its canonical JSON, so that no two values share a slug."""
-    if type(value) is int and 0 <= value < 10**12 or type(value) is str and re.fullmatch(r"[a-z][a-z0-9]{0,11}", value):
-        return str(value)
-    text = _canonical(value)
-    if type(value) in (int, float):  # 0.001 -> 0p001, -1 -> m1
-        text = text.replace(".", "p").replace("-", "m")
-    elif isinstance(value, str):
-        text = value
-    readable = re.sub(r"[^a-z0-9]+", "", text[:200].lower())[:12] or "x"
-    return f"{readable}_{_digest(_canonical(value))}"
-
-
-def _axis_parts(axis: str, values: list[Any]) -> list[str]:
-    """Each value's part of a cell key (``workers3``, ``learningrate0p001_1a2b3c4d``). ValueError if two
-    values give the same part: the same value twice."""
-    parts = [axis.replace("_", "") + _value_slug(value) for value in values]
-    for i, part in enumerate(parts):
-        if part in parts[:i]:
-            raise ValueError(f"{axis}: the value {shown(values[i])} appears more than once")
-    return parts
-
-
-def setup_key(setup: Mapping[str, Any]) -> str:
-    """A setup's part of a cell key: its fields' parts in field order (``strategymirrored-replicas2``)."""
-    return "-".join(_axis_parts(k, [v])[0] for k, v in sorted(setup.items()))
-
-
-def cell_run_id(name: str, key: str, repeat: int, token: str) -> str:
-    """The run id of cell ``key`` of experiment ``name``: ``<name>-<key>-<token>``; if that is longer than 63,
-    a readable prefix of the key, a hash of the whole key, the repeat and the token, so what tells cells apart
-    is never cut."""
-    whole = f"{name}-{key}-{token}"
-    if len(whole) <= 63:
-        return whole
-    tail = f"{_digest(key)}-r{repeat}-{token}"
-    prefix = key[:max(0, 63 - len(name) - len(tail) - 2)].rstrip("-_")
-    return "-".join(p for p in (name, prefix, tail) if p)
 
 
 def load(path: Path) -> Experiment:
@@ -270,17 +251,20 @@ def parse(text: str, source: str = "experiment", base_dir: Optional[Path] = None
     try:
         experiment = Experiment(**{str(k): v for k, v in doc.items()})
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        loc = ".".join(shown(p) for p in first.get("loc", ())) or "experiment"
-        msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-        raise InvalidSpec(_line(f"{source}: {loc}: {msg}")) from None
+        problems = describe_all(exc, lambda: sorted(Experiment.model_fields), lambda field: EXAMPLES.get(field))
+        raise InvalidSpec(_line(f"{source}: {say(problems[:1], SPEC_ONLY.get)}")) from None
     except TypeError as exc:
         raise InvalidSpec(_line(f"{source}: {exc}")) from None
     try:  # every cell must be a valid spec before anything runs
-        expand(experiment)
+        cells = expand(experiment)
         expand(experiment, quick=True)
     except InvalidSpec as exc:
         raise InvalidSpec(_line(f"{source}: {exc.message}")) from None
+    baseline = experiment.report.baseline
+    if baseline and not any(all(c.fields.get(k) == v for k, v in baseline.items()) for c in cells):
+        shown_baseline = ", ".join(f"{SPEC_ONLY.get(k, k)}: {shown(v)}" for k, v in baseline.items())
+        raise InvalidSpec(_line(f"{source}: report.baseline: {{{shown_baseline}}} is no cell of the grid; name one "
+                                "that is, e.g. the first setup or the smallest grid value"))
     return experiment
 
 
