@@ -19,9 +19,14 @@ class OrchError(Exception):
 
 
 class InvalidSpec(OrchError):
-    """A flag, experiment file or spec field is not valid."""
+    """A flag, experiment file or spec field is not valid. ``problems`` (jobspec.messages.Problem) say which
+    fields, so the CLI can name them by their flags."""
 
     exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, details: str = "", problems: tuple = ()) -> None:
+        super().__init__(message, details=details)
+        self.problems = tuple(problems)
 
 
 class EngineUnreachable(OrchError):

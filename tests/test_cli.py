@@ -38,7 +38,7 @@ def test_render_json_has_every_tf_config(orch_env):
         (["up", "--dataset", "cifar10"], "'cifar10' is not one of"),
         (["up", "--samples", "60001"], "samples: mnist has 60000 training samples"),
         (["up", "-n", "3", "-b", "100"], "not divisible by 3 workers"),
-        (["up", "--run-id", "Bad Id"], "run_id"),
+        (["up", "--run-id", "Bad Id"], "--run-id:"),
         (["up", "--bogus"], "No such option"),
         (["down"], "name a run"),
         (["ps", "no-such-run"], "no run 'no-such-run'"),

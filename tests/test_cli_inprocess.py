@@ -61,7 +61,8 @@ def one_line_error(result: Result, code: int, needle: str) -> None:
 
 
 def flat(text: str) -> str:
-    return " ".join(text.split())
+    """Whitespace collapsed, and a line broken after a hyphen joined again (the help wraps "free-space")."""
+    return " ".join(text.split()).replace("- ", "-")
 
 
 @pytest.fixture(autouse=True)
@@ -210,7 +211,7 @@ def test_render_json_has_every_tf_config():
     (["render", "--backend", "nomad"], "'nomad' is not one of"),
     (["up", "--samples", "60001"], "samples: mnist has 60000 training samples"),
     (["render", "-n", "3", "-b", "100"], "not divisible by 3 workers"),
-    (["up", "--run-id", "Bad Id"], "run_id"),
+    (["up", "--run-id", "Bad Id"], "--run-id:"),
     (["up", "--bogus"], "No such option"),
     (["render", "--format", "yaml"], "'yaml' is not one of"),
     (["logs", "--grep", "("], "not a regular expression"),
@@ -288,7 +289,7 @@ def _raising(exc):
     (ImageMissing("image x is not present; run `orch build`", details="more"), 2, "orch: error: image x"),
     (RuntimeError("boom [/job:x]"), 1, "orch: internal error: RuntimeError: boom [/job:x] (run with --debug"),
     (OSError(28, "No space left on device", "results/x"), 2, "no space left on device writing results/x"),
-    (OSError(13, "Permission denied", "runs/x"), 1, "orch: error: Permission denied: runs/x"),
+    (OSError(13, "Permission denied", "runs/x"), 2, "orch: error: Permission denied: runs/x"),
     (KeyboardInterrupt(), 130, "orch: interrupted"),
 ])
 def test_failures_map_to_one_message_and_an_exit_code(monkeypatch, exc, code, needle):
@@ -327,13 +328,13 @@ def test_sigterm_and_sighup_are_terminated_143(monkeypatch, signame):
     assert signal.getsignal(signum) == before  # main put the handler back
 
 
-def test_doctor_exits_1_when_a_check_fails(monkeypatch):
+def test_doctor_exits_2_when_a_check_fails(monkeypatch):
     from orchestrator.docker import doctor
 
     checks = [doctor.Check("engine", True, "answers"), doctor.Check("disk", False, "1 GB [free]", "free some")]
     monkeypatch.setattr(doctor, "doctor", lambda fix=False: checks)
     result = orch("doctor")
-    assert result.code == 1, result
+    assert result.code == 2, result
     assert "1 GB [free]" in result.out and "free some" in result.out
     assert json.loads(orch("doctor", "--format", "json").out)[1]["ok"] is False
 

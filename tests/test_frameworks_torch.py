@@ -84,7 +84,7 @@ def test_batch_per_worker_makes_the_global_batch_grow_with_the_ranks():
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"model": "text", "dataset": "vader-reviews"}, "model: --framework torch trains seed 002's cnn or the mlp"),
+    ({"model": "text", "dataset": "vader-reviews"}, "model: --framework torch trains the cnn or the mlp"),
     ({"gpus": 1}, "gpus: orch's PyTorch image is built for CPUs"),
     ({"network": "host", "expose_ports_on_host": True}, "network: --framework torch meets on the cluster network"),
     ({"checkpoint_every": 10}, "checkpoint_every: ddp checkpoints after every epoch"),
@@ -109,7 +109,7 @@ def test_the_cli_refuses_a_bad_index_before_building(orch_env):
     assert proc.returncode == 2 and "is not an http(s) URL of a package index" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_orch(["build", "--torch-index", "https://example.org/simple"], orch_env)
-    assert proc.returncode == 2 and "--index is for an image whose wheels come from an index; add --framework torch" in proc.stderr
+    assert proc.returncode == 2 and "is for an image whose wheels come from an index; add --framework torch" in proc.stderr
 
 
 def test_the_lock_pins_torch_and_the_libraries_it_links():

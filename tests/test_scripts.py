@@ -33,9 +33,9 @@ def script_spec(**fields):
 
 # -- the spec ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fields, needle", [
-    ({"script": "train.py"}, "is not an absolute path to a .py file"),
-    ({"script": "/home/me/train.sh"}, "is not an absolute path to a .py file"),
-    ({"script": "/home/me/\ntrain.py"}, "is not an absolute path to a .py file"),
+    ({"script": "train.py"}, "must be a Python file ending in .py"),
+    ({"script": "/home/me/train.sh"}, "must be a Python file ending in .py"),
+    ({"script": "/home/me/\ntrain.py"}, "must be a Python file ending in .py"),
     ({"script_args": ("--lr", "0.1")}, "arguments after `--` are for --script"),
     ({"script": "/x/t.py", "script_args": ("a\x00b",)}, "NUL byte"),
 ])

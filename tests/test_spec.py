@@ -29,7 +29,7 @@ def test_fresh_run_ids_are_valid_and_distinct():
     [
         ({"workers": 0}, "workers: must be at least 1 (got 0)"),
         ({"workers": "three"}, "workers: input should be a valid integer"),
-        ({"dataset": "cifar"}, "dataset: Input should be 'mnist', 'fashion-mnist', 'vader-reviews' or 'synthetic'"),
+        ({"dataset": "cifar"}, "dataset: must be 'mnist', 'fashion-mnist', 'vader-reviews' or 'synthetic'"),
         ({"samples": 70000}, "samples: mnist has 60000 training samples, got 70000"),
         ({"workers": 3, "global_batch": 64}, "not divisible by 3 workers; use 63 or 66"),
         ({"samples": 100}, "fewer than one global batch"),
@@ -87,7 +87,7 @@ def test_ps_has_a_chief_servers_and_workers_and_only_the_chief_reports():
     ({"parameter_servers": 2}, "parameter_servers: --parameter-servers is for --strategy ps, not single"),
     ({"roles": [{"name": "Bad Role", "replicas": 1}]}, "roles.0.name"),
     ({"framework": "jax"}, "framework: jax is not one orch runs"),
-    ({"collective": "nccl"}, "collective: Input should be 'ring' or 'auto'"),
+    ({"collective": "nccl"}, "collective: must be 'ring' or 'auto'"),
 ])
 def test_roles_and_framework_are_validated(fields, message):
     with pytest.raises(InvalidSpec) as info:
@@ -123,7 +123,7 @@ def test_strategies_resolve_and_fit_the_job():
     ({"strategy": "mirrored", "workers": 2, "global_batch": 96}, "strategy: mirrored runs in one container"),
     ({"strategy": "single", "workers": 3}, "strategy: single runs in one container"),
     ({"replicas": 2}, "replicas: --replicas 2 is for --strategy mirrored"),
-    ({"strategy": "mirrored", "replicas": 5}, "global_batch: 96 is not divisible by 5 replicas; use 95 or 100"),
+    ({"strategy": "mirrored", "replicas": 5}, "batch_size: 96 is not divisible by 5 replicas; use 95 or 100"),
 ])
 def test_strategy_misfits_are_one_line(fields, message):
     with pytest.raises(InvalidSpec) as info:
@@ -181,7 +181,7 @@ def test_backend_options_nest_under_their_backend_and_flatten_back():
     ({"backend": "swarm", "k8s_checkpoint_claim": "c"}, "is an option of --backend k8s, not swarm"),
     ({"backend": "swarm", "registry": "Bad Registry"}, "registry: 'Bad Registry' is not HOST[:PORT][/PATH]"),
     ({"backend": "swarm", "overlay_mtu": 100}, "overlay_mtu: 100 is below IPv4's minimum of 576"),
-    ({"backend": "k8s", "k8s_kind": "deployment"}, "k8s_kind: Input should be 'job' or 'jobset'"),
+    ({"backend": "k8s", "k8s_kind": "deployment"}, "k8s_kind: must be 'job' or 'jobset'"),
 ])
 def test_a_backend_option_is_checked_by_its_backend_and_refused_elsewhere(fields, message):
     with pytest.raises(InvalidSpec) as exc:
@@ -212,7 +212,7 @@ def test_every_backend_option_has_a_description_and_a_flag():
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"memory_mb": 10}, "memory_mb: must be at least 256 (got 10)"),
+    ({"memory_mb": 10}, "memory: must be at least 256 (got 10)"),
     ({"workers": 20000}, "workers: must be at most 32 (got 20000)"),  # and nothing of the roles that follow
     ({"run_id": "BAD!"}, "run_id: must be lowercase letters, digits, - and _, starting with a letter or digit"),
     ({"learning_rate": float("nan")}, "learning_rate: must be a finite number (got nan)"),

@@ -127,6 +127,7 @@ class KubernetesOptions(_PulledOptions):
 OPTIONS: dict[str, type[BackendOptions]] = {"compose": ComposeOptions, "swarm": SwarmOptions,
                                             "k8s": KubernetesOptions}
 DEFAULT = "compose"
+TITLES = {"compose": "Compose", "swarm": "Swarm", "k8s": "Kubernetes"}  # as the help's headings write them
 
 
 def option_names() -> dict[str, list[str]]:

@@ -236,12 +236,12 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
     chosen = [t for t in every if t.name in transports]
     unknown = sorted(set(transports) - {t.name for t in every})
     if unknown:
-        raise InvalidSpec(f"transports: {unknown[0]!r} is not one orch has; choose from "
+        raise InvalidSpec(f"--transports: {unknown[0]!r} is not one orch has; choose from "
                           f"{', '.join(t.name for t in every)}")
     if any(r < 2 or r > 16 for r in ranks) or not ranks:
-        raise InvalidSpec("ranks: an all-reduce needs 2 to 16 ranks")
+        raise InvalidSpec("--ranks: an all-reduce needs 2 to 16 ranks, e.g. --ranks 2,3")
     if not sizes or any(s < 4 or s > 1 << 30 for s in sizes):
-        raise InvalidSpec("sizes: each message is 4 bytes to 1 GiB")
+        raise InvalidSpec("--sizes: each message is 4 bytes to 1 GiB, e.g. --sizes 4K,80K")
     for n in ranks:  # every job's spec first: a shape that cannot run is refused before anything is measured
         for t in chosen:
             if not t.unavailable:

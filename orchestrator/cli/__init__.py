@@ -135,27 +135,47 @@ def _boundary(argv: Optional[list[str]], env: Environment) -> int:
         if exc.errno == errno.ENOSPC:
             return _fail(env, EXIT_USAGE, f"orch: error: no space left on device writing {exc.filename or 'results'}; "
                                           "free some space (what was written before is kept)")
-        return _fail(env, 1, f"orch: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        # A file orch cannot read or write (a missing asset, a folder without permission) is the environment's.
+        return _fail(env, EXIT_USAGE, f"orch: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
     except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes as a bare traceback
         if env.debug:
             raise
         return _fail(env, 1, f"orch: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
 
 
+GLOBAL_FLAGS = ("--debug",)
+GLOBAL_VALUES = ("--runs-dir", "--results-dir")
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """``args`` with the global options (--debug, --runs-dir DIR, --results-dir DIR) moved before the verb, so they
+    work in any position before a script's `--`, as people type them."""
+    end = args.index("--") if "--" in args else len(args)
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < end:
+        arg = args[i]
+        if arg in GLOBAL_FLAGS or arg.split("=", 1)[0] in GLOBAL_VALUES and "=" in arg:
+            front.append(arg)
+        elif arg in GLOBAL_VALUES and i + 1 < end:
+            front += [arg, args[i + 1]]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest + args[end:]
+
+
 def main(argv: Optional[list[str]] = None, env: Optional[Environment] = None) -> None:
     """The error boundary of `orch`: run ``argv`` (default: sys.argv[1:]) and exit with its code.
 
     ``env`` gives the consoles to write to (default: the process's stdout and stderr). Exit codes:
-    0 success; an OrchError's own code (1 failed, 2 bad input or host); 2 a usage error; 130 Ctrl-C;
-    143 SIGTERM or SIGHUP. Always ends with SystemExit.
+    0 success; an OrchError's own code (1 failed, 2 bad input or host); 2 a usage error or a file orch cannot
+    read or write; 130 Ctrl-C; 143 SIGTERM or SIGHUP; 1 an internal error (a bug). Always ends with SystemExit.
     """
-    args = list(sys.argv[1:] if argv is None else argv)
     env = env or Environment()
-    # --debug is global and may come anywhere before a script's `--`: taken out here, so no verb refuses it.
-    end = args.index("--") if "--" in args else len(args)
-    if "--debug" in args[:end]:
-        env.debug = True
-        args = [a for a in args[:end] if a != "--debug"] + args[end:]
+    args = global_options_first(list(sys.argv[1:] if argv is None else argv))
     with _termination_signals():
         code = _boundary(args, env)
     sys.exit(code)

@@ -80,7 +80,7 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
     takers = [f for f in wanted if f.takes_index]
     if index and not takers and source == click.core.ParameterSource.COMMANDLINE:
         on_index = [n for n in frameworks.names() if frameworks.get(n).takes_index]
-        raise click.UsageError(f"--index is for an image whose wheels come from an index; add --framework "
+        raise click.UsageError(f"--index (or --<framework>-index) is for an image whose wheels come from an index; add --framework "
                                f"{' or --framework '.join(on_index)}")
     with insecure_allowed(allow_insecure_index):  # for --torch-index's builder, which the framework hook calls
         for framework in takers if index else ():

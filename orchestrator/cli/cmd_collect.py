@@ -7,12 +7,12 @@ from typing import Any, Optional
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option
+from orchestrator.cli.options import complete_run_ids, format_option
 from orchestrator.cli.tables import comparison_table, containers_table
 
 
 @click.command()
-@click.argument("runs", nargs=-1)
+@click.argument("runs", nargs=-1, shell_complete=complete_run_ids)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder that receives <run>/ folders. [default: $ORCH_RESULTS_DIR, else results]")
 @format_option

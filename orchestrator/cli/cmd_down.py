@@ -5,11 +5,11 @@ import click
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option
+from orchestrator.cli.options import complete_run_ids, format_option
 
 
 @click.command()
-@click.argument("runs", nargs=-1)
+@click.argument("runs", nargs=-1, shell_complete=complete_run_ids)
 @click.option("--all", "all_runs", is_flag=True, help="Take down every run that still has containers.")
 @format_option
 @pass_env

@@ -1,6 +1,7 @@
 """`orch experiment`: sweeps of training jobs described in a YAML file."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -9,7 +10,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import complete_experiment_files, format_option
 from orchestrator.cli.tables import cells_table
+from orchestrator.errors import EXIT_FAILED
 
 
 @click.group()
@@ -18,21 +21,23 @@ def experiment() -> None:
 
 
 @experiment.command("run")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False), shell_complete=complete_experiment_files)
 @click.option("--quick", is_flag=True, help="Scaled down (the file's `quick:` section) for a demo or CI.")
 @click.option("--force", is_flag=True, help="Run every cell again, even those already done.")
 @click.option("--dry-run", is_flag=True, help="List the cells and their specs; run nothing.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder that receives <experiment>/. [default: $ORCH_RESULTS_DIR, else results]")
+@format_option
 @pass_env
 def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_run: bool,
-                   out_dir: Optional[str]) -> None:
+                   out_dir: Optional[str], fmt: str) -> None:
     """Run every cell of the experiment in FILE and write results/<name>/report.md.
 
     Each cell is one `orch up` plus `orch collect`. Re-running skips the cells that already succeeded
     with the same spec on this machine (unless --force), so an interrupted sweep resumes; cells measured
     on another machine (another processor, instruction set or core count) run again, so that no median
-    mixes two machines. A failed cell is recorded and the sweep goes on; the report shows it.
+    mixes two machines. A failed cell is recorded and the sweep goes on; the report shows it, and the exit code
+    is 1.
     """
     from orchestrator import api
     from orchestrator.experiments import file as experiment_file
@@ -47,7 +52,13 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
         known: dict = {}
         status = {c.key: experiments.status(recorded.get(c.key), c, experiments.machine_of(c, known)["id"])
                   for c in cells}
-        env.out.print(cells_table(exp.name, cells, status))
+        if fmt == "json":
+            names = experiment_file.SPEC_ONLY
+            env.json(json.dumps([{"cell": c.key, "status": status[c.key], "repeat": c.repeat,
+                                  "fields": {names.get(k, k): v for k, v in c.fields.items()}} for c in cells],
+                                default=str))
+        else:
+            env.out.print(cells_table(exp.name, cells, status))
         return
     show = _ProgressView(env, exp.name)
     with show.progress:
@@ -55,7 +66,13 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
                               say=env.say if not env.stderr_isatty else None)
     failed = len(done.failed)
     env.say(f"report: {done.report}" + (f" ({failed} failed cells)" if failed else ""))
-    env.out.print(Text(str(done.report)), soft_wrap=True)
+    if fmt == "json":
+        env.json(json.dumps({"experiment": exp.name, "folder": str(done.folder), "report": str(done.report),
+                             "failed": done.failed, "cells": done.cells}, default=str))
+    else:
+        env.out.print(Text(str(done.report)), soft_wrap=True)
+    if failed:  # the report is written; the exit code says not every cell succeeded
+        click.get_current_context().exit(EXIT_FAILED)
 
 
 class _ProgressView:

@@ -9,12 +9,13 @@ import click
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
+from orchestrator.cli.options import complete_run_ids
 
 REPLICA_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
 
 
 @click.command()
-@click.argument("run", required=False)
+@click.argument("run", required=False, shell_complete=complete_run_ids)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the run ends.")
 @click.option("-w", "--worker", "workers", type=int, multiple=True, help="Only this worker (repeatable).")
 @click.option("--tail", type=int, help="Only the last N lines of each worker.")

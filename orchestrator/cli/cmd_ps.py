@@ -6,12 +6,12 @@ import json
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option
+from orchestrator.cli.options import complete_run_ids, format_option
 from orchestrator.cli.tables import runs_table
 
 
 @click.command()
-@click.argument("runs", nargs=-1)
+@click.argument("runs", nargs=-1, shell_complete=complete_run_ids)
 @format_option
 @pass_env
 def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:

@@ -7,10 +7,10 @@ from typing import Any, Optional
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import script_options, spec_from, spec_options
+from orchestrator.cli.options import GroupedCommand, script_options, spec_from, spec_options
 
 
-@click.command()
+@click.command(cls=GroupedCommand)
 @spec_options
 @script_options
 @click.option("--format", "fmt", type=click.Choice(["compose", "json"]), default="compose", show_default=True,

@@ -8,12 +8,12 @@ from typing import Optional
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option
+from orchestrator.cli.options import complete_run_ids, format_option
 from orchestrator.cli.tables import stats_table
 
 
 @click.command()
-@click.argument("run", required=False)
+@click.argument("run", required=False, shell_complete=complete_run_ids)
 @click.option("--interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True, help="Seconds between updates.")
 @format_option
 @pass_env

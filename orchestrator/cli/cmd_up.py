@@ -9,7 +9,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option, script_options, spec_from, spec_options
+from orchestrator.cli.options import GroupedCommand, format_option, script_options, spec_from, spec_options
 from orchestrator.cli.tables import fmt, runs_table, workers_table
 from orchestrator.safetext import printable
 
@@ -72,7 +72,7 @@ class Watcher:
                                              printable(str(event.message))), soft_wrap=True)
 
 
-@click.command()
+@click.command(cls=GroupedCommand)
 @spec_options
 @script_options
 @click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")

@@ -9,10 +9,12 @@ defaults apply to the rest.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
 import click
@@ -22,10 +24,49 @@ from pydantic_core import PydanticUndefined
 
 from orchestrator import frameworks
 from orchestrator.backends import options as backend_options
+from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec import JobSpec
+from orchestrator.jobspec.messages import problem, say
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
 _NOT_FLAGS = {"name"}
+
+# The help's headings for the spec's own fields, each with its fields in the order shown. Each framework's and each
+# backend's options come between "Data and model" and "Supervision", under their own headings. spec_flags refuses
+# a field placed nowhere, so a new field cannot slip into the help unsorted.
+GROUPS = {
+    "General": ("workers", "framework", "backend", "network", "expose_ports_on_host", "run_id", "image", "script",
+                "source"),
+    "Data and model": ("dataset", "samples", "model", "epochs", "global_batch", "learning_rate", "seed"),
+    "Supervision": ("stall_timeout", "startup_timeout", "time_limit", "max_restarts", "checkpoint_every"),
+    "Limits": ("cpus", "gpus", "memory_mb", "disk_limit_mb", "threads", "pin_cpus"),
+}
+
+
+class GroupedOption(click.Option):
+    """An option with the heading (``group``) it is listed under in the help."""
+
+    def __init__(self, *args: Any, group: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group = group
+
+
+class GroupedCommand(click.Command):
+    """A command whose help lists its options under headings, in the order they first appear."""
+
+    def option_groups(self, ctx: click.Context) -> dict[str, list[tuple[str, str]]]:
+        """Each heading's (flags, help) rows; options without one under "Other options"."""
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                sections.setdefault(getattr(param, "group", None) or "Other options", []).append(record)
+        return sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for heading, rows in self.option_groups(ctx).items():
+            with formatter.section(heading):
+                formatter.write_dl(rows)
 
 
 @dataclass(frozen=True)
@@ -39,6 +80,7 @@ class SpecFlag:
     choices: tuple[str, ...]
     default_text: Optional[str]  # what the help shows as the default, None for nothing
     help: str
+    group: str = "Options"  # the help's heading
 
     @property
     def decls(self) -> list[str]:
@@ -48,8 +90,9 @@ class SpecFlag:
 
     def option(self) -> Callable[[Callable], Callable]:
         if self.type is bool:
-            return click.option(*self.decls, default=None, help=self.help)
-        return click.option(*self.decls, type=self.type, default=None, help=self.help)
+            return click.option(*self.decls, cls=GroupedOption, group=self.group, default=None, help=self.help)
+        return click.option(*self.decls, cls=GroupedOption, group=self.group, type=self.type, default=None,
+                            help=self.help)
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -102,6 +145,37 @@ def _model_flags(model: type[BaseModel]) -> list[SpecFlag]:
     return [f for name, info in model.model_fields.items() if (f := _flag(name, info)) is not None]
 
 
+def _heading(titles: list[str], selector: str, names: list[str]) -> str:
+    """``PyTorch (--framework torch)``; ``MPI and PyTorch (--framework mpi or torch)`` for a shared option."""
+    return f"{' and '.join(titles)} ({selector} {' or '.join(names)})"
+
+
+def _grouped(flags: list[SpecFlag]) -> list[SpecFlag]:
+    """The flags with their headings, in the help's order: GROUPS' first two, the frameworks', the backends', the
+    rest of GROUPS."""
+    fws = {n: frameworks.options_model(n).model_fields for n in frameworks.names()}
+    owners = backend_options.option_names()
+    placed = {field: heading for heading, fields in GROUPS.items() for field in fields}
+    out: list[tuple[int, int, SpecFlag]] = []
+    for f in flags:
+        if f.field in placed:
+            heading = placed[f.field]
+            rank = list(GROUPS).index(heading)
+            rank, order = (rank if rank < 2 else rank + 2), GROUPS[heading].index(f.field)
+        elif f.field in owners:
+            names = owners[f.field]
+            heading = _heading([backend_options.TITLES[n] for n in names], "--backend", names)
+            rank, order = 3, len(out)
+        elif any(f.field in fields for fields in fws.values()):
+            names = [n for n, fields in fws.items() if f.field in fields]
+            heading = _heading([frameworks.get(n).title or n for n in names], "--framework", names)
+            rank, order = 2, len(out)
+        else:
+            raise ValueError(f"spec field {f.field} has no heading in the help: add it to cli.options.GROUPS")
+        out.append((rank, order, dataclasses.replace(f, group=heading)))
+    return [f for _, _, f in sorted(out, key=lambda t: (t[0], t[1]))]
+
+
 @functools.lru_cache(maxsize=None)
 def spec_flags() -> tuple[SpecFlag, ...]:
     """Every spec flag: the generic fields in JobSpec's order, then each framework's and each backend's own
@@ -119,6 +193,7 @@ def spec_flags() -> tuple[SpecFlag, ...]:
         for f in _model_flags(model):
             if f.field not in {g.field for g in flags}:  # frameworks (and backends) may share an option name
                 flags.append(f)
+    flags = _grouped(flags)
     seen: dict[str, str] = {}
     for f in flags:
         for decl in (f.flag, f.short):
@@ -143,15 +218,63 @@ def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), require
     the library makes one (``api.job_spec``); InvalidSpec otherwise."""
     from orchestrator.api import job_spec
 
-    return job_spec(script_args=script_args, requirements=requirements, **set_spec_fields(params))
+    try:
+        return job_spec(script_args=script_args, requirements=requirements, **set_spec_fields(params))
+    except InvalidSpec as exc:
+        raise InvalidSpec(flag_message(exc), details=exc.details) from None
+
+
+def flag_message(exc: InvalidSpec) -> str:
+    """A spec error as the command line says it: each field named by the flag that sets it, with an example."""
+    flags = {f.field: f.flag for f in spec_flags()}
+    flags.update({"script_args": "arguments after --", "requirements": "--requirements"})
+    return say(exc.problems or [problem(exc.message)], flags.get, flags=True)
 
 
 def script_options(fn: Callable) -> Callable:
     """The script's arguments (everything after `--`) and --requirements, for `up` and `render`."""
-    fn = click.option("--requirements", metavar="FILE",
+    fn = click.option("--requirements", metavar="FILE", cls=GroupedOption, group="General",
                       help="A requirements file of extra packages for --script: runs the image `orch build "
                            "--requirements FILE` made from it.")(fn)
     return click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT ARGS]")(fn)
+
+
+def complete_run_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a RUN argument: the runs in the runs folder (--runs-dir or $ORCH_RUNS_DIR)."""
+    import os
+
+    from click.shell_completion import CompletionItem
+
+    from orchestrator.paths import default_paths
+
+    root = ctx.find_root().params.get("runs_dir")
+    runs = Path(os.path.abspath(root)) if root else default_paths().runs
+    try:
+        names = sorted((p.name for p in runs.iterdir() if p.is_dir() and p.name.startswith(incomplete)), reverse=True)
+    except OSError:
+        return []
+    return [CompletionItem(name) for name in names[:200]]
+
+
+def complete_experiment_files(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of an experiment FILE: folders, and .yaml and .yml files."""
+    from click.shell_completion import CompletionItem
+
+    folder, _, stem = incomplete.rpartition("/")
+    base = Path(folder or ".")
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return []
+    prefix = f"{folder}/" if folder else ""
+    out = []
+    for p in entries:
+        if p.name.startswith(stem) and not p.name.startswith("."):
+            if p.is_dir():
+                out.append(CompletionItem(prefix + p.name + "/", type="plain"))
+            elif p.suffix in (".yaml", ".yml"):
+                out.append(CompletionItem(prefix + p.name))
+    return out
 
 
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",

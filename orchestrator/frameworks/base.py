@@ -42,6 +42,12 @@ class Job(Protocol):
     def replica_keys(self) -> list[tuple[str, int]]: ...
 
 
+def nearest_multiples(value: int, by: int) -> str:
+    """What to use instead of ``value``, which ``by`` does not divide: ``99 or 102``, or ``a multiple of 3``."""
+    lower = value - value % by
+    return f"{lower} or {lower + by}" if lower else f"a multiple of {by}"
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     """What `orch build` was asked for, as each framework's builder reads it."""
@@ -117,6 +123,7 @@ class Framework:
     """A framework's hooks: how its replicas find each other, what they run, and the images they run in."""
 
     name: str = ""
+    title: str = ""  # the name people know it by, as the help's headings and the docs write it
     options: type[FrameworkOptions] = FrameworkOptions
     port: int = 0  # where a replica listens for its peers, inside its own network namespace
     # What a replica derives at start-up where one pod template serves all (Kubernetes), from the cluster and

@@ -44,9 +44,9 @@ def read_requirements(path: Path) -> bytes:
     try:
         data = read_bounded(Path(os.path.realpath(path)), MAX_BYTES)
     except (Unsafe, OSError) as exc:
-        raise InvalidSpec(f"requirements: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise InvalidSpec(f"--requirements: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if data is None:
-        raise InvalidSpec(f"requirements: {path} does not exist")
+        raise InvalidSpec(f"--requirements: {path} does not exist")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

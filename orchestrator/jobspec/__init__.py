@@ -27,6 +27,7 @@ from orchestrator.backends import options as backend_options
 from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import FrameworkOptions
+from orchestrator.frameworks.base import nearest_multiples
 from orchestrator.jobspec.fields import (
     DEFAULT_ROLE,
     NO_FLAG,
@@ -39,8 +40,9 @@ from orchestrator.jobspec.fields import (
     flag,
     flag_aliases,
     new_run_id,
+    spec_error,
 )
-from orchestrator.jobspec.messages import _unknown_framework, describe_all, shown
+from orchestrator.jobspec.messages import _unknown_framework, shown
 
 __all__ = ["DEFAULT_ROLE", "NO_FLAG", "ROLE_PATTERN", "RUN_ID_PATTERN", "SCRIPT_PATTERN", "JobSpec", "Role", "flag",
            "flat_field_names", "load_spec", "make_spec", "new_run_id", "shown"]
@@ -81,11 +83,11 @@ class JobSpec(BaseModel):
     learning_rate: float = Field(1e-3, gt=0, le=10, allow_inf_nan=False,
                                  json_schema_extra=flag(default_text=defaults("learning_rate", 0.001)),
                                  description="Learning rate of the framework's optimizer (Adam for TensorFlow and MPI; "
-                                             "SGD with momentum 0.9 for PyTorch, as seed 002).")
+                                             "SGD with momentum 0.9 for PyTorch).")
     seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
     model: Literal["mlp", "cnn", "text"] = Field(
         "mlp", json_schema_extra=flag(default_text=defaults("model", "mlp")),
-        description="mlp: seed 000's MLP (784, 25, 15 and 10 units); cnn: seed 002's CNN (two convolutions with "
+        description="mlp: a small MLP (784, 25, 15 and 10 units); cnn: the MNIST CNN (two convolutions with "
                     "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
                     "data sets only).",
     )
@@ -244,11 +246,8 @@ class JobSpec(BaseModel):
             raise ValueError(f"samples: {self.dataset} has {available} training samples, got {self.samples}")
         per_worker = self.framework.per_worker_batch(self.workers, self.global_batch)
         if per_worker * self.workers != self.global_batch and per_worker != self.global_batch:
-            lower = self.global_batch - self.global_batch % self.workers
-            raise ValueError(
-                f"global_batch: {self.global_batch} is not divisible by {self.workers} workers; "
-                f"use {lower or self.workers} or {lower + self.workers}"
-            )
+            raise ValueError(f"global_batch: {self.global_batch} is not divisible by {self.workers} workers; use "
+                             f"{nearest_multiples(self.global_batch, self.workers)}")
         train, val, test = contract.split_sizes(self.samples)
         validators = self.framework.validation_readers(self.workers)
         for name, size, readers in (("training", train, self.workers), ("validation", val, validators)):
@@ -265,8 +264,7 @@ class JobSpec(BaseModel):
         if self.image is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", self.image):
             raise ValueError(f"image: {self.image!r} is not a valid image reference")
         if self.script is not None and not re.fullmatch(SCRIPT_PATTERN, self.script):
-            raise ValueError(f"script: {self.script[:80]!r} is not an absolute path to a .py file (the CLI makes a "
-                             "relative one absolute)")
+            raise ValueError(f"script: must be a Python file ending in .py, e.g. train.py (got {self.script[:80]!r})")
         if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
             raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
         if self.source is not None and (self.script is None or not re.fullmatch(r"/[^\x00-\x1f\x7f]*", self.source)):
@@ -335,7 +333,7 @@ def make_spec(**fields: Any) -> JobSpec:
     try:
         return JobSpec(**nested)
     except ValidationError as exc:
-        raise InvalidSpec(describe_all(exc, flat_field_names)) from None
+        raise spec_error(JobSpec, exc, flat_field_names) from None
     except (TypeError, ValueError) as exc:  # e.g. a non-string key
         raise InvalidSpec(f"spec: {shown(exc)}") from None
 
@@ -347,4 +345,4 @@ def load_spec(record: Any) -> JobSpec:
     try:
         return JobSpec.model_validate(record)
     except ValidationError as exc:
-        raise InvalidSpec(describe_all(exc, flat_field_names)) from None
+        raise spec_error(JobSpec, exc, flat_field_names) from None

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator import frameworks
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
-from orchestrator.jobspec.messages import _unknown_framework
+from orchestrator.jobspec.messages import Problem, _unknown_framework, describe_all, say
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 # An absolute path to a .py file, of printable characters: it becomes a mount source and a command line.
@@ -51,16 +51,42 @@ def new_run_id(workers: int) -> str:
 def flag_aliases(spec_model: Any) -> dict[str, str]:
     """The flags' own names (``batch_size``) of fields named otherwise (``global_batch``), in the spec, each
     framework's and each backend's options: experiment files and the API may use either."""
-    models = [spec_model, *(frameworks.options_model(n) for n in frameworks.names()),
-              *backend_options.OPTIONS.values()]
     out = {}
-    for model in models:
+    for model in _models(spec_model):
         for name, info in model.model_fields.items():
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             flag_name = extra.get("flag")
             if isinstance(flag_name, str) and flag_name.removeprefix("--").replace("-", "_") != name:
                 out[flag_name.removeprefix("--").replace("-", "_")] = name
     return out
+
+
+# Examples of good values for fields whose default is none.
+EXAMPLES = {"script": "train.py", "source": "src", "image": "my-trainer:1", "cpus": "1.5", "run_id": "exp-1"}
+
+
+def _models(spec_model: Any) -> list[Any]:
+    return [spec_model, *(frameworks.options_model(n) for n in frameworks.names()), *backend_options.OPTIONS.values()]
+
+
+def example(spec_model: Any, field: str) -> Optional[str]:
+    """A good value of ``field`` for an error's example: its default, or one from EXAMPLES."""
+    for model in _models(spec_model):
+        info = model.model_fields.get(field)
+        if info is not None and isinstance(info.default, (int, float, str)) and not isinstance(info.default, bool):
+            return str(info.default)
+    return EXAMPLES.get(field)
+
+
+def spec_error(spec_model: Any, exc: Any, field_names: Any) -> InvalidSpec:
+    """A pydantic ValidationError of the spec as InvalidSpec, its fields named as experiment files name them."""
+    problems = describe_all(exc, field_names, lambda field: example(spec_model, field))
+    return invalid(spec_model, problems)
+
+
+def invalid(spec_model: Any, problems: list[Problem]) -> InvalidSpec:
+    names = {field: alias for alias, field in flag_aliases(spec_model).items()}
+    return InvalidSpec(say(problems, names.get), problems=tuple(problems))
 
 
 def _nest(fields: dict[str, Any], spec_model: Any = None) -> dict[str, Any]:

@@ -2,9 +2,37 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
 
 from orchestrator import frameworks
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: the field (as the spec names it), what is wrong and allowed, and an example
+    of a good value. The CLI names the field by its flag, an experiment file by its own name (``say``)."""
+
+    field: str
+    text: str
+    example: Optional[str] = None
+
+
+def say(problems: Iterable[Problem], name: Callable[[str], Optional[str]], flags: bool = False) -> str:
+    """The problems as one line. ``name`` gives the name the user typed for a field (None: the field itself);
+    with ``flags`` the names are flags (``--memory``) and examples are command-line words."""
+    parts = []
+    for p in problems:
+        shown_name = name(p.field) or p.field
+        if p.field == "spec":
+            parts.append(p.text)
+            continue
+        example = (f"; e.g. {shown_name} {p.example}" if flags else f"; e.g. {shown_name}: {p.example}") \
+            if p.example else ""
+        # A text that begins with the flag already (``--strategy is an option of ...``) is not prefixed again.
+        parts.append(f"{p.text}{example}" if p.text.startswith(f"{shown_name} ") else
+                     f"{shown_name}: {p.text}{example}")
+    return "; ".join(parts)
 
 
 def shown(part: Any) -> str:
@@ -13,38 +41,49 @@ def shown(part: Any) -> str:
     return text if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text) else repr(text[:64])
 
 
-def describe_all(exc: Any, field_names: Callable[[], list[str]]) -> str:
-    """A pydantic ValidationError as one line. The roles follow from ``workers``: where it is wrong, theirs is
-    the same error said again, so it is left out."""
+def describe_all(exc: Any, field_names: Callable[[], list[str]],
+                 example: Callable[[str], Optional[str]] = lambda field: None) -> list[Problem]:
+    """A pydantic ValidationError as problems, each with ``example(field)`` where one helps. The roles follow from
+    ``workers``: where it is wrong, theirs is the same error said again, so it is left out."""
     errors = exc.errors(include_url=False)
     if any(e.get("loc", ())[:1] == ("workers",) for e in errors):
         errors = [e for e in errors if e.get("loc", ())[:1] != ("roles",)]
-    return "; ".join(_describe(e, field_names) for e in errors)
+    return [_describe(e, field_names, example) for e in errors]
 
 
-def _describe(error: dict[str, Any], field_names: Callable[[], list[str]]) -> str:
-    """One pydantic error as a line; ``field_names`` lists the allowed fields for an unknown one (JobSpec's, which
-    this module cannot import: the spec package imports it)."""
+def problem(message: str, example: Callable[[str], Optional[str]] = lambda field: None) -> Problem:
+    """A validator's message ``field: text`` as a problem (a message naming no field is the spec's)."""
+    field, sep, text = message.partition(": ")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", field):
+        return Problem("spec", message)
+    return Problem(field, text)
+
+
+def _describe(error: dict[str, Any], field_names: Callable[[], list[str]],
+              example: Callable[[str], Optional[str]]) -> Problem:
+    """One pydantic error; ``field_names`` lists the allowed fields for an unknown one (JobSpec's, which this
+    module cannot import: the spec package imports it)."""
     loc = ".".join(shown(part) for part in error.get("loc", ())) or "spec"
     loc = loc.removeprefix("framework.").removeprefix("backend_options.")  # flat fields to the user
     msg = error.get("msg", "invalid")
-    if error.get("type") == "value_error":
+    kind = error.get("type")
+    if kind == "value_error":
         msg = msg.removeprefix("Value error, ")
-        return msg if loc == "spec" or msg.startswith(f"{loc}:") else f"{loc}: {msg}"
-    if error.get("type") == "extra_forbidden":
-        return f"{loc}: unknown field; allowed fields are {', '.join(field_names())}"
+        return problem(msg) if loc == "spec" or msg.startswith(f"{loc}:") else Problem(loc, msg)
+    if kind == "extra_forbidden":
+        return Problem(loc, f"unknown field; allowed fields are {', '.join(field_names())}")
     got = repr(error.get("input"))[:80]
     ctx = error.get("ctx") or {}
-    kind = error.get("type")
     if kind == "literal_error":
-        return f"{loc}: {msg} (got {got})"
+        return Problem(loc, f"must be {ctx.get('expected', 'one of the choices')} (got {got})")
     if kind in BOUNDS:
-        return f"{loc}: must be {BOUNDS[kind]} {_number(next(iter(ctx.values()), '?'))} (got {got})"
+        return Problem(loc, f"must be {BOUNDS[kind]} {_number(next(iter(ctx.values()), '?'))} (got {got})",
+                       example(loc))
     if kind == "finite_number":
-        return f"{loc}: must be a finite number (got {got})"
+        return Problem(loc, f"must be a finite number (got {got})", example(loc))
     if kind == "string_pattern_mismatch":
-        return f"{loc}: must be {PATTERNS.get(str(ctx.get('pattern')), 'of the allowed characters')} (got {got})"
-    return f"{loc}: {msg.lower()} (got {got})"
+        return Problem(loc, f"must be {PATTERNS.get(str(ctx.get('pattern')), 'of the allowed characters')} (got {got})")
+    return Problem(loc, f"{msg.lower()} (got {got})", example(loc))
 
 
 BOUNDS = {"greater_than_equal": "at least", "less_than_equal": "at most", "greater_than": "more than",
@@ -54,6 +93,8 @@ PATTERNS = {
     r"^[a-z0-9][a-z0-9_-]{0,62}$": "lowercase letters, digits, - and _, starting with a letter or digit, at most "
                                    "63 characters, e.g. exp-1",
     r"^[a-z][a-z0-9]{0,15}$": "lowercase letters and digits, starting with a letter, at most 16 characters",
+    r"^[a-z0-9][a-z0-9-]{0,23}$": "lowercase letters, digits and -, starting with a letter or digit, at most 24 "
+                                  "characters, e.g. my-sweep",  # an experiment's name
 }
 
 

@@ -107,6 +107,8 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: An
     """Remove the replicas and networks of runs (their results stay); return the runs taken down."""
     if not run_ids and not all_runs:
         raise InvalidSpec("name a run (`orch ps` lists them) or pass --all")
+    if run_ids and all_runs:
+        raise InvalidSpec("--all takes down every run; leave out the run names, or --all")
     paths = paths or default_paths()
     live = _live_runs(_backend(backend, engine))
     targets = sorted(live) if all_runs else list(run_ids or [])

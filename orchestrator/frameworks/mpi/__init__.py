@@ -49,6 +49,7 @@ class Mpi(Framework):
     """MPI over MPICH and mpi4py, in orch's TensorFlow image (which carries both as wheels)."""
 
     name = "mpi"
+    title = "MPI"
     trainer_entry = "mpi_entry"
     options = MpiOptions
     port = LAUNCH_PORT

@@ -33,6 +33,7 @@ class TensorFlow(Framework):
     custom (worker 0 is the chief); a chief, parameter servers and workers, each in its own container, for ps."""
 
     name = "tensorflow"
+    title = "TensorFlow"
     rendezvous_kind = rendezvous.TF_CONFIG
     trainer_entry = "tensorflow_entry"
     options = TensorFlowOptions

@@ -5,7 +5,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions, Job
+from orchestrator.frameworks.base import FrameworkOptions, Job, nearest_multiples
 
 
 class TensorFlowOptions(FrameworkOptions):
@@ -88,9 +88,8 @@ class TensorFlowOptions(FrameworkOptions):
         """Raise ValueError (one line, naming the flags) if the strategy and the job's shape do not fit."""
         strategy = self.resolved_strategy(workers)
         if strategy == "mirrored" and global_batch % self.replicas:
-            lower = global_batch - global_batch % self.replicas
             raise ValueError(f"global_batch: {global_batch} is not divisible by {self.replicas} replicas; use "
-                             f"{lower or self.replicas} or {lower + self.replicas}")
+                             f"{nearest_multiples(global_batch, self.replicas)}")
         if strategy in ("single", "mirrored") and workers != 1:
             raise ValueError(f"strategy: {strategy} runs in one container; use --workers 1"
                              + (" and --replicas N for N replicas" if strategy == "mirrored" else "")

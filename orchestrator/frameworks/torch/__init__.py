@@ -36,6 +36,7 @@ def image_ref() -> str:
 
 class Torch(Framework):
     name = "torch"
+    title = "PyTorch"
     trainer_entry = "torch_loop"
     rendezvous_kind = rendezvous.RANK
     options = TorchOptions

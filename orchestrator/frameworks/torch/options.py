@@ -16,7 +16,7 @@ class TorchOptions(FrameworkOptions):
     batch_per_worker: int = Field(
         0, ge=0, le=65_536, json_schema_extra={"default_text": "off: --batch-size is the global batch"},
         description="With --framework torch: each rank's own batch, so the global batch is this times --workers and "
-                    "grows with N (seed 002's per-process batch, to reproduce it); leave --batch-size out with it. "
+                    "grows with N (the per-process batch of PyTorch's DDP examples); leave --batch-size out with it. "
                     "0 = off: --batch-size is the global batch, split among the ranks, the same work per step for "
                     "every N.",
     )
@@ -48,7 +48,7 @@ class TorchOptions(FrameworkOptions):
     def check_job(self, spec: Job) -> None:
         """Raise ValueError (one line) where a PyTorch job asks for what orch's PyTorch trainer does not do."""
         if spec.model == "text" and spec.script is None:
-            raise ValueError("model: --framework torch trains seed 002's cnn or the mlp on images; text is "
+            raise ValueError("model: --framework torch trains the cnn or the mlp on images; text is "
                              "TensorFlow's")
         per = self.batch_per_worker
         if per and spec.global_batch != per * spec.workers:
