@@ -5,12 +5,12 @@ BIN    := $(VENV)/bin
 ORCH   := $(BIN)/orch
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps images lock demo test clean
+.PHONY: setup system-deps images lock demo docs test clean
 
 $(ORCH): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,docs]'
 	@touch $@
 
 # debootstrap builds the base image on hosts that cannot pull one, checking the archive's signatures
@@ -47,8 +47,12 @@ demo: images
 	$(ORCH) collect demo-$$stamp-mpi-w1 demo-$$stamp-mpi-w3 && \
 	$(ORCH) experiment run experiments/container-count.yaml --quick
 
-test: setup
+# The manual as a site, built strictly: a broken link, anchor or page fails it. Output: site/.
+docs: $(ORCH)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: setup docs
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info site

@@ -1,0 +1,57 @@
+"""MkDocs hooks of orch's manual.
+
+- The CLI reference is generated from the click commands at build time (``<!-- orch-cli-reference -->``).
+- Pages link to committed results outside docs/ (``../benchmarks/results/allreduce.md``), so that the links also
+  work when the Markdown is read in the repository. The build copies those folders into the site under ``repo/``
+  and points the links there; a link to a file that does not exist stays broken and fails the strict build.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.structure.files import File, InclusionLevel
+
+REPO = Path(__file__).resolve().parent.parent
+OUTSIDE = ("benchmarks/results", "experiments/results", "examples")  # folders the manual may link into
+MARKER = "<!-- orch-cli-reference -->"
+LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def on_files(files, config):
+    for folder in OUTSIDE:
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                rel = path.relative_to(REPO).as_posix()
+                file = File.generated(config, f"repo/{rel}", abs_src_path=str(path),
+                                      inclusion=InclusionLevel.NOT_IN_NAV)  # reached by links, not the menu
+                files.append(file)
+    return files
+
+
+def _outside(page_uri: str, target: str) -> str | None:
+    """The repository path a page's relative link points to, when it leaves docs/ into OUTSIDE."""
+    if "://" in target or target.startswith("/"):
+        return None
+    joined = posixpath.normpath(posixpath.join("docs", posixpath.dirname(page_uri), target))
+    return joined if joined.startswith(OUTSIDE) else None
+
+
+def on_page_markdown(markdown, page, config, files):
+    if MARKER in markdown:
+        from orchestrator.cli.reference import markdown as reference
+
+        markdown = markdown.replace(MARKER, reference())
+    uri = page.file.src_uri
+    if uri.startswith("repo/"):
+        return markdown
+
+    def relink(match: re.Match) -> str:
+        path = _outside(uri, match.group(2))
+        if path is None:
+            return match.group(0)
+        here = posixpath.dirname(uri)
+        return f"{match.group(1)}{posixpath.relpath('repo/' + path, here or '.')}{match.group(3) or ''})"
+
+    return LINK.sub(relink, markdown)
