@@ -93,7 +93,7 @@ class ReportOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     title: str = Field("", max_length=200)
-    # A scaling study (seed 002): speedup, efficiency and throughput per N, the loss curves, and the step time
+    # A scaling study (as PyTorch DDP scaling on MNIST): speedup, efficiency and throughput per N, the loss curves, and the step time
     # split into compute and the all-reduce wait, where the trainer measures it.
     scaling: bool = False
     reference_title: str = Field("", max_length=200)

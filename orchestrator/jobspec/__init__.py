@@ -34,6 +34,8 @@ from orchestrator.jobspec.fields import (
     ROLE_PATTERN,
     RUN_ID_PATTERN,
     SCRIPT_PATTERN,
+    BackendName,
+    DatasetName,
     Role,
     _nest,
     defaults,
@@ -60,7 +62,7 @@ class JobSpec(BaseModel):
     framework: SerializeAsAny[FrameworkOptions] = Field(
         default_factory=lambda: frameworks.options_model(frameworks.DEFAULT)(), json_schema_extra=NO_FLAG,
         description="the framework and its own options")
-    backend: Literal["compose", "swarm", "k8s"] = Field(
+    backend: BackendName = Field(
         "compose",
         description="Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm "
                     "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
@@ -69,7 +71,7 @@ class JobSpec(BaseModel):
     backend_options: SerializeAsAny[BackendOptions] = Field(
         default_factory=backend_options.ComposeOptions, json_schema_extra=NO_FLAG,
         description="the backend's own options (backends/options.py), the model of the backend `backend` names")
-    dataset: Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"] = Field(
+    dataset: DatasetName = Field(
         "mnist",
         description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
                     "(70,000), vader-reviews (13,056 review snippets, tokenized, for --model text), synthetic (made "

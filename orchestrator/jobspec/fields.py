@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator import frameworks
+from orchestrator import contract, frameworks
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec.messages import Problem, _unknown_framework, describe_all, say
@@ -16,6 +16,9 @@ RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 # An absolute path to a .py file, of printable characters: it becomes a mount source and a command line.
 SCRIPT_PATTERN = r"/[^\x00-\x1f\x7f]*[^/\x00-\x1f\x7f]\.py"
 ROLE_PATTERN = r"^[a-z][a-z0-9]{0,15}$"
+# Choices generated from what exists: the backends' registry and the data sets the contract names.
+BackendName = Literal[tuple(backend_options.OPTIONS)]  # type: ignore[valid-type]
+DatasetName = Literal[tuple(contract.DATASET_KINDS)]  # type: ignore[valid-type]
 DEFAULT_ROLE = "worker"
 
 
