@@ -5,12 +5,12 @@ BIN    := $(VENV)/bin
 ORCH   := $(BIN)/orch
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps images lock demo docs test clean
+.PHONY: setup system-deps test-deps images lock demo docs test clean
 
 $(ORCH): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,docs]'
+	$(BIN)/pip install -q -e '.[test,docs,mlflow]'
 	@touch $@
 
 # debootstrap builds the base image on hosts that cannot pull one, checking the archive's signatures
@@ -37,21 +37,30 @@ lock: $(ORCH)
 # The container-count comparison on full MNIST, 1 worker vs 3 at the same global batch, collected side
 # by side: with TensorFlow's MultiWorkerMirroredStrategy, then with MPI over shared memory; then the
 # container-count experiment in its --quick form.
+# Every run is tracked in MLflow's embedded store (results/mlflow/) and as TensorBoard event files.
 demo: images
-	@stamp=$$(date +%Y%m%d-%H%M%S); \
+	@stamp=$$(date +%Y%m%d-%H%M%S); export ORCH_TRACK=mlflow,tensorboard; \
 	$(ORCH) up --workers 1 --run-id demo-$$stamp-w1 && \
 	$(ORCH) up --workers 3 --run-id demo-$$stamp-w3 && \
 	$(ORCH) collect demo-$$stamp-w1 demo-$$stamp-w3 && \
 	$(ORCH) up --framework mpi --workers 1 --run-id demo-$$stamp-mpi-w1 && \
 	$(ORCH) up --framework mpi --workers 3 --run-id demo-$$stamp-mpi-w3 && \
 	$(ORCH) collect demo-$$stamp-mpi-w1 demo-$$stamp-mpi-w3 && \
-	$(ORCH) experiment run experiments/container-count.yaml --quick
+	$(ORCH) experiment run experiments/container-count.yaml --quick && \
+	echo "Interactive reports (open in a browser): results/compare-demo-$$stamp-w1-demo-$$stamp-w3.html," \
+	     "results/compare-demo-$$stamp-mpi-w1-demo-$$stamp-mpi-w3.html, results/container-count-quick/report.html" && \
+	echo "MLflow:      pip install mlflow && mlflow ui --backend-store-uri sqlite:///$$PWD/results/mlflow/mlflow.db" && \
+	echo "TensorBoard: pip install tensorboard && tensorboard --logdir results/"
 
 # The manual as a site, built strictly: a broken link, anchor or page fails it. Output: site/.
 docs: $(ORCH)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-test: setup docs
+# Debian's headless Chromium, which the tests use to open the interactive HTML reports.
+test-deps:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+
+test: setup docs test-deps
 	$(BIN)/pytest
 
 clean:

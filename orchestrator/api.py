@@ -37,6 +37,7 @@ class Collected:
 
     summaries: list[dict[str, Any]]
     comparison: list[dict[str, Any]]
+    report: Optional[Path] = None  # the interactive HTML report: the run's own, or the runs' side by side
 
 
 @dataclass(frozen=True)
@@ -119,12 +120,20 @@ def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[
 def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[Paths] = None) -> Collected:
     """Gather runs (default: the newest) into ``out`` (default: the results folder), one folder each, and
     compare them: T(N)/T(1), speedup and efficiency against the 1-worker run of the same work."""
+    from orchestrator.analysis import html
     from orchestrator.analysis.collect import collect as gather
     from orchestrator.analysis.collect import compare
 
     paths = paths or default_paths()
-    summaries = gather(list(run_ids) or None, out_root=Path(out) if out else paths.results, paths=paths)
-    return Collected(summaries, compare(summaries))
+    root = Path(out) if out else paths.results
+    summaries = gather(list(run_ids) or None, out_root=root, paths=paths)
+    report = Path(summaries[0]["results_dir"]) / "report.html" if len(summaries) == 1 else None
+    if len(summaries) > 1:
+        ids = [s["run_id"] for s in summaries]
+        name = f"compare-{ids[0]}-{ids[-1]}" if len(ids) == 2 else f"compare-{ids[0]}-and-{len(ids) - 1}-more"
+        report = html.write(root / f"{name[:120]}.html", f"orch: {', '.join(ids)[:200]}",
+                            [(Path(s["results_dir"]), None) for s in summaries])
+    return Collected(summaries, compare(summaries), report if report is not None and report.is_file() else None)
 
 
 def experiment(file: Union[str, Path], *, quick: bool = False, force: bool = False,

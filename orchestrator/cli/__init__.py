@@ -27,6 +27,7 @@ from orchestrator.cli.cmd_ps import ps
 from orchestrator.cli.cmd_push import push
 from orchestrator.cli.cmd_render import render
 from orchestrator.cli.cmd_stats import stats
+from orchestrator.cli.cmd_track import track
 from orchestrator.cli.cmd_up import up
 from orchestrator.cli.env import Environment
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, OrchError
@@ -60,7 +61,7 @@ def cli(ctx: click.Context, debug: bool, runs_dir: Optional[str], results_dir: O
             os.environ[name] = os.path.abspath(value)
 
 
-for _command in (build, render, up, ps, down, stats, collect, experiment, logs, doctor, push, bench):
+for _command in (build, render, up, ps, down, stats, collect, track, experiment, logs, doctor, push, bench):
     cli.add_command(_command)
 
 

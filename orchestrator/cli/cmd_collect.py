@@ -42,3 +42,5 @@ def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt
         env.say(f"{s['run_id']}: wrote {', '.join(s['files'])} to {s['results_dir']}")
         for warning in s.get("warnings") or []:
             env.say(f"{s['run_id']}: {warning}")
+    if got.report is not None:
+        env.say(f"interactive report: {got.report} ({got.report.stat().st_size // 1024} KB, works offline)")

@@ -10,8 +10,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import complete_experiment_files, format_option
-from orchestrator.cli.tables import cells_table
+from orchestrator.cli.options import complete_experiment_files, format_option, track_options, tracked_targets
+from orchestrator.cli.tables import cells_table, experiments_table, past_cells_table
 from orchestrator.errors import EXIT_FAILED
 
 
@@ -27,10 +27,11 @@ def experiment() -> None:
 @click.option("--dry-run", is_flag=True, help="List the cells and their specs; run nothing.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder that receives <experiment>/. [default: $ORCH_RESULTS_DIR, else results]")
+@track_options
 @format_option
 @pass_env
 def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_run: bool,
-                   out_dir: Optional[str], fmt: str) -> None:
+                   out_dir: Optional[str], track: Optional[str], tracking_uri: Optional[str], fmt: str) -> None:
     """Run every cell of the experiment in FILE and write results/<name>/report.md.
 
     Each cell is one `orch up` plus `orch collect`. Re-running skips the cells that already succeeded
@@ -45,6 +46,7 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     from orchestrator.paths import default_paths
 
     root = Path(out_dir) if out_dir else default_paths().results
+    targets = tracked_targets(track)
     exp = experiment_file.load(Path(file))
     if dry_run:
         cells = experiment_file.expand(exp, quick)
@@ -65,6 +67,10 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
         done = api.experiment(file, quick=quick, force=force, out=root, on_progress=show,
                               say=env.say if not env.stderr_isatty else None)
     failed = len(done.failed)
+    if targets:
+        from orchestrator.tracking import track_sweep
+
+        track_sweep(done.folder, targets, uri=tracking_uri, say=env.say)
     env.say(f"report: {done.report}" + (f" ({failed} failed cells)" if failed else ""))
     if fmt == "json":
         env.json(json.dumps({"experiment": exp.name, "folder": str(done.folder), "report": str(done.report),
@@ -95,3 +101,47 @@ class _ProgressView:
             now = "" if p.current == "finished" else f", now {p.current}"
             self.env.say(f"{self.name}: {p.done}/{p.total} cells done ({p.failed} failed, {p.skipped} skipped){now}"
                          + (f", {eta}" if eta and now else ""))
+
+
+_root_option = click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+                            help="The folder holding experiment folders. [default: $ORCH_RESULTS_DIR, else results]")
+
+
+@experiment.command("list")
+@_root_option
+@format_option
+@pass_env
+def experiment_list(env: Environment, out_dir: Optional[str], fmt: str) -> None:
+    """List past sweeps (folders with a cells.json under the results folder), newest first."""
+    from orchestrator.experiments.past import experiments
+    from orchestrator.paths import default_paths
+
+    found = experiments(Path(out_dir) if out_dir else default_paths().results)
+    if fmt == "json":
+        env.json(json.dumps([e.to_dict() for e in found], default=str))
+        return
+    if not found:
+        env.say("no experiments yet; run one with `orch experiment run FILE`")
+        return
+    env.out.print(experiments_table(found))
+
+
+@experiment.command("show")
+@click.argument("name")
+@_root_option
+@format_option
+@pass_env
+def experiment_show(env: Environment, name: str, out_dir: Optional[str], fmt: str) -> None:
+    """Show the cells of the past sweep NAME and where its reports are (report.md, and report.html to open in a
+    browser)."""
+    from orchestrator.experiments.past import find
+    from orchestrator.paths import default_paths
+
+    past = find(Path(out_dir) if out_dir else default_paths().results, name)
+    if fmt == "json":
+        env.json(json.dumps({**past.to_dict(), "cell_records": past.cells}, default=str))
+        return
+    env.out.print(past_cells_table(past))
+    for label, report in (("report", past.report("report.md")), ("interactive report", past.report("report.html"))):
+        if report is not None:
+            env.say(f"{label}: {report}")

@@ -9,8 +9,17 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import GroupedCommand, format_option, script_options, spec_from, spec_options
+from orchestrator.cli.options import (
+    GroupedCommand,
+    format_option,
+    script_options,
+    spec_from,
+    spec_options,
+    track_options,
+    tracked_targets,
+)
 from orchestrator.cli.tables import fmt, runs_table, workers_table
+from orchestrator.errors import OrchError
 from orchestrator.safetext import printable
 
 
@@ -78,10 +87,11 @@ class Watcher:
 @click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
 @click.option("--stats-interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True,
               help="Seconds between resource samples of each container (written to runs/<id>/stats.csv).")
+@track_options
 @format_option
 @pass_env
 def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
-       requirements: Optional[str], **flags: Any) -> None:
+       requirements: Optional[str], track: Optional[str], tracking_uri: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
     Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs, and exits
@@ -94,8 +104,16 @@ def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_a
     from orchestrator.run.runner import up as run_up
 
     spec = spec_from(flags, script_args, requirements)
-    with Watcher(env, spec.reporting_keys(), spec.epochs) as watcher:
-        info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval)
+    targets = tracked_targets(track)
+    if targets and detach:
+        raise click.UsageError("--track logs a finished run; with --detach, run `orch track RUN` once it has ended")
+    try:
+        with Watcher(env, spec.reporting_keys(), spec.epochs) as watcher:
+            info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval)
+    except OrchError:
+        _track(env, spec.run_id, targets, tracking_uri)  # a failed run is worth a look too
+        raise
+    _track(env, spec.run_id, targets, tracking_uri)
     if detach:
         env.say(f"run {info.run_id} started; `orch ps` shows it, `orch down {info.run_id}` removes it")
         env.out.print(Text(info.run_id))
@@ -105,3 +123,12 @@ def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_a
         return
     env.out.print(runs_table([info]))
     env.out.print(workers_table(info.workers))
+
+
+def _track(env: Environment, run_id: str, targets: tuple[str, ...], uri: Optional[str]) -> None:
+    from orchestrator.paths import default_paths
+    from orchestrator.run.rundir import RunDir
+    from orchestrator.tracking import track_run
+
+    if targets and RunDir.of(default_paths(), run_id).exists():
+        track_run(run_id, targets, uri=uri, say=env.say)

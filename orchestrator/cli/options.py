@@ -277,5 +277,28 @@ def complete_experiment_files(ctx: click.Context, param: click.Parameter, incomp
     return out
 
 
+def track_options(fn: Callable) -> Callable:
+    """--track and --tracking-uri: where a finished run (or sweep) is logged besides orch's own folders."""
+    fn = click.option("--tracking-uri", metavar="URI", envvar="MLFLOW_TRACKING_URI", show_envvar=True,
+                      cls=GroupedOption, group="Tracking",
+                      help="The MLflow tracking server or store, e.g. http://127.0.0.1:5000. [default: SQLite in the "
+                           "results folder, results/mlflow/mlflow.db]")(fn)
+    return click.option("--track", "track", metavar="mlflow,tensorboard", envvar="ORCH_TRACK", show_envvar=True,
+                        cls=GroupedOption, group="Tracking",
+                        help="Log the finished run to MLflow and/or TensorBoard event files (comma-separated). "
+                             "A tracker that is down costs one line, never the run; `orch track` logs it later. "
+                             "[default: none]")(fn)
+
+
+def tracked_targets(value: Optional[str], flag: str = "--track") -> tuple[str, ...]:
+    """The --track (or --to) value as trackers; a usage error names the flag."""
+    from orchestrator.tracking import targets_from
+
+    try:
+        return targets_from(value or "")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).replace("--track", flag), param_hint=f"'{flag}'") from None
+
+
 format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
                              show_default=True, help="Output format on stdout.")

@@ -2,6 +2,7 @@
 shown safely (``printable``)."""
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable, Optional
 
 from rich.table import Table
@@ -107,6 +108,27 @@ def checks_table(checks: Iterable[Any]) -> Table:
     for c in checks:
         ok = Text("yes", style="green") if c.ok else Text("no", style="red")
         table.add_row(*_cells(c.name, ok, c.detail, "" if c.ok else c.hint))
+    return table
+
+
+def experiments_table(found: list[Any]) -> Table:
+    """`orch experiment list`: one row per past sweep."""
+    table = Table("experiment", "cells", "succeeded", "failed", "last run", "HTML report")
+    for e in found:
+        last = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_run)) if e.last_run else "–"
+        table.add_row(*_cells(e.name, str(len(e.cells)), str(e.succeeded), str(len(e.cells) - e.succeeded), last,
+                              str(e.report("report.html") or "–")))
+    return table
+
+
+def past_cells_table(past: Any) -> Table:
+    """`orch experiment show`: each recorded cell, its state and its figures."""
+    table = Table("cell", "state", "run", "train s", "wall s", "test acc", "samples/s", title=Text(past.name))
+    for key, cell in sorted(past.cells.items()):
+        s = (cell.get("summary") if isinstance(cell, dict) else None) or {}
+        table.add_row(*_cells(key, str(cell.get("state", "?")), str(cell.get("run_id", "")),
+                              fmt(s.get("train_seconds"), ".2f"), fmt(s.get("wall_seconds"), ".2f"),
+                              fmt(s.get("test_accuracy"), ".4f"), fmt(s.get("samples_per_second"), ".0f")))
     return table
 
 

@@ -109,7 +109,24 @@ def run(
                on_progress or (lambda _p: None))
         current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
         report.write_experiment_report(experiment, quick, current, metrics.aggregate(current, experiment.report.scale, experiment.report.baseline), out)
+        _html_report(experiment, quick, current, out, say or (lambda _m: None))
     return out, current
+
+
+def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], out: Path,
+                 say: Callable[[str], None]) -> None:
+    """report.html beside report.md: every collected cell, interactive; skipped (with report.md intact) if a
+    cell's folder cannot be read."""
+    from orchestrator.analysis import html
+
+    folders = [(out / "runs" / str(c["run_id"]), key) for key, c in sorted(cells.items())
+               if isinstance(c, dict) and c.get("run_id") and (out / "runs" / str(c["run_id"]) / "summary.json").is_file()]
+    title = (experiment.report.title or experiment.name) + (" (quick mode)" if quick else "")
+    try:
+        html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000])
+    except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
+        (out / "report.html").unlink(missing_ok=True)
+        say(f"no HTML report: {_reason(exc)}")
 
 
 def _reason(exc: Exception) -> str:

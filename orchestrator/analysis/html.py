@@ -1,0 +1,94 @@
+"""An interactive HTML report of a run, a set of runs or an experiment: one self-contained file.
+
+No CDN and no library: the data is a JSON block in the page, and a few hundred lines of plain JavaScript
+(``report.js``, shipped in the package) draw SVG charts and a sortable table, so the file opens offline and is
+small enough to mail (its size is printed). Everything shown comes from the results folders `orch collect`
+wrote (``tracking.figures`` reads and checks them); text is escaped by the browser's textContent, never
+parsed as HTML.
+
+Charts: the loss and accuracy curves of every run overlaid; for several runs, train time, speedup and
+efficiency against N with two bounds drawn: the N× line, and the CPU bound this machine allows (its cores over
+the cores one worker used, measured, so N workers cannot beat min(N, that)); per-container CPU and network
+timelines.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from orchestrator.analysis import metrics
+from orchestrator.safeio import atomic_write
+from orchestrator.tracking import figures as read_figures
+
+COLUMNS = [("run", "run"), ("state", "state"), ("framework", "framework"), ("strategy", "strategy"),
+           ("workers", "N"), ("train_seconds", "train s"), ("wall_seconds", "wall s"),
+           ("test_accuracy", "test acc"), ("time_ratio", "T(N)/T(1)"), ("speedup", "speedup"),
+           ("efficiency", "efficiency"), ("samples_per_second", "samples/s"), ("cpu_mean_percent", "mean CPU %"),
+           ("net_mb", "network MB")]
+
+
+def _run(folder: Path, label: Optional[str] = None) -> dict[str, Any]:
+    fig = read_figures.read(folder)
+    s = fig.summary
+    curves: dict[str, list[list[float]]] = {}
+    system: dict[str, dict[str, list[list[float]]]] = {}
+    for p in fig.series:
+        if p.name.startswith("system/"):
+            _, who, name = p.name.split("/", 2)
+            system.setdefault(name, {}).setdefault(who, []).append([p.step, p.value])
+        elif "/" not in p.name:
+            curves.setdefault(p.name, []).append([p.step, p.value])
+    net = s.get("net_bytes")
+    return {"run": label or fig.run_id, "run_id": fig.run_id, "state": s.get("state"),
+            "framework": fig.tags.get("framework"), "strategy": fig.tags.get("strategy"),
+            "workers": metrics.run_workers(s), **{k: s.get(k) for k in (
+                "train_seconds", "wall_seconds", "test_accuracy", "samples_per_second", "cpu_mean_percent")},
+            "net_mb": round(net / 1e6, 1) if isinstance(net, (int, float)) else None,
+            "curves": curves, "system": system}
+
+
+def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
+    """Each row's time ratio, speedup and efficiency against the 1-worker run of the same work."""
+    index = metrics.run_baselines(summaries)
+    for row, summary in zip(rows, summaries):
+        base = metrics.run_baseline(summary, index)
+        row.update(metrics.scaling(summary.get("train_seconds"), (base or {}).get("train_seconds"),
+                                   metrics.run_workers(summary)).to_dict())
+        one = (base or {}).get("cpu_mean_percent")
+        # The CPU bound: N workers cannot be faster than the host's cores allow, given what one worker used.
+        row["cpu_bound"] = round(min(row["workers"], (os.cpu_count() or 1) * 100 / one), 3) if one else None
+
+
+def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "") -> Path:
+    """Write ``out`` (an .html file) for the runs collected into ``folders`` ((folder, label) pairs)."""
+    folders = list(folders)
+    runs = [_run(folder, label) for folder, label in folders]
+    summaries = [read_figures.read(folder).summary for folder, _ in folders]
+    _with_scaling(runs, summaries)
+    data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count()}
+    script = (Path(__file__).parent / "report.js").read_text()
+    blob = json.dumps(data, default=str, allow_nan=False).replace("</", "<\\/")  # cannot end the script element
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body {{ font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }}
+h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.1em; margin-top: 1.6em; }}
+.charts {{ display: flex; flex-wrap: wrap; gap: 1em; }}
+figure {{ margin: 0; }} figcaption {{ font-weight: 600; margin-bottom: .3em; }}
+table {{ border-collapse: collapse; }} th, td {{ padding: .25em .6em; border-bottom: 1px solid #ddd; text-align: right; }}
+th {{ cursor: pointer; background: #f4f4f4; user-select: none; }} td:first-child, th:first-child {{ text-align: left; }}
+.note {{ color: #555; max-width: 60em; }} svg text {{ font-size: 11px; fill: #333; }}
+</style></head>
+<body><h1 id="title"></h1><p class="note" id="note"></p>
+<h2>Runs</h2><table id="table"></table>
+<div id="charts"></div>
+<script type="application/json" id="data">{blob}</script>
+<script>{script}</script>
+</body></html>
+"""
+    atomic_write(out, page)
+    return out
