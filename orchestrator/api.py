@@ -131,8 +131,11 @@ def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[P
     if len(summaries) > 1:
         ids = [s["run_id"] for s in summaries]
         name = f"compare-{ids[0]}-{ids[-1]}" if len(ids) == 2 else f"compare-{ids[0]}-and-{len(ids) - 1}-more"
-        report = html.write(root / f"{name[:120]}.html", f"orch: {', '.join(ids)[:200]}",
-                            [(Path(s["results_dir"]), None) for s in summaries])
+        try:
+            report = html.write(root / f"{name[:120]}.html", f"orch: {', '.join(ids)[:200]}",
+                                [(Path(s["results_dir"]), None) for s in summaries])
+        except Exception as exc:  # noqa: BLE001 - the results are written; the side-by-side view is extra
+            summaries[-1].setdefault("warnings", []).append(f"no comparison report: {type(exc).__name__}: {exc}")
     return Collected(summaries, compare(summaries), report if report is not None and report.is_file() else None)
 
 

@@ -455,3 +455,32 @@ def test_two_ups_with_one_run_id_leave_the_winner_alone(tmp_path):
     assert results[loser_name + "-cancels"] == []  # it started nothing and removed nothing
     info = RunDir(tmp_path / "runs" / "fake-run").record()
     assert info.state == RunState.SUCCEEDED and [w["test_accuracy"] for w in info.workers] == [0.9, 0.9]
+
+
+def test_a_failed_one_shot_reading_falls_back_to_the_runs_recent_stats_sample(tmp_path):
+    """A container starved at its limit can fail the one-shot stats call itself: the host's own sample of the
+    last seconds then names it; an old sample does not."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    from orchestrator.backends import Status
+    from orchestrator.run.rundir import RunDir
+    from orchestrator.run.runner import _memory
+    from orchestrator.run.stats import STATS_FIELDS
+
+    run = RunDir(tmp_path / "starved")
+    run.path.mkdir()
+    now = real_time.time()
+    rows = [{"time": now - 60, "worker": 1, "mem_used_bytes": 250 * MiB},  # old: not this moment's
+            {"time": now - 2, "worker": 0, "mem_used_bytes": 255 * MiB}]
+    with (run.path / "stats.csv").open("w") as f:
+        f.write(",".join(STATS_FIELDS) + "\n")
+        for r in rows:
+            full = {"container": "c", "cpu_percent": 100, "mem_limit_bytes": 256 * MiB, "net_rx_bytes": 0,
+                    "net_tx_bytes": 0, "blk_read_bytes": 0, "blk_write_bytes": 0, "pids": 9, "role": "worker",
+                    "mem_charged_bytes": 256 * MiB, **r}
+            f.write(",".join(str(full[k]) for k in STATS_FIELDS) + "\n")
+    backend = SimpleNamespace(stats_once=lambda state: None)
+    states = [SimpleNamespace(key=("worker", i), status=Status.RUNNING) for i in (0, 1)]
+    memory = _memory(backend, states, run)
+    assert list(memory) == [("worker", 0)] and memory[("worker", 0)].starved() == 255 * MiB

@@ -35,7 +35,7 @@ def _run(folder: Path, label: Optional[str] = None) -> dict[str, Any]:
     s = fig.summary
     curves: dict[str, list[list[float]]] = {}
     system: dict[str, dict[str, list[list[float]]]] = {}
-    for p in fig.series:
+    for p in _thinned(fig.series):
         if p.name.startswith("system/"):
             _, who, name = p.name.split("/", 2)
             system.setdefault(name, {}).setdefault(who, []).append([p.step, p.value])
@@ -48,6 +48,21 @@ def _run(folder: Path, label: Optional[str] = None) -> dict[str, Any]:
                 "train_seconds", "wall_seconds", "test_accuracy", "samples_per_second", "cpu_mean_percent")},
             "net_mb": round(net / 1e6, 1) if isinstance(net, (int, float)) else None,
             "curves": curves, "system": system}
+
+
+MAX_POINTS = 2000  # per series in the page: a day of samples a second is thinned to every 44th
+
+
+def _thinned(series: list[Any]) -> list[Any]:
+    """The points of each named series, every k-th where there are more than MAX_POINTS, the last kept."""
+    by_name: dict[str, list[Any]] = {}
+    for p in series:
+        by_name.setdefault(p.name, []).append(p)
+    out = []
+    for points in by_name.values():
+        k = -(-len(points) // MAX_POINTS)
+        out += points[::k] + ([points[-1]] if (len(points) - 1) % k else [])
+    return out
 
 
 def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
@@ -70,7 +85,9 @@ def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], 
     _with_scaling(runs, summaries)
     data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count()}
     script = (Path(__file__).parent / "report.js").read_text()
-    blob = json.dumps(data, default=str, allow_nan=False).replace("</", "<\\/")  # cannot end the script element
+    # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.
+    blob = json.dumps(data, default=str, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e") \
+        .replace("&", "\\u0026")
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">

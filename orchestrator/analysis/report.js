@@ -33,7 +33,8 @@ function lineChart(parent, title, xlabel, ylabel, series) {
   const W = 460, H = 280, L = 56, R = 12, T = 10, B = 40 + 16 * Math.ceil(series.length / 2);
   const svg = el("svg", {width: W, height: H + B - 40, viewBox: `0 0 ${W} ${H + B - 40}`, "data-chart": title}, fig);
   const xs = series.flatMap(s => s.points.map(p => p[0])), ys = series.flatMap(s => s.points.map(p => p[1]));
-  let x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(0, ...ys), y1 = Math.max(...ys);
+  const lo = a => a.reduce((m, v) => v < m ? v : m, Infinity), hi = a => a.reduce((m, v) => v > m ? v : m, -Infinity);
+  let x0 = lo(xs), x1 = hi(xs), y0 = Math.min(0, lo(ys)), y1 = hi(ys);
   if (x1 === x0) x1 = x0 + 1;
   if (y1 === y0) y1 = y0 + 1;
   const px = x => L + (x - x0) / (x1 - x0) * (W - L - R), py = y => T + (1 - (y - y0) / (y1 - y0)) * (H - T - 40);

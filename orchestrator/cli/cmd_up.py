@@ -106,7 +106,11 @@ def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_a
     spec = spec_from(flags, script_args, requirements)
     targets = tracked_targets(track)
     if targets and detach:
-        raise click.UsageError("--track logs a finished run; with --detach, run `orch track RUN` once it has ended")
+        typed = click.get_current_context().get_parameter_source("track") == click.core.ParameterSource.COMMANDLINE
+        if typed:
+            raise click.UsageError("--track logs a finished run; with --detach, run `orch track RUN` once it has ended")
+        env.say("not tracking a detached run ($ORCH_TRACK); `orch track RUN` logs it once it has ended")
+        targets = ()
     try:
         with Watcher(env, spec.reporting_keys(), spec.epochs) as watcher:
             info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval)

@@ -42,13 +42,28 @@ def meaningful_lines(text: str, count: int) -> list[str]:
     return lines[-count:]
 
 
-def _memory(backend: Backend, states: list[ReplicaState]) -> dict[tuple[str, int], Memory]:
-    """The memory of each running replica, for a stall's diagnosis."""
+RECENT_SAMPLE = 10.0  # seconds: a stats.csv row this fresh stands in for a one-shot reading that failed
+
+
+def _memory(backend: Backend, states: list[ReplicaState],
+            run: Optional[RunDir] = None) -> dict[tuple[str, int], Memory]:
+    """The memory of each running replica, for a stall's diagnosis. A one-shot reading of a container starved at
+    its limit can itself fail or time out; the run's own recent stats sample (host-written) then stands in."""
     out = {}
+    last: dict[tuple[str, int], dict[str, Any]] = {}
     for s in states:
         usage = backend.stats_once(s) if s.status == Status.RUNNING else None
         if usage is not None:
             out[s.key] = Memory(usage.mem_used_bytes, usage.mem_charged_bytes, usage.mem_limit_bytes)
+        elif s.status == Status.RUNNING and run is not None:
+            if not last:
+                from orchestrator.run.stats import STATS_FILE, read_samples
+
+                for row in read_samples(run.path / STATS_FILE):
+                    last[(row.get("role") or "worker", row["worker"])] = row
+            row = last.get(s.key)
+            if row is not None and time.time() - row["time"] <= RECENT_SAMPLE:
+                out[s.key] = Memory(row["mem_used_bytes"], row.get("mem_charged_bytes") or 0, row["mem_limit_bytes"])
     return out
 
 
@@ -92,7 +107,7 @@ class _Attempt:
             decision = decide(self.p.spec, state, obs, restarts)
             if decision.verdict != Verdict.WAIT:
                 if decision.stalled:
-                    decision = blame_memory(decision, _memory(self.backend, states))
+                    decision = blame_memory(decision, _memory(self.backend, states, self.run))
                 if self.copier is not None:
                     self.copier.pull(states, force=True)
                 for key, event in self.tailer.read():

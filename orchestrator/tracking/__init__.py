@@ -10,6 +10,7 @@ later, exactly once.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -38,13 +39,22 @@ def track_run(run_id: str, targets: tuple[str, ...], *, uri: Optional[str] = Non
 
     paths = paths or default_paths()
     say = say or (lambda _line: None)
+    from orchestrator.run.rundir import RUN_FILE, RunDir
+
     folder = folder or paths.results / run_id
     ok = True
     try:
-        if not (folder / "summary.json").is_file():
+        run = RunDir.of(paths, run_id)
+        info = run.record() if run.exists() else None
+        if info is not None and not info.state.is_terminal:
+            say(f"{run_id} has not finished ({info.state.value}); track it once it has: `orch track {run_id}`")
+            return False
+        summary = folder / "summary.json"
+        if info is not None and (not summary.is_file()
+                                 or (run.path / RUN_FILE).stat().st_mtime > summary.stat().st_mtime):
             from orchestrator.analysis.collect import collect
 
-            collect([run_id], out_root=folder.parent, paths=paths)
+            collect([run_id], out_root=folder.parent, paths=paths)  # the results of the finished run, whole
         figures = read_figures.read(folder, extra)
     except Exception as exc:  # noqa: BLE001 - tracking never fails the job
         say(f"tracking {run_id} failed: {_why(exc)}; `orch track {run_id}` tries again")
@@ -92,12 +102,15 @@ def track_sweep(folder: Path, targets: tuple[str, ...], *, uri: Optional[str] = 
     except (OSError, ValueError) as exc:
         say(f"tracking {folder.name} failed: {_why(exc)}")
         return False
-    name = folder.name
+    from orchestrator.jobspec import RUN_ID_PATTERN
+
+    name = folder.resolve().name
     summaries = [c["summary"] for c in cells.values() if isinstance(c, dict) and isinstance(c.get("summary"), dict)]
     index = metrics.run_baselines(summaries)
     # The experiment's own baseline cell where it names one (report.baseline), else each cell's 1-worker run.
     named = (spec.get("report") or {}).get("baseline") or {}
     chosen = next((c["summary"] for c in cells.values() if named and isinstance(c, dict)
+                   and c.get("state") == "succeeded"
                    and isinstance(c.get("summary"), dict) and isinstance(c.get("fields"), dict)
                    and all(c["fields"].get(k) == v for k, v in named.items())), None)
     parent = None
@@ -112,10 +125,12 @@ def track_sweep(folder: Path, targets: tuple[str, ...], *, uri: Optional[str] = 
                                        {"orch.experiment": str(spec.get("name", name))}, params)
         except Exception as exc:  # noqa: BLE001
             say(f"tracking {name} in MLflow failed: {_why(exc)}; `orch track {folder}` tries again")
-            return False
+            targets, ok = tuple(t for t in targets if t != "mlflow"), False
+            if not targets:
+                return False
     for key, cell in sorted(cells.items()):
         summary = cell.get("summary") if isinstance(cell, dict) else None
-        if not isinstance(summary, dict) or not cell.get("run_id"):
+        if not isinstance(summary, dict) or not re.fullmatch(RUN_ID_PATTERN, str(cell.get("run_id", ""))):
             continue
         base = chosen if chosen is not None else metrics.run_baseline(summary, index)
         scaling = metrics.scaling(summary.get("train_seconds"), (base or {}).get("train_seconds"),
@@ -132,11 +147,9 @@ def _why(exc: BaseException) -> str:
     from orchestrator.safetext import one_line
 
     text = exc.message if isinstance(exc, OrchError) else f"{type(exc).__name__}: {exc}"
-    return one_line(text, 200)
+    return one_line(_shown_uri(text), 200)
 
 
 def _shown_uri(uri: str) -> str:
-    """A tracking URI without credentials."""
-    import re
-
-    return re.sub(r"//[^/@]*@", "//", uri)
+    """A tracking URI (or a message holding one) without credentials."""
+    return re.sub(r"//[^/@\s]*@", "//", uri)

@@ -58,7 +58,7 @@ def _experiment(client: Any, name: str, uri: str) -> str:
         return found.experiment_id
     location = None
     if uri.startswith("sqlite:///"):  # the embedded store keeps its artifacts beside its database
-        location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts" / name).as_uri()
+        location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts" / name).resolve().as_uri()
     return client.create_experiment(name, artifact_location=location)
 
 
@@ -74,9 +74,9 @@ def _existing(client: Any, experiment_id: str, run_id: str) -> Optional[Any]:
 def log_run(figures: RunFigures, uri: str, experiment: str = DEFAULT_EXPERIMENT, parent: Optional[str] = None,
             run_dir: Optional[Path] = None) -> tuple[str, bool]:
     """Log one orch run; (the MLflow run id, whether it was logged now rather than found complete)."""
+    client = _client(uri)  # first: it says how to install MLflow where it is missing
     from mlflow.entities import Metric, Param, RunTag
 
-    client = _client(uri)
     experiment_id = _experiment(client, experiment, uri)
     done = _existing(client, experiment_id, figures.run_id)
     if done is not None:
@@ -108,17 +108,17 @@ def log_run(figures: RunFigures, uri: str, experiment: str = DEFAULT_EXPERIMENT,
             for path in sorted(logs.glob("*.log")):
                 if path.is_file() and not path.is_symlink():
                     client.log_artifact(rid, str(path), artifact_path="logs")
-    client.log_batch(rid, tags=[RunTag("orch.complete", "yes")])
     state = "FINISHED" if figures.summary.get("state") == "succeeded" else "FAILED"
     client.set_terminated(rid, status=state)
+    client.log_batch(rid, tags=[RunTag("orch.complete", "yes")])  # last: only a whole run is complete
     return rid, True
 
 
 def log_parent(uri: str, experiment: str, name: str, tags: dict[str, str], params: dict[str, str]) -> str:
     """The parent run of a sweep, found by its tag or made; its MLflow run id."""
+    client = _client(uri)
     from mlflow.entities import Param, RunTag
 
-    client = _client(uri)
     experiment_id = _experiment(client, experiment, uri)
     found = client.search_runs([experiment_id], filter_string=f"tags.`orch.sweep` = '{name}'", max_results=1)
     if found:
