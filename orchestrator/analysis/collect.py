@@ -254,31 +254,33 @@ def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None
             summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
             summary["results_dir"] = str(out)
             write_json(out / "summary.json", summary)
-            _tensorboard(out, summary)
-            _html(out, summary)
+            _views(out, summary)
             summaries.append(summary)
     return summaries
 
 
-def _tensorboard(out: Path, summary: dict[str, Any]) -> None:
-    """TensorBoard event files beside the results (``<out>/tensorboard``), views of what was just written, after
-    summary.json; a failure is a warning collect prints, never the collect's."""
+def _views(out: Path, summary: dict[str, Any]) -> None:
+    """Views of what was just written, after summary.json and read back once: TensorBoard event files
+    (``<out>/tensorboard``) and the interactive report (``<out>/report.html``). A failure of either is a warning
+    collect prints, never the collect's: the results are written."""
+    from orchestrator.analysis import html
     from orchestrator.tracking import figures, tensorboard
 
-    try:
-        tensorboard.write(figures.read(out))
-    except Exception as exc:  # noqa: BLE001 - the results are written; the event files are extra
-        summary["warnings"] = [*summary.get("warnings", []), f"no TensorBoard events: {type(exc).__name__}: {exc}"]
-
-
-def _html(out: Path, summary: dict[str, Any]) -> None:
-    """The run's interactive report, ``<out>/report.html``; a failure is a warning, as for the event files."""
-    from orchestrator.analysis import html
+    def warn(what: str, exc: Exception) -> None:
+        summary["warnings"] = [*summary.get("warnings", []), f"no {what}: {type(exc).__name__}: {exc}"]
 
     try:
-        html.write(out / "report.html", f"orch run {summary['run_id']}", [(out, None)])
+        fig = figures.read(out)
     except Exception as exc:  # noqa: BLE001
-        summary["warnings"] = [*summary.get("warnings", []), f"no HTML report: {type(exc).__name__}: {exc}"]
+        return warn("TensorBoard events or HTML report", exc)
+    try:
+        tensorboard.write(fig)
+    except Exception as exc:  # noqa: BLE001
+        warn("TensorBoard events", exc)
+    try:
+        html.write_figures(out / "report.html", f"orch run {summary['run_id']}", [(fig, None)])
+    except Exception as exc:  # noqa: BLE001
+        warn("HTML report", exc)
 
 
 def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -30,8 +30,7 @@ COLUMNS = [("run", "run"), ("state", "state"), ("framework", "framework"), ("str
            ("net_mb", "network MB")]
 
 
-def _run(folder: Path, label: Optional[str] = None) -> dict[str, Any]:
-    fig = read_figures.read(folder)
+def _run(fig: read_figures.RunFigures, label: Optional[str] = None) -> dict[str, Any]:
     s = fig.summary
     curves: dict[str, list[list[float]]] = {}
     system: dict[str, dict[str, list[list[float]]]] = {}
@@ -79,10 +78,14 @@ def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -
 
 def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "") -> Path:
     """Write ``out`` (an .html file) for the runs collected into ``folders`` ((folder, label) pairs)."""
-    folders = list(folders)
-    runs = [_run(folder, label) for folder, label in folders]
-    summaries = [read_figures.read(folder).summary for folder, _ in folders]
-    _with_scaling(runs, summaries)
+    return write_figures(out, title, [(read_figures.read(folder), label) for folder, label in folders], note)
+
+
+def write_figures(out: Path, title: str, figures: list[tuple[read_figures.RunFigures, Optional[str]]],
+                  note: str = "") -> Path:
+    """``write`` for runs already read (``tracking.figures.read``), each with its label."""
+    runs = [_run(fig, label) for fig, label in figures]
+    _with_scaling(runs, [fig.summary for fig, _ in figures])
     data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count()}
     script = (Path(__file__).parent / "report.js").read_text()
     # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.

@@ -30,6 +30,7 @@ def track(env: Environment, runs: tuple[str, ...], to: str, tracking_uri: Option
     orch track w1 w3
     orch track results/container-count-quick --to mlflow --tracking-uri http://127.0.0.1:5000
     """
+    from orchestrator.experiments.sweep import CELLS_FILE
     from orchestrator.paths import default_paths
     from orchestrator.run.rundir import resolve
     from orchestrator.tracking import track_run, track_sweep
@@ -41,7 +42,7 @@ def track(env: Environment, runs: tuple[str, ...], to: str, tracking_uri: Option
     ok = True
     for name in runs:
         folder = Path(name)
-        if (folder / "cells.json").is_file():
+        if (folder / CELLS_FILE).is_file():
             ok &= track_sweep(folder, targets, uri=tracking_uri, paths=paths, say=env.say)
             continue
         run = resolve(paths, name)  # RunNotFound, one line, for a name that is neither

@@ -89,18 +89,16 @@ def track_sweep(folder: Path, targets: tuple[str, ...], *, uri: Optional[str] = 
                 say: Optional[Say] = None) -> bool:
     """Track a sweep's cells (from its cells.json): in MLflow one experiment named after it, a parent run and
     a child run per cell, each with its time ratio, speedup and efficiency against its baseline."""
-    import json
-
     from orchestrator.analysis import metrics
+    from orchestrator.experiments.sweep import load_cells
     from orchestrator.paths import default_paths
+    from orchestrator.run.rundir import read_json
 
     paths = paths or default_paths()
     say = say or (lambda _line: None)
-    try:
-        cells = json.loads((folder / "cells.json").read_text())
-        spec = json.loads((folder / "experiment.json").read_text())
-    except (OSError, ValueError) as exc:
-        say(f"tracking {folder.name} failed: {_why(exc)}")
+    cells, spec = load_cells(folder), read_json(folder / "experiment.json")  # bounded reads, links refused
+    if not cells or not isinstance(spec, dict):
+        say(f"tracking {folder.name} failed: no readable cells.json and experiment.json in {folder}")
         return False
     from orchestrator.jobspec import RUN_ID_PATTERN
 
