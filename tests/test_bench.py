@@ -102,3 +102,42 @@ def test_every_rank_count_the_flag_accepts_makes_a_valid_job_for_every_transport
         if not transport.unavailable:
             spec = job_spec(transport, ranks, [4096], 10, 1)
             assert spec.workers == ranks and spec.global_batch % ranks == 0
+
+
+def test_a_transport_whose_image_is_absent_is_skipped_in_one_line(monkeypatch):
+    from orchestrator import bench
+
+    said = []
+    kept = bench._skip_absent_images(list(known_transports()), lambda ref: "torch" not in ref, said.append)
+    assert "gloo" not in {t.name for t in kept} and {"mpi-shm", "tf-ring-bridge"} <= {t.name for t in kept}
+    assert said == ["skipping gloo: its image is not built (add with `orch build --framework torch`)"]
+    with pytest.raises(InvalidSpec, match=r"nothing to measure: gloo needs an image that is not built; run `orch "
+                                          r"build --framework torch` first"):
+        bench._skip_absent_images([t for t in known_transports() if t.name == "gloo"], lambda ref: False, said.append)
+
+
+@pytest.mark.docker
+def test_an_absent_image_is_skipped_live_and_nothing_is_built(images, orch_env, tmp_path):
+    """The PyTorch image, if this engine has it, is hidden under another tag for the test and put back after."""
+    from orchestrator import frameworks
+
+    ref = frameworks.get("torch").main_image()
+    hidden = "orch-test-hidden:torch"
+    had = subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+    if had:
+        subprocess.run(["docker", "tag", ref, hidden], check=True, capture_output=True)
+        subprocess.run(["docker", "rmi", ref], check=True, capture_output=True)  # only untags: `hidden` keeps it
+    try:
+        args = ["bench", "allreduce", "--tiny", "--no-host", "--out", str(tmp_path / "bench"), "--format", "json"]
+        proc = run_orch([*args, "--transports", "mpi-shm,gloo"], orch_env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert {r["transport"] for r in json.loads(proc.stdout)} == {"mpi-shm"}
+        assert "skipping gloo: its image is not built (add with `orch build --framework torch`)" in proc.stderr
+        proc = run_orch([*args, "--transports", "gloo"], orch_env, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+        assert "nothing to measure: gloo needs an image that is not built" in proc.stderr
+        assert subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode != 0  # not built
+    finally:
+        if had:
+            subprocess.run(["docker", "tag", hidden, ref], check=True, capture_output=True)
+            subprocess.run(["docker", "rmi", hidden], check=True, capture_output=True)

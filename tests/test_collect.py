@@ -20,6 +20,7 @@ from orchestrator.paths import Paths
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
+from tests.bounds import HANG_S
 from tests.conftest import run_orch
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "orchestrator/schemas/summary.schema.json").read_text())
@@ -249,7 +250,7 @@ def test_a_hostile_predictions_file_is_refused_fast_in_one_line(tmp_path, attack
     started = time.monotonic()
     with pytest.raises(Unsafe) as info:
         read_predictions(target)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < HANG_S
     assert "\n" not in str(info.value) and len(str(info.value)) < 200
 
 

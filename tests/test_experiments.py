@@ -17,6 +17,7 @@ from orchestrator.experiments.sweep import DONE, ELSEWHERE, TO_RUN, load_cells, 
 from orchestrator.jobspec import RUN_ID_PATTERN
 from orchestrator.paths import Paths
 from orchestrator.safeio import FolderBusy
+from tests.bounds import HANG_S
 from tests.conftest import ROOT, run_orch
 from tests.test_collect import _fake_run, _good, _tree, assert_whole, interrupt_replace
 
@@ -272,7 +273,7 @@ def test_load_refuses_what_is_not_a_small_text_file_at_once(tmp_path, kind, need
     started = time.monotonic()
     with pytest.raises(InvalidSpec) as info:
         load(path)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < HANG_S
     assert needle in info.value.message and "\n" not in info.value.message
 
 
@@ -332,7 +333,7 @@ def test_a_second_sweep_of_the_same_folder_fails_at_once_and_changes_nothing(mon
     _fake_sweep(monkeypatch, on_up=second_sweep)
     experiments.run(exp, paths=paths)  # the first runs every cell
     [(elapsed, message)] = seen
-    assert elapsed < 1.0 and str(out) in message and "\n" not in message
+    assert elapsed < HANG_S and str(out) in message and "\n" not in message
     cells = load_cells(out)
     assert [c["state"] for c in cells.values()] == ["succeeded", "succeeded"]
     experiments.run(exp, paths=paths)  # and the folder is free again
@@ -462,7 +463,7 @@ def test_the_cells_of_a_file_are_bounded_before_any_work_in_one_line(setups, val
     total = setups * values * 10 * repeats
     message = info.value.message
     assert f"{total:,} cells" in message and f"at most {experiment_file.MAX_TOTAL_CELLS:,}" in message, message
-    assert message.startswith("big.yaml: ") and "\n" not in message and time.monotonic() - started < 1.0
+    assert message.startswith("big.yaml: ") and "\n" not in message and time.monotonic() - started < HANG_S
 
 
 def test_the_bound_holds_in_quick_mode_too_and_a_file_at_the_bound_is_valid():

@@ -2,7 +2,7 @@
 
 Experiment files, as documents and as raw YAML text (anchors, aliases, huge scalars, odd keys, deep nesting,
 wrong types, float and negative grid values), give cells with distinct keys and valid, distinct run ids, or
-one short line of InvalidSpec, within a second each.
+one short line of InvalidSpec, in bounded time (tests/bounds.py; the times are in benchmarks/input_limits.py).
 """
 import json
 import math
@@ -21,6 +21,7 @@ from orchestrator.experiments.file import cell_run_id, expand, parse
 from orchestrator.jobspec import RUN_ID_PATTERN, JobSpec, flat_field_names, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
+from tests.bounds import HANG_S
 
 FIELDS = flat_field_names()  # as experiment files and make_spec name them
 NASTY_TEXT = st.one_of(
@@ -93,18 +94,18 @@ def test_any_text_as_experiment_file(text):
 
 # -- experiment files as YAML text ---------------------------------------------------------------------
 def _cells_or_one_line(text: str) -> tuple:
-    """parse and expand ``text`` within a second: (experiment, cells) with distinct keys and valid, distinct
+    """parse and expand ``text`` in bounded time: (experiment, cells) with distinct keys and valid, distinct
     run ids; or (None, []) after one short line of InvalidSpec."""
     started = time.process_time()
     try:
         experiment = parse(text, "fuzz.yaml")
         cells = expand(experiment) + expand(experiment, quick=True)
     except InvalidSpec as exc:
-        assert time.process_time() - started < 1.0
+        assert time.process_time() - started < HANG_S
         assert exc.exit_code == 2 and "\n" not in exc.message and "\r" not in exc.message
         assert exc.message.startswith("fuzz.yaml") and len(exc.message) <= experiment_file.MAX_MESSAGE
         return None, []
-    assert time.process_time() - started < 1.0
+    assert time.process_time() - started < HANG_S
     for group in (cells[:len(expand(experiment))], cells[len(expand(experiment)):]):
         keys = [c.key for c in group]
         assert len(set(keys)) == len(keys)
@@ -201,7 +202,7 @@ def test_billion_laughs_is_refused_fast(depth, width):
     started = time.process_time()
     with pytest.raises(InvalidSpec) as info:
         parse(_anchor_text(depth, width), "laughs.yaml")
-    assert time.process_time() - started < 0.5
+    assert time.process_time() - started < HANG_S
     assert "anchors and aliases" in info.value.message and "line 3" in info.value.message
 
 
@@ -224,19 +225,19 @@ def test_hostile_yaml_is_one_short_line_fast(text, needle):
     started = time.process_time()
     with pytest.raises(InvalidSpec) as info:
         parse(text, "fuzz.yaml")
-    assert time.process_time() - started < 1.0
+    assert time.process_time() - started < HANG_S
     message = info.value.message
     assert needle in message and "\n" not in message and len(message) <= experiment_file.MAX_MESSAGE, message
 
 
-def test_a_document_at_the_size_limit_parses_in_about_a_second_of_cpu():
-    """Pure-Python YAML is linear but slow; the size limit keeps the worst (a dense flow list) short. CPU time,
-    not wall time, so that a busy machine does not fail the test."""
+def test_a_document_at_the_size_limit_is_read_to_the_end_in_bounded_time():
+    """Pure-Python YAML is linear but slow; the size limit keeps the worst (a dense flow list) short. Its time is
+    measured in benchmarks/input_limits.py."""
     text = ("name: t\nbase: {samples: [" + ",".join(["1"] * (experiment_file.MAX_BYTES // 2)))[:experiment_file.MAX_BYTES]
     started = time.process_time()
     with pytest.raises(InvalidSpec):
         parse(text, "fuzz.yaml")
-    assert time.process_time() - started < 2.0
+    assert time.process_time() - started < HANG_S
 
 
 # -- cell keys and run ids -------------------------------------------------------------------------------

@@ -228,8 +228,11 @@ def on_host(framework: str, ranks: int, sizes: list[int], iterations: int, warmu
 
 
 def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: int, warmup: int,
-        host: bool = True, paths: Optional[Paths] = None, say: Optional[Say] = None) -> list[Row]:
-    """Measure every transport (and the host reference of each API) for every rank count and size."""
+        host: bool = True, paths: Optional[Paths] = None, say: Optional[Say] = None,
+        present: Optional[Callable[[str], bool]] = None) -> list[Row]:
+    """Measure every transport (and the host reference of each API) for every rank count and size. A transport
+    whose framework's image is not on the engine is skipped, in one line that says how to add it; nothing is
+    built. ``present`` tells whether an image is on the engine (default: ask the engine)."""
     paths = paths or default_paths()
     say = say or (lambda _line: None)
     every = known_transports()
@@ -246,6 +249,7 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
         for t in chosen:
             if not t.unavailable:
                 job_spec(t, n, sizes, iterations, warmup)
+    chosen = _skip_absent_images(chosen, present or _engine_has, say)
     rows: list[Row] = []
     jobs: list[tuple[str, str, int, Callable[[], dict[int, list[float]]]]] = []
     for n in ranks:
@@ -273,6 +277,32 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
     return rows
 
 
+def _engine_has(ref: str) -> bool:
+    from orchestrator.docker.engine import Engine
+
+    return Engine().image_labels(ref) is not None
+
+
+def _skip_absent_images(chosen: list[Transport], present: Callable[[str], bool], say: Say) -> list[Transport]:
+    """The transports of ``chosen`` whose framework's image is on the engine (the unavailable ones kept, for their
+    note); one line names the rest and the command that adds them. OrchError if none is left to measure."""
+    missing: dict[str, list[str]] = {}
+    for t in chosen:
+        if not t.unavailable and not present(frameworks.get(t.framework).main_image()):
+            missing.setdefault(t.framework, []).append(t.name)
+    if not missing:
+        return chosen
+    commands = " and ".join(f"`{frameworks.get(f).build_command()}`" for f in missing)
+    names = ", ".join(name for group in missing.values() for name in group)
+    kept = [t for t in chosen if t.framework not in missing]
+    if not [t for t in kept if not t.unavailable]:
+        raise InvalidSpec(f"nothing to measure: {names} need{'s' if ',' not in names else ''} an image that is "
+                          f"not built; run {commands} first")
+    say(f"skipping {names}: {'its image is' if ',' not in names else 'their images are'} not built "
+        f"(add with {commands})")
+    return kept
+
+
 def _compare_to_host(rows: list[Row], transports: list[Transport]) -> None:
     api_of = {t.name: t.api for t in transports}
     host = {(r.transport.removesuffix("-host"), r.ranks, r.bytes): r.p50_us for r in rows if r.placement == "host"}
@@ -286,50 +316,5 @@ def to_json(rows: list[Row]) -> list[dict[str, Any]]:
     return [asdict(r) for r in rows]
 
 
-def human_size(size: int) -> str:
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
-
-
-def markdown(rows: list[Row], header: str) -> str:
-    """The table as Markdown, with what each transport is."""
-    lines = [header, "", "| transport | placement | ranks | size | p50 µs | p99 µs | bus GB/s | vs host p50 |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        if r.p50_us is None:
-            lines.append(f"| {r.transport} | {r.placement} | {r.ranks} | {human_size(r.bytes)} | - | - | - | "
-                         f"{r.note} |")
-            continue
-        lines.append(f"| {r.transport} | {r.placement} | {r.ranks} | {human_size(r.bytes)} | {r.p50_us:.0f} | "
-                     f"{r.p99_us:.0f} | {r.busbw_gbps:.3f} | {f'{r.vs_host:.2f}x' if r.vs_host else '-'} |")
-    lines += ["", *(f"- **{t.name}**: {t.what}." + (f" Not measured: {t.unavailable}." if t.unavailable else "")
-                    for t in known_transports()),
-              f"- **{', '.join(sorted({t.api + '-host' for t in known_transports()}))}**: the same script as bare "
-              "processes of this host, from the images' own wheels (the reference)."]
-    return "\n".join(lines) + "\n"
-
-
-def plot(rows: list[Row], target: Path) -> None:
-    """Latency (p50) against message size, a line per transport and rank count."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    colours = plt.get_cmap("tab20").colors  # more lines than the default cycle's ten colours
-    for i, key in enumerate(sorted({(r.transport, r.ranks) for r in rows if r.p50_us})):
-        points = sorted((r.bytes, r.p50_us) for r in rows if (r.transport, r.ranks) == key and r.p50_us)
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=colours[i % len(colours)],
-                linestyle="--" if key[0].endswith("-host") else "-", label=f"{key[0]}, {key[1]} ranks")
-    ax.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="p50 latency (µs)",
-           title="One all-reduce: orch's transports and bare host processes")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    from orchestrator.safeio import atomic_write_with
-
-    atomic_write_with(target, lambda f: fig.savefig(f, format="png", dpi=110))
-    plt.close(fig)
+# The table, JSON and plot live in report.py; re-exported for the CLI and the benchmarks.
+from orchestrator.bench.report import human_size, markdown, plot  # noqa: E402,F401

@@ -70,7 +70,9 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
     memory, PyTorch's gloo over TCP, which needs `orch build --framework torch`), each rank count and each
     message size: p50 and p99 latency and bus bandwidth, beside the same all-reduce between bare host processes
     (a virtual environment of the images' own wheels, made once). Writes a table, JSON and a plot of latency
-    against size to --out. Each measurement is a short orch job; the whole default sweep takes minutes.
+    against size to --out. Each measurement is a short orch job; the whole default sweep takes minutes. A
+    transport whose image is not built is skipped in one line that names the command adding it; nothing is
+    built.
 
       orch bench allreduce --tiny
       orch bench allreduce --ranks 3 --sizes 80K --out benchmarks/results
