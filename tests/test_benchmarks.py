@@ -49,3 +49,15 @@ def test_mpi_targets_benchmark_prints_every_target_on_tiny_data(images, orch_env
                    "MPI all-reduce, containers / host", "test accuracy, largest gap"):
         assert f"| {figure}" in proc.stdout
     assert "| mpi-shm | containers | 3 | 4 KB |" in proc.stdout and "| mpi-host | host | 3 | 4 KB |" in proc.stdout
+
+
+def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_tiny_data(images, orch_env):
+    proc = subprocess.run([sys.executable, "benchmarks/floor.py", "--tiny"], cwd=ROOT, env=orch_env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| mpi |")]
+    by_n = {int(r[1]): r for r in rows if len(r) == 14}
+    assert set(by_n) == {1, 2}, proc.stdout
+    assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0  # a measured all-reduce, and T(N)/floor
+    [split] = [r for r in rows if len(r) == 9]
+    assert all(float(x) >= 0 for x in split[1:]), split

@@ -154,9 +154,11 @@ def _scaling_cell(setup, workers, train, repeat=0):
     summary = {"test_accuracy": 0.9, "train_seconds": train, "wall_seconds": train + 5, "spec": {
         "epochs": 2, "workers": workers, "global_batch": 64 * workers if setup == "batch_per_worker" else 64},
         "workers": [{"steps_per_epoch": 100}], "samples_per_second": 6400.0 / train, "loss_curve": [2.0, 1.0],
-        "compute_seconds": train * 0.75, "allreduce_wait_seconds": train * 0.25 if workers > 1 else 0.0}
+        "compute_seconds": train * 0.75, "allreduce_wait_seconds": train * 0.25 if workers > 1 else 0.0,
+        "cpu_mean_percent": 125.0}
     params = {setup: 64, "workers": workers}
-    return {"params": params, "fields": params, "repeat": repeat, "state": "succeeded", "summary": summary}
+    return {"params": params, "fields": params, "repeat": repeat, "state": "succeeded", "summary": summary,
+            "machine": {"id": "m", "cores": 2}}
 
 
 def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
@@ -171,8 +173,10 @@ def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
     text = report.write_experiment_report(experiment, False, cells, rows, tmp_path).read_text()
     # 2 workers: train 8.5 s (8 to 9) against 10.5 s: speedup 1.24, efficiency 0.62; 200 steps over 2 epochs.
     # The speedup's range is each repeat against the median one-worker time: 10.5/9 to 10.5/8.
-    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 (1.17–1.31) | 0.62 (0.58–0.66) | 756 (711–800) | "
+    # One worker used 125% of a core: 2 cores allow a speedup of 1.6 at most, however many workers.
+    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 (1.17–1.31) | 1.60 | 0.62 (0.58–0.66) | 756 (711–800) | "
             "0.9000 | 31.88 (30.00–33.75) | 10.62 (10.00–11.25) | 25% |") in text
+    assert "| 4 | global_batch 64 | 64 | 20.50 (20.00–21.00) | 0.51 (0.50–0.53) | 1.60 |" in text
     assert "| 4 | batch_per_worker 64 | 256 |" in text
     # A batch per worker makes every step bigger: its extra step time is not called synchronisation.
     by = {(tuple(r["params"]), r["params"]["workers"]): r for r in rows}
@@ -182,3 +186,12 @@ def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
     assert "- 2 grid points take a larger global batch than their baseline" in text
     assert {p.name for p in tmp_path.glob("*.png")} == {"loss-curves.png", "speedup.png", "efficiency.png",
                                                          "training-comparison.png"}
+
+
+def test_the_cpu_bound_is_the_cores_over_what_one_worker_used_and_never_more_than_n():
+    from orchestrator.analysis.metrics import cpu_bound
+
+    assert cpu_bound(8, 190.0, cores=2) == round(200 / 190, 3)  # one process already keeps both cores busy
+    assert cpu_bound(3, 80.0, cores=2) == 2.5
+    assert cpu_bound(3, 50.0, cores=2) == 3.0  # never more than N
+    assert cpu_bound(3, None) is None and cpu_bound(3, 0.0) is None and cpu_bound(0, 90.0) is None

@@ -71,9 +71,7 @@ def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -
         base = metrics.run_baseline(summary, index)
         row.update(metrics.scaling(summary.get("train_seconds"), (base or {}).get("train_seconds"),
                                    metrics.run_workers(summary)).to_dict())
-        one = (base or {}).get("cpu_mean_percent")
-        # The CPU bound: N workers cannot be faster than the host's cores allow, given what one worker used.
-        row["cpu_bound"] = round(min(row["workers"], (os.cpu_count() or 1) * 100 / one), 3) if one else None
+        row["cpu_bound"] = metrics.cpu_bound(row["workers"], (base or {}).get("cpu_mean_percent"))
 
 
 def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "") -> Path:

@@ -9,6 +9,7 @@ Pure functions of plain data: no files, no engine.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from statistics import median
 from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence, TypeVar
@@ -45,6 +46,16 @@ class Scaling:
 
     def to_dict(self) -> dict[str, Optional[float]]:
         return {"time_ratio": self.time_ratio, "speedup": self.speedup, "efficiency": self.efficiency}
+
+
+def cpu_bound(workers: int, one_cpu_percent: Optional[float], cores: Optional[int] = None) -> Optional[float]:
+    """The best speedup ``workers`` can reach on this machine at equal work: its cores over the CPU one worker
+    used (100 = one core), and never more than ``workers``. One process that already keeps both cores of a
+    2-core host busy leaves N containers no room at all (about 1.0), whatever N is; None if unknown."""
+    cores = cores or os.cpu_count() or 1
+    if not one_cpu_percent or one_cpu_percent <= 0 or workers < 1:
+        return None
+    return round(min(float(workers), cores * 100.0 / one_cpu_percent), 3)
 
 
 def scaling(t_n: Optional[float], t_1: Optional[float], workers: int) -> Scaling:
@@ -167,8 +178,11 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
     repeats of accuracy, train, wall, epoch and step time, validation loss and accuracy after the last
     epoch, CPU and network per worker; the scaling figures of the medians against the matching point at 1
     on the scaling ``axis`` (1 worker, or 1 replica), or against the one ``baseline`` row (then N is
-    workers × replicas); the synchronisation cost per step. Failed cells count in ``runs`` and ``failed``
-    only."""
+    workers × replicas); the synchronisation cost per step; the CPU bound of each row on the cores of the
+    machine the cells were measured on (this one's if they recorded none). Failed cells count in ``runs`` and
+    ``failed`` only."""
+    recorded = [(c.get("machine") or {}).get("cores") for c in cells.values() if isinstance(c.get("machine"), dict)]
+    cores = max(set(recorded), key=recorded.count) if recorded and all(isinstance(n, int) for n in recorded) else None
     groups: dict[str, dict[str, Any]] = {}
     for record in cells.values():
         group = groups.setdefault(json.dumps(record["params"], sort_keys=True, default=str), _point(record))
@@ -221,6 +235,8 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         t_1 = base["train_seconds"][0] if base else None
         row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
         row["speedup_range"], row["efficiency_range"] = speedup_range(row["train_seconds"], t_1, n)
+        row["cpu_bound"] = cpu_bound(n, base["cpu_mean_percent"][0] if base and base["cpu_mean_percent"] else None,
+                                     cores)
         # A step is the same arithmetic as the baseline's only at the same global batch (not with a batch per
         # worker): only then is the extra step time synchronisation.
         same_work = base is not None and row["global_batch"] == base["global_batch"]

@@ -152,13 +152,18 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Pat
     for metric, ylabel, ideal, name in (("speedup", "speedup T(1)/T(N)", lambda n: n, "speedup"),
                                         ("efficiency", "efficiency speedup/N", lambda n: 1.0, "efficiency")):
         fig, ax = plt.subplots(figsize=(7, 4))
-        ax.plot([1, top], [ideal(1), ideal(top)], linestyle="--", color="grey", label="ideal")
+        ax.plot([1, top], [ideal(1), ideal(top)], linestyle="--", color="grey", label="N× (ideal with N× the cores)")
         for label, group in lines.items():
             points = [(metrics.point_scale(r, axis), *r[f"{metric}_range"]) for r in group if r[f"{metric}_range"]]
             if points:  # the median, with the repeats' min-max as the error bar
                 n, med, lo, hi = zip(*points)
-                ax.errorbar(n, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
-                            marker="o", capsize=3, label=label)
+                bar = ax.errorbar(n, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
+                                  marker="o", capsize=3, label=label)
+                bound = [(metrics.point_scale(r, axis), r["cpu_bound"]) for r in group if r.get("cpu_bound")]
+                if bound:  # what this machine's cores allow, given the CPU one worker of this line used
+                    xs, ys = zip(*bound)
+                    ys = ys if metric == "speedup" else [b / x for x, b in zip(xs, ys)]
+                    ax.plot(xs, ys, linestyle=":", color=bar[0].get_color(), label=f"this machine's bound, {label}")
         ax.set(xlabel=axis, ylabel=ylabel, title=f"{name.capitalize()} against {axis}")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

@@ -28,9 +28,9 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
             steps[json.dumps(c["params"], sort_keys=True, default=str)] = workers[0]["steps_per_epoch"] * int(
                 spec.get("epochs", 1))
     lines = ["## Scaling", "",
-             f"| {axis} | setup | global batch | train s | speedup | efficiency | samples/s | test accuracy | "
+             f"| {axis} | setup | global batch | train s | speedup | bound | efficiency | samples/s | test accuracy | "
              "compute ms/step | all-reduce wait ms/step | wait share |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
         total = steps.get(json.dumps(r["params"], sort_keys=True, default=str))
         per_step = 1000 / total if total else None
@@ -40,12 +40,15 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), _line_of(r, axis), str(r["global_batch"] or "-"),
             _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
-            _median_range(r["efficiency_range"], ".2f"), _median_range(r["samples_per_second"], ".0f"),
+            _opt(r.get("cpu_bound"), ".2f"), _median_range(r["efficiency_range"], ".2f"),
+            _median_range(r["samples_per_second"], ".0f"),
             _median_range(r["test_accuracy"], ".4f"),
             _median_range(r["compute_seconds"], ".2f", per_step) if per_step else "-",
             _median_range(r["allreduce_wait_seconds"], ".2f", per_step) if per_step else "-",
             _opt(share, ".0%")]) + " |")
-    return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; efficiency is speedup / N; "
+    return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; bound is the best speedup "
+                    "this machine's cores allow at equal work, its cores over the CPU the one-process run used (never "
+                    "more than N); efficiency is speedup / N; "
                     "samples/s is every worker's own samples over its own train time, summed. Figures are the median over "
                     "repeats with the min–max range in brackets; the speedup's range is each repeat's time against "
                     "the median one-process time. Compute is the "

@@ -1,0 +1,242 @@
+"""N containers against the floor this machine allows, per framework, measured in one run.
+
+Usage: python benchmarks/floor.py [--frameworks mpi mwms torch] [--workers 1 2 3 4 8 16] [--repeats 1]
+       python benchmarks/floor.py --tiny      (CI: tiny synthetic data, MPI, 1 and 2 containers; checks it runs)
+
+For every framework and N, side by side in one run, on seed 000's workload (the MLP, 60,000 MNIST images drawn,
+38,400 to train, 5 epochs, global batch 96, so 2,000 steps at every N):
+
+  T(N)        the slowest worker's train seconds of an N-container orch run;
+  compute     one rank alone, at the per-rank batch (96 / N) on its shard (samples / N): the same 2,000 steps,
+              pinned to the cores a rank gets in the N-rank run (its own share when N < cores, else one core),
+              times the most ranks that share a core under orch's pinning (ceil(N / cores));
+  transport   the all-reduce p50 of that framework's transport at N ranks and the gradients' size (80 KB, the
+              MLP's), measured as `orch bench allreduce` measures it, times the steps;
+  floor(N)    compute + transport, and T(N)/floor(N) beside T(N)/T(1).
+
+And for 3 containers, where a run's wall time beyond training goes, from the run's own events: creating and
+starting the containers, importing the framework, connecting and loading data, training, and writing the
+results and tearing down; beside the start floor, N containers of the same image started at once that each
+import the framework and exit (what no orch can avoid). Writes benchmarks/results/floor.json and floor.md
+(not with --tiny).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrator import bench, frameworks  # noqa: E402
+from orchestrator.jobspec import make_spec  # noqa: E402
+from orchestrator.paths import Paths, default_paths  # noqa: E402
+from orchestrator.plan import plan  # noqa: E402
+from orchestrator.run.rundir import RunDir  # noqa: E402
+from orchestrator.run.runner import apply, container_user  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
+TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 1, "global_batch": 96, "model": "mlp"}
+GRADIENTS = 80 << 10  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
+# Each framework: its spec fields, its all-reduce transport (`orch bench allreduce`), and what its trainer imports.
+FRAMEWORKS = {
+    "mpi": ({"framework": "mpi"}, "mpi-shm", "tensorflow"),
+    "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tf-ring-bridge", "tensorflow"),
+    "torch": ({"framework": "torch"}, "gloo", "torch"),
+}
+CORES = os.cpu_count() or 1
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: bool = False) -> dict:
+    """One orch run, planned as `orch up` plans it but for ``host_cpus`` cores to share out (1: pinned to core 0).
+    Its slowest worker's train seconds, its wall seconds and steps, its start-up stages from its events, and the
+    CPU seconds orch itself used; with ``sample``, each container sampled each second as `orch up` does, and the
+    largest memory a container used."""
+    spec = make_spec(**fields, workers=workers, run_id=f"floor-{int(time.time() * 1000) % 10**10}-{workers}")
+    paths = Paths(runs=runs, cache=default_paths().cache)
+    cpu = time.process_time()
+    info = apply(plan(spec, paths, user=container_user(), host_cpus=host_cpus), paths=paths,
+                 stats_interval=1.0 if sample else None)
+    cpu = time.process_time() - cpu
+    if info.state != "succeeded":
+        raise SystemExit(f"{spec.run_id} ({fields}, {workers} workers) {info.state}: {info.error}")
+    stages: dict[str, list[float]] = {}
+    done: list[float] = []
+    for i in range(workers):
+        for _key, event in RunDir.of(paths, spec.run_id).events([("worker", i)]).read():
+            if getattr(event, "event", "") == "start":
+                stages.setdefault(event.stage, []).append(event.time)
+            elif getattr(event, "event", "") == "done":
+                done.append(event.time)
+    steps = (info.workers[0].get("steps_per_epoch") or 0) * spec.epochs
+    memory = 0
+    stats = RunDir.of(paths, spec.run_id).path / "stats.csv"
+    if sample and stats.is_file():
+        with stats.open() as f:
+            memory = max((int(row["mem_used_bytes"] or 0) for row in csv.DictReader(f)), default=0)
+    return {"train_seconds": info.train_seconds, "wall_seconds": info.wall_seconds, "started": info.started,
+            "steps": steps, "stages": stages, "done": done, "accuracy": info.test_accuracy, "orch_cpu_seconds": cpu,
+            "container_memory_mb": memory / 2**20}
+
+
+def split(measured: dict) -> dict:
+    """Where a run's wall time goes, from its events: each stage ends when the last worker leaves it."""
+    s, started = measured["stages"], measured["started"]
+    first = min(s.get("importing", [started]))
+    imported = max(s.get("connecting", [first]))
+    training = max(s.get("training", [imported]))
+    done = max(measured["done"] or [training])
+    end = started + measured["wall_seconds"]
+    return {"create_and_start": first - started, "import": imported - first, "connect_and_load": training - imported,
+            "train_and_test": done - training, "results_and_teardown": end - done,
+            "beyond_train": measured["wall_seconds"] - measured["train_seconds"]}
+
+
+def start_floor(image: str, module: str, n: int) -> float:
+    """Seconds for ``n`` containers of ``image``, started at once, to each import ``module`` and be removed."""
+    errors: list[str] = []
+
+    def one() -> None:
+        proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c",
+                               f"import {module}"], capture_output=True, text=True)
+        if proc.returncode:
+            errors.append(proc.stderr.strip()[-300:])
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit(f"the start floor's containers failed: {errors[0]}")
+    return time.monotonic() - started
+
+
+def cores_of_a_rank(n: int) -> tuple[int, int]:
+    """(cores a rank of an n-rank run is pinned to, the most ranks that share one core), under orch's pinning."""
+    return (CORES // n, 1) if n < CORES else (1, math.ceil(n / CORES))
+
+
+def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path) -> dict:
+    fields, transport, module = FRAMEWORKS[name]
+    rows = []
+    for n in counts:
+        cores, share = cores_of_a_rank(n)
+        solo_fields = {**workload, **fields, "samples": workload["samples"] // n,
+                       "global_batch": workload["global_batch"] // n}
+        together, alone = [], []
+        for r in range(repeats):  # the N-rank run and its solo rank back to back, so a drift hits both
+            together.append(run({**workload, **fields}, n, runs, sample=True))
+            alone.append(run(solo_fields, 1, runs, host_cpus=cores))
+            log(f"{name}, N={n}, repeat {r + 1}/{repeats}: T(N) {together[-1]['train_seconds']:.2f} s, one rank "
+                f"at batch {solo_fields['global_batch']} on {cores} core(s) {alone[-1]['train_seconds']:.2f} s")
+        steps = together[0]["steps"]
+        p50_us = 0.0
+        if n > 1:
+            [row] = [r for r in bench.run([GRADIENTS], [n], [transport], iterations, max(5, iterations // 10),
+                                          host=False, say=lambda line: log(f"  {line}")) if r.placement == "containers"]
+            p50_us = row.p50_us or 0.0
+        t_n = statistics.median(m["train_seconds"] for m in together)
+        compute = statistics.median(m["train_seconds"] for m in alone) * share
+        transport_s = p50_us * 1e-6 * steps
+        rows.append({"workers": n, "train_seconds": t_n, "train_range": [min(m["train_seconds"] for m in together),
+                                                                          max(m["train_seconds"] for m in together)],
+                     "wall_seconds": statistics.median(m["wall_seconds"] for m in together), "steps": steps,
+                     "solo_seconds": compute / share, "solo_batch": solo_fields["global_batch"], "solo_cores": cores,
+                     "ranks_per_core": share, "compute_floor": compute, "allreduce_p50_us": p50_us,
+                     "transport_floor": transport_s, "floor": compute + transport_s,
+                     "accuracy": together[0]["accuracy"], "runs": together,
+                     "container_memory_mb": max(m["container_memory_mb"] for m in together),
+                     "orch_cpu_seconds": statistics.median(m["orch_cpu_seconds"] for m in together)})
+    one = next((r["train_seconds"] for r in rows if r["workers"] == 1), None)
+    for r in rows:
+        r["vs_one"] = r["train_seconds"] / one if one else None
+        r["vs_floor"] = r["train_seconds"] / r["floor"] if r["floor"] else None
+    out = {"rows": rows}
+    three = next((r for r in rows if r["workers"] == 3), None) or rows[-1]
+    image = frameworks.get(fields["framework"]).main_image()
+    parts = [split(m) for m in three["runs"]]
+    out["overhead"] = {"workers": three["workers"], "image": image, "module": module,
+                       **{k: statistics.median(p[k] for p in parts) for k in parts[0]},
+                       "start_floor": statistics.median(start_floor(image, module, three["workers"])
+                                                        for _ in range(repeats))}
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = ["# N containers against this machine's floor", "",
+             f"`python benchmarks/floor.py`, {report['when']}, {CORES} cores, {report['repeats']} repeat(s) "
+             f"(medians). Workload: {json.dumps(report['workload'])}.", "",
+             "T(N) is the slowest worker's train seconds. The compute floor is one rank alone at the per-rank batch "
+             "on its shard (the same steps), pinned to the cores a rank gets, times the ranks that share a core; "
+             "the transport floor is the framework's all-reduce p50 at N ranks for 80 KB times the steps.", "",
+             "| framework | N | T(N) s | T(N)/T(1) | one rank s (batch, cores) | ranks per core | compute floor s | "
+             "all-reduce p50 µs | transport floor s | floor s | T(N)/floor | wall − train s | largest container "
+             "MiB | orch CPU s |",
+             "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, result in report["frameworks"].items():
+        for r in result["rows"]:
+            lines.append(f"| {name} | {r['workers']} | {r['train_seconds']:.2f} | {r['vs_one']:.2f} | "
+                         f"{r['solo_seconds']:.2f} ({r['solo_batch']}, {r['solo_cores']}) | {r['ranks_per_core']} | "
+                         f"{r['compute_floor']:.2f} | {r['allreduce_p50_us']:.0f} | {r['transport_floor']:.2f} | "
+                         f"{r['floor']:.2f} | {r['vs_floor']:.2f} | {r['wall_seconds'] - r['train_seconds']:.1f} | "
+                         f"{r['container_memory_mb']:.0f} | {r['orch_cpu_seconds']:.1f} |")
+    n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
+    lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
+              f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "
+              "started at once that each import the framework and exit:", "",
+              "| framework | create and start | import | connect and load data | train and test | results and "
+              "teardown | wall − train | start floor | (wall − train) / start floor |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, result in report["frameworks"].items():
+        o = result["overhead"]
+        lines.append(f"| {name} | {o['create_and_start']:.2f} | {o['import']:.2f} | {o['connect_and_load']:.2f} | "
+                     f"{o['train_and_test']:.2f} | {o['results_and_teardown']:.2f} | {o['beyond_train']:.2f} | "
+                     f"{o['start_floor']:.2f} | {o['beyond_train'] / o['start_floor']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frameworks", nargs="+", choices=sorted(FRAMEWORKS), default=list(FRAMEWORKS))
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 3, 4, 8, 16])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=300, help="Timed all-reduces per transport and N.")
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args()
+    if args.tiny:
+        args.frameworks, args.workers, args.repeats, args.iterations = ["mpi"], [1, 2], 1, 20
+    workload = TINY if args.tiny else WORKLOAD
+    report = {"workload": workload, "repeats": args.repeats, "cores": CORES, "frameworks": {},
+              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    with tempfile.TemporaryDirectory(prefix="orch-floor-") as tmp:
+        for name in args.frameworks:
+            report["frameworks"][name] = measure(name, workload, sorted(set(args.workers)), args.repeats,
+                                                 args.iterations, Path(tmp))
+    text = markdown(report)
+    print(text)
+    if not args.tiny:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "floor.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+        (RESULTS / "floor.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
