@@ -2,12 +2,16 @@
 by golden files, and the trainer's start-up rendezvous checked against the one Compose sets literally."""
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
+import gzip
 import json
 import os
 import re
 from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -47,13 +51,63 @@ def job_templates(doc: dict) -> list[dict]:
     return []
 
 
+# JobSet's CRD (kubernetes-sigs/jobset v0.12.0, its openAPIV3Schema for v1alpha2), which kubernetes-validate does
+# not ship. A CRD's schema prunes unknown fields; the API server refuses them under strict field validation (kubectl's
+# default), and so does this check: every object with properties of its own allows no others.
+CRDS = Path(__file__).parent / "fixtures" / "crds"
+
+
+def _strict(node):
+    if isinstance(node, dict):
+        node = {k: _strict(v) for k, v in node.items()}
+        if ("properties" in node and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")):
+            node["additionalProperties"] = False
+        return node
+    return [_strict(v) for v in node] if isinstance(node, list) else node
+
+
+@functools.cache
+def crd_validator(name: str) -> jsonschema.Draft7Validator:
+    """A validator for the custom resource of fixture ``name`` (tests/fixtures/crds/NAME.json.gz)."""
+    crd = json.loads(gzip.decompress((CRDS / f"{name}.json.gz").read_bytes()))
+    return jsonschema.Draft7Validator(_strict(crd["openAPIV3Schema"]))
+
+
+def validate_crd(doc: dict) -> None:
+    """Raise jsonschema's ValidationError unless ``doc`` is a JobSet its CRD accepts."""
+    assert doc["apiVersion"] == "jobset.x-k8s.io/v1alpha2", doc["apiVersion"]
+    crd_validator("jobset-v0.12.0").validate(doc)
+
+
 def validate(text: str) -> list[dict]:
-    """Validate every manifest of ``text`` against the Kubernetes schemas (a JobSet, a CRD kubernetes-validate
-    has no schema for, through its Job templates); return the documents."""
+    """Validate every manifest of ``text`` against the Kubernetes schemas, and a JobSet against its CRD and, through
+    its Job templates, against Kubernetes' own; return the documents."""
     for doc in documents(text, policy=True):
+        if doc["kind"] == "JobSet":
+            validate_crd(doc)
         for part in job_templates(doc) if doc["kind"] == "JobSet" else [doc]:
             kubernetes_validate.validate(part, K8S_VERSION, strict=True)
     return documents(text)
+
+
+@pytest.mark.parametrize("path, value", [
+    (("spec", "failurePolicy", "maxRestart"), 1),  # a typo of maxRestarts
+    (("spec", "successPolicy", "operator"), "Every"),  # not All or Any
+    (("spec", "replicatedJobs", 0, "replica"), 3),  # a typo of replicas
+    (("spec", "failurePolicy", "maxRestarts"), "1"),  # a string, not an integer
+])
+def test_a_jobset_that_its_crd_refuses_is_caught(path, value):
+    rendered = k8s_plan(workers=3, k8s_kind="jobset", max_restarts=1, k8s_checkpoint_claim="ckpt").artifact
+    doc = next(d for d in documents(rendered) if d["kind"] == "JobSet")
+    validate_crd(doc)
+    broken = copy.deepcopy(doc)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        validate_crd(broken)
 
 
 def _golden(name: str, text: str) -> str:
