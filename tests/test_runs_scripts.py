@@ -65,7 +65,7 @@ def test_a_killed_script_worker_restarts_the_group(images, orch_env, tmp_path, c
     run_id = "live-script-restart"
     cleanup.append(run_id)
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--script", EXAMPLE, "--workers", "2",
-                             "--max-restarts", "1", "--run-id", run_id, "--", "--epochs", "30", "--samples", "6000"],
+                             "--max-restarts", "1", "--run-id", run_id, "--", "--epochs", "8", "--samples", "6000"],
                             env=orch_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         run_dir = tmp_path / "runs" / run_id
