@@ -160,7 +160,9 @@ def pod_specs(docs: list[dict]) -> list[dict]:
 
 
 def env_of(container: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container["env"]}
+    """The container's variables; one set from a field of the pod shows as ``fieldRef:<path>``."""
+    return {e["name"]: e["value"] if "value" in e else f"fieldRef:{e['valueFrom']['fieldRef']['fieldPath']}"
+            for e in container["env"]}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -274,13 +276,27 @@ def test_hostile_values_stay_values(kind):
 
 
 # -- the trainer's rendezvous at start-up -------------------------------------------------------------
+def kubelet_env(container: dict, index: int) -> dict[str, str]:
+    """The environment the kubelet gives the container of the pod with completion ``index``: the index annotation
+    read through the downward API, and each $(NAME) expanded from the variables defined before it."""
+    env: dict[str, str] = {}
+    for e in container["env"]:
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), e["value"])
+        else:
+            assert e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            env[e["name"]] = str(index)
+    return env
+
+
 def pods(p) -> list[tuple[dict, int]]:
     """(the environment Kubernetes gives the pod, its completion index) of every pod the manifests make."""
     result = []
     for doc in documents(p.artifact):
         for job in job_templates(doc):
-            env = env_of(job["spec"]["template"]["spec"]["containers"][0])
-            result += [({**env, contract.ENV_COMPLETION_INDEX: str(i)}, i) for i in range(job["spec"]["completions"])]
+            container = job["spec"]["template"]["spec"]["containers"][0]
+            result += [({**kubelet_env(container, i), contract.ENV_COMPLETION_INDEX: str(i)}, i)
+                       for i in range(job["spec"]["completions"])]
     return result
 
 
@@ -301,7 +317,34 @@ def test_each_pod_derives_the_tf_config_compose_would_set(trainer, kind, workers
         for name in contract.DERIVED_FROM_INDEX:
             if name in replica.env:
                 assert env[name] == replica.env[name], name
-        assert all(name not in pod_env for pod_env, _i in pods(p) for name in ("TF_CONFIG", contract.ENV_WORKER_INDEX))
+    # Any image finds TF_CONFIG as Kubernetes gives it, before orch's trainer derives anything; orch's own index not.
+    for (pod_env, _i), replica in zip(pods(p), p.replicas):
+        assert pod_env.get("TF_CONFIG") == replica.env.get("TF_CONFIG") and contract.ENV_WORKER_INDEX not in pod_env
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_any_image_finds_torchruns_variables_in_each_pod(kind, workers):
+    """RANK from the completion index, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and LOCAL_RANK: what a DDP script
+    reads, in the manifests themselves, so `--image` of any image works without orch's trainer."""
+    p = k8s_plan(framework="torch", workers=workers, k8s_kind=kind, image="my-ddp:1", global_batch=840)
+    validate(p.artifact)
+    envs = [env for env, _i in pods(p)]
+    assert [env.get("RANK") for env in envs] == [str(i) for i in range(workers)] if workers > 1 else [None]
+    for env, replica in zip(envs, p.replicas):
+        for name in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
+            assert env.get(name) == replica.env.get(name), name
+
+
+def test_tf_config_of_a_job_of_several_roles_is_derived_in_the_pod():
+    """One Indexed Job of chief, servers and workers cannot write each pod's TF_CONFIG: its pods derive it (and
+    a JobSet, one Job per role, writes it)."""
+    job = k8s_plan(workers=2, strategy="ps", parameter_servers=1, k8s_kind="job")
+    assert all("TF_CONFIG" not in env for env, _i in pods(job))
+    jobset = k8s_plan(workers=2, strategy="ps", parameter_servers=1, k8s_kind="jobset")
+    assert [json.loads(env["TF_CONFIG"])["task"] for env, _i in pods(jobset)] == [
+        {"type": "chief", "index": 0}, {"type": "ps", "index": 0}, {"type": "worker", "index": 0},
+        {"type": "worker", "index": 1}]
 
 
 def test_job_from_env_derives_before_it_reads(trainer, monkeypatch):

@@ -8,15 +8,16 @@ import pytest
 import yaml
 
 from orchestrator import contract
+from orchestrator.backends.k8s_manifests import INDEX_ENV
 from orchestrator.jobspec import make_spec
 from orchestrator.plan import plan
-from tests.test_backends_k8s import PATHS, documents, env_of, job_templates
+from tests.test_backends_k8s import PATHS, documents, job_templates, kubelet_env
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
 # What differs by design: the report channel (files or stdout), the cores (no cpuset beyond Compose), where the
-# data set is (mounted, or in the image), and the cluster a Kubernetes pod derives its own values from.
+# data set is (mounted, or in the image), and the cluster and index a Kubernetes pod derives its own values from.
 TRANSPORT = {contract.ENV_REPORT, contract.ENV_CPUS, contract.ENV_DATA_DIR, contract.ENV_CLUSTER,
-             contract.ENV_COMPLETION_INDEX, contract.ENV_RENDEZVOUS}
+             contract.ENV_COMPLETION_INDEX, contract.ENV_RENDEZVOUS, INDEX_ENV["name"]}
 
 
 def _env(env: dict) -> dict:
@@ -55,7 +56,7 @@ def k8s(p, rendezvous) -> dict:
             pod = job["spec"]["template"]["spec"]
             container = pod["containers"][0]
             for index in range(job["spec"]["completions"]):
-                env = {**env_of(container), contract.ENV_COMPLETION_INDEX: str(index)}
+                env = {**kubelet_env(container, index), contract.ENV_COMPLETION_INDEX: str(index)}
                 env.update(rendezvous.env_from_index(env))  # what the pod computes at start-up
                 name = f"{env[contract.ENV_ROLE]}-{env[contract.ENV_WORKER_INDEX]}"
                 limits, security = container["resources"]["limits"], container["securityContext"]

@@ -124,19 +124,21 @@ def test_the_lock_pins_torch_and_the_libraries_it_links():
 
 
 def test_kubernetes_pods_derive_the_rank_compose_sets(trainer, tmp_path):  # noqa: F811
-    """Each pod of the rendered Job derives, with the trainer's copy of the shared rendezvous, the RANK that the
-    host writes literally for Compose."""
+    """Each pod of the rendered Job gets, as Kubernetes expands its template, the RANK that the host writes
+    literally for Compose, and derives the same with the trainer's copy of the shared rendezvous."""
     from orchestrator.backends.k8s import documents_of
+    from tests.test_backends_k8s import kubelet_env
 
     compose = plan(make_spec(framework="torch", workers=3, run_id="ranks", dataset="synthetic"), _paths(tmp_path))
     k8s = plan(make_spec(framework="torch", workers=3, run_id="ranks", dataset="synthetic", backend="k8s"),
                _paths(tmp_path))
     (job,) = [d for d in documents_of(k8s.artifact) if d["kind"] == "Job"]
-    template = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert template["ORCH_RENDEZVOUS"] == "rank" and "RANK" not in template
+    container = job["spec"]["template"]["spec"]["containers"][0]
     for index, replica in enumerate(compose.replicas):
-        env = trainer.rendezvous.env_from_index({**template, "JOB_COMPLETION_INDEX": str(index)})
-        assert env["RANK"] == replica.env["RANK"] == str(index) and "TF_CONFIG" not in env
+        pod = {**kubelet_env(container, index), "JOB_COMPLETION_INDEX": str(index)}
+        assert pod["ORCH_RENDEZVOUS"] == "rank" and pod["RANK"] == replica.env["RANK"] == str(index)
+        env = trainer.rendezvous.env_from_index(pod)
+        assert env["RANK"] == replica.env["RANK"] and "TF_CONFIG" not in env
 
 
 def test_gloo_is_bound_to_the_interface_that_reaches_the_master():

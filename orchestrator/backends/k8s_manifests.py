@@ -1,9 +1,9 @@
 """Kubernetes manifests for a plan: an Indexed Job and a headless Service, or a JobSet. Pure: no cluster.
 
-Every replica shares its Job's pod template, so nothing per replica can be a literal: the template carries
-the whole cluster (``ORCH_CLUSTER``) and each pod derives its index, role and TF_CONFIG or RANK from the
-completion index Kubernetes gives it (``rendezvous.py``, which the trainer runs too). Data comes from a data
-image copied by an init container; events and results come back as lines on stdout (``ORCH_REPORT=stdout``);
+Every replica shares its Job's pod template: a value that differs by the pod's index is written with the
+completion index Kubernetes gives the pod (RANK, TF_CONFIG), and the template carries the whole cluster
+(``ORCH_CLUSTER``) for what each pod derives at start-up (``rendezvous.py``). Data comes from a data image
+copied by an init container; events and results come back as lines on stdout (``ORCH_REPORT=stdout``);
 checkpoints live on a PersistentVolumeClaim the user names. ``k8s.py`` is the backend that applies these.
 """
 from __future__ import annotations
@@ -277,11 +277,18 @@ def _pod_template(plan: "Plan", members: list["Replica"], role: Optional[str], f
 def _env(plan: "Plan", members: list["Replica"], role: Optional[str]) -> dict[str, str]:
     """What the replicas' environments share, the cluster every pod derives its own rendezvous from, and
     the stdout reports. Raises ValueError if a per-replica variable could not be derived in the pod."""
-    drop = set(contract.DERIVED_FROM_INDEX) | {contract.ENV_CPUS}  # cores pinned by the kubelet, not orch
+    # TF_CONFIG and RANK stay where the pod's index can write them, so any image finds them; orch's own variables,
+    # and TF_CONFIG in a Job of several roles, each pod derives at start-up (rendezvous.py).
+    own_only = {contract.ENV_ROLE, contract.ENV_WORKER_INDEX, contract.ENV_NUM_WORKERS}
+    drop = own_only | {contract.ENV_CPUS}  # cores pinned by the kubelet, not orch
     shared = [{k: v for k, v in r.env.items() if k not in drop} for r in members]
     differing = sorted({k for env in shared for k in env if env.get(k) != shared[0].get(k)})
+    one_role = len({r.role for r in members}) == 1  # then a pod's completion index is its index in the role
     templated = {k: _index_template([env.get(k) for env in shared], [r.key[1] for r in members])
-                 for k in differing}
+                 if one_role or k not in contract.DERIVED_FROM_INDEX else None for k in differing}
+    for k in [k for k, template in templated.items() if template is None and k in contract.DERIVED_FROM_INDEX]:
+        del templated[k]
+        shared[0].pop(k, None)
     unsolved = [k for k, template in templated.items() if template is None]
     if unsolved:
         raise ValueError(f"k8s: the replicas differ in {', '.join(unsolved)}, which one pod template cannot "
