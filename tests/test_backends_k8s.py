@@ -42,12 +42,14 @@ def documents(text: str, policy: bool = False) -> list[dict]:
 
 
 def job_templates(doc: dict) -> list[dict]:
-    """Every batch/v1 Job in a document: the Job itself, or a JobSet's replicated Jobs wrapped as Jobs."""
+    """Every batch/v1 Job in a document: the Job itself, or a JobSet's (or a TrainingRuntime's JobSet template's)
+    replicated Jobs wrapped as Jobs."""
     if doc["kind"] == "Job":
         return [doc]
-    if doc["kind"] == "JobSet":
+    if doc["kind"] in ("JobSet", "TrainingRuntime"):
+        jobset = doc["spec"] if doc["kind"] == "JobSet" else doc["spec"]["template"]["spec"]
         return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{doc['metadata']['name']}-{r['name']}-0"},
-                 **r["template"]} for r in doc["spec"]["replicatedJobs"]]
+                 **r["template"]} for r in jobset["replicatedJobs"]]
     return []
 
 
@@ -74,19 +76,27 @@ def crd_validator(name: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(_strict(crd["openAPIV3Schema"]))
 
 
+# Kubeflow Trainer v2.3.0's TrainJob and TrainingRuntime (trainer.kubeflow.org/v1alpha1), from its manifests.
+CUSTOM = {"JobSet": ("jobset.x-k8s.io/v1alpha2", "jobset-v0.12.0"),
+          "TrainJob": ("trainer.kubeflow.org/v1alpha1", "trainjob-v2.3.0"),
+          "TrainingRuntime": ("trainer.kubeflow.org/v1alpha1", "trainingruntime-v2.3.0")}
+
+
 def validate_crd(doc: dict) -> None:
-    """Raise jsonschema's ValidationError unless ``doc`` is a JobSet its CRD accepts."""
-    assert doc["apiVersion"] == "jobset.x-k8s.io/v1alpha2", doc["apiVersion"]
-    crd_validator("jobset-v0.12.0").validate(doc)
+    """Raise jsonschema's ValidationError unless ``doc`` is a custom resource its CRD accepts."""
+    api, fixture = CUSTOM[doc["kind"]]
+    assert doc["apiVersion"] == api, doc["apiVersion"]
+    crd_validator(fixture).validate(doc)
 
 
 def validate(text: str) -> list[dict]:
-    """Validate every manifest of ``text`` against the Kubernetes schemas, and a JobSet against its CRD and, through
-    its Job templates, against Kubernetes' own; return the documents."""
+    """Validate every manifest of ``text`` against the Kubernetes schemas, and a custom resource (JobSet, TrainJob,
+    TrainingRuntime) against its CRD and, through its Job templates, against Kubernetes' own; return the
+    documents."""
     for doc in documents(text, policy=True):
-        if doc["kind"] == "JobSet":
+        if doc["kind"] in CUSTOM:
             validate_crd(doc)
-        for part in job_templates(doc) if doc["kind"] == "JobSet" else [doc]:
+        for part in job_templates(doc) if doc["kind"] in CUSTOM else [doc]:
             kubernetes_validate.validate(part, K8S_VERSION, strict=True)
     return documents(text)
 
@@ -427,3 +437,47 @@ def test_every_empty_dir_has_a_size_limit():
         for pod in pod_specs(documents(k8s_plan(workers=2, k8s_kind=kind, dataset="mnist").artifact)):
             dirs = [v for v in pod["volumes"] if "emptyDir" in v]
             assert dirs and all(v["emptyDir"].get("sizeLimit") for v in dirs), dirs
+
+
+# -- Kubeflow Trainer v2 ------------------------------------------------------------------------------
+@pytest.mark.parametrize("workers", range(1, 9))
+def test_a_trainjob_and_its_runtime_validate_against_trainers_crds(workers):
+    p = k8s_plan(framework="torch", workers=workers, k8s_kind="trainjob", global_batch=840)
+    docs = validate(p.artifact)
+    assert [d["kind"] for d in docs] == ["TrainingRuntime", "TrainJob"]
+    runtime, job = docs
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+                                         "name": runtime["metadata"]["name"]}
+    assert job["spec"]["trainer"] == {"numNodes": workers, "numProcPerNode": 1}
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": workers, "torch": {}}
+    (node,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    # Trainer finds the job to scale and the container to give torchrun's PET_* variables by these names.
+    assert node["name"] == "node"
+    assert node["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+    (container,) = node["template"]["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "node"
+    rules = node["template"]["spec"]["podFailurePolicy"]["rules"]
+    assert rules[1]["onExitCodes"]["containerName"] == "node"
+    if workers == 3:
+        assert p.artifact == _golden("k8s-trainjob-torch-3-workers.yml", p.artifact)
+
+
+def test_each_trainjob_pod_meets_its_peers_where_trainer_names_them():
+    """Trainer's JobSet names pods <trainjob>-node-0-<i>.<trainjob>, its PET_MASTER_ADDR the first of them."""
+    p = k8s_plan(framework="torch", workers=3, k8s_kind="trainjob", global_batch=840)
+    name = object_name(p.spec.run_id)
+    envs = [env for env, _i in pods(p)]
+    assert [env["RANK"] for env in envs] == ["0", "1", "2"]
+    assert {(env["MASTER_ADDR"], env["MASTER_PORT"], env["WORLD_SIZE"]) for env in envs} == {
+        (f"{name}-node-0-0.{name}", "29500", "3")}
+    assert "Kubeflow Trainer v2" in p.artifact.split("---")[0]
+
+
+def test_a_trainjob_runs_pytorch_only_and_is_rendered_not_supervised():
+    from orchestrator.backends.k8s import KubernetesBackend
+
+    one_line_error(orch("render", "--backend", "k8s", "--k8s-kind", "trainjob", "--workers", "2"), 2,
+                   "a TrainJob runs Kubeflow Trainer's PyTorch runtime, not --framework tensorflow")
+    p = k8s_plan(framework="torch", workers=2, k8s_kind="trainjob")
+    with pytest.raises(InvalidSpec, match="Kubeflow Trainer supervises a TrainJob itself"):
+        KubernetesBackend().preflight(p)

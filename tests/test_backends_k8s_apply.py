@@ -85,7 +85,7 @@ def test_without_a_kubeconfig_up_says_to_apply_the_rendered_manifests(tmp_path, 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     assert kube.kubeconfig() is None
     with pytest.raises(RenderOnlyBackend, match="no kubeconfig"):
-        KubernetesBackend().preflight(None)
+        KubernetesBackend().preflight(Harness(tmp_path).plan(backend="k8s", workers=2))
     result = orch("up", "--backend", "k8s", "-n", "2", "--run-id", "r")
     one_line_error(result, 2, "`orch render --backend k8s | kubectl apply -f -`")
 

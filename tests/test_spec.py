@@ -181,7 +181,7 @@ def test_backend_options_nest_under_their_backend_and_flatten_back():
     ({"backend": "swarm", "k8s_checkpoint_claim": "c"}, "is an option of --backend k8s, not swarm"),
     ({"backend": "swarm", "registry": "Bad Registry"}, "registry: 'Bad Registry' is not HOST[:PORT][/PATH]"),
     ({"backend": "swarm", "overlay_mtu": 100}, "overlay_mtu: 100 is below IPv4's minimum of 576"),
-    ({"backend": "k8s", "k8s_kind": "deployment"}, "k8s_kind: must be 'job' or 'jobset'"),
+    ({"backend": "k8s", "k8s_kind": "deployment"}, "k8s_kind: must be 'job', 'jobset' or 'trainjob'"),
 ])
 def test_a_backend_option_is_checked_by_its_backend_and_refused_elsewhere(fields, message):
     with pytest.raises(InvalidSpec) as exc:

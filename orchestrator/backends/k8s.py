@@ -1,6 +1,6 @@
 """Kubernetes: the plan's manifests (``k8s_manifests.py``), applied by `orch up` or by `kubectl apply -f -`.
 
-Two kinds (``--k8s-kind``):
+Three kinds (``--k8s-kind``):
 
 - ``job`` (the default, plain Kubernetes): one Indexed Job for the whole group and a headless Service. One
   Job, not one per role, because a Job fails as a whole: with ``backoffLimit: 0`` any replica's failure ends
@@ -9,6 +9,8 @@ Two kinds (``--k8s-kind``):
   Pods are ``<job>-<i>.<service>``.
 - ``jobset``: a JobSet with one replicated Job per role (so each role could get its own template), and the
   JobSet's ``failurePolicy.maxRestarts`` restarting the whole group. Pods are ``<jobset>-<role>-0-<i>.<jobset>``.
+- ``trainjob`` (PyTorch, render only): Kubeflow Trainer v2's TrainJob, and a TrainingRuntime whose JobSet template
+  is orch's pod. Pods are ``<trainjob>-node-0-<i>.<trainjob>``.
 
 With a kubeconfig, `orch up` applies the manifests through the official client (``kube.py``) and supervises the
 pods as it does containers: its own timeouts and whole-group restarts, the Job deleted and created again. Without
@@ -71,6 +73,10 @@ class KubernetesBackend(Backend):
         return self._api
 
     def preflight(self, plan: "Plan") -> None:
+        if plan.spec.backend_options.k8s_kind == "trainjob":
+            raise InvalidSpec("k8s_kind: Kubeflow Trainer supervises a TrainJob itself, so `orch up` renders it "
+                              "only; apply it with `orch render --backend k8s --k8s-kind trainjob | kubectl apply "
+                              "-f -`, or use --k8s-kind job with `orch up`")
         try:
             self.api.check()
         except OrchError:  # no kubeconfig, or no client installed

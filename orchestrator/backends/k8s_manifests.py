@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 NAME_MAX = 40  # leaves room in a 63-character host name for "-<role>-0-<index>" (JobSet) or "-<index>"
 CONTAINER = "trainer"
+# Kubeflow Trainer v2 (--k8s-kind trainjob): its TrainJob runs the runtime's replicated Job "node", whose container
+# "node" gets the PET_* variables of torchrun; pods are <trainjob>-node-0-<i>.<trainjob>.
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINJOB_NODE = "node"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # on every pod of an Indexed Job
 # A variable whose value differs between the pods of one template only by the pod's index is written once, with
 # the index where it varies: Kubernetes expands $(ORCH_INDEX) from the variable defined before it.
@@ -79,19 +83,26 @@ def object_name(run_id: str) -> str:
 
 
 def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
-    """Each replica's DNS name and port: ``<job>-<i>.<service>``, or ``<jobset>-<role>-0-<i>.<jobset>``."""
-    name = object_name(spec.run_id)
-    if spec.backend_options.k8s_kind == "jobset":
-        return {(role, index): f"{name}-{role}-0-{index}.{name}:{port}" for role, index in keys}
+    """Each replica's DNS name and port: ``<job>-<i>.<service>``, ``<jobset>-<role>-0-<i>.<jobset>``, or a
+    TrainJob's ``<trainjob>-node-0-<i>.<trainjob>``."""
+    name, kind = object_name(spec.run_id), spec.backend_options.k8s_kind
+    if kind in ("jobset", "trainjob"):
+        return {(role, index): f"{name}-{TRAINJOB_NODE if kind == 'trainjob' else role}-0-{index}.{name}:{port}"
+                for role, index in keys}
     return {key: f"{name}-{position}.{name}:{port}" for position, key in enumerate(keys)}
+
+
+def _container(spec: "JobSpec") -> str:
+    return TRAINJOB_NODE if spec.backend_options.k8s_kind == "trainjob" else CONTAINER
 
 
 def render(plan: "Plan") -> str:
     """The manifests of ``plan``, with comment lines above saying what they need."""
     spec = plan.spec
     # The policy first: no pod of the job runs before it does (and `cancel` deletes it last).
+    kind = spec.backend_options.k8s_kind
     documents = [_network_policy(plan)] + (
-        [_jobset(plan)] if spec.backend_options.k8s_kind == "jobset" else [_service(plan), _job(plan)])
+        [_jobset(plan)] if kind == "jobset" else _trainjob(plan) if kind == "trainjob" else [_service(plan), _job(plan)])
     return "\n".join(_notes(plan)) + "\n" + yaml.dump_all(
         documents, Dumper=_Dumper, sort_keys=False, default_flow_style=False, explicit_start=True, width=120)
 
@@ -104,6 +115,8 @@ def _notes(plan: "Plan") -> list[str]:
              "do not edit."]
     if spec.backend_options.k8s_kind == "jobset":
         notes.append(f"# Needs the JobSet controller ({JOBSET_API}) on the cluster.")
+    if spec.backend_options.k8s_kind == "trainjob":
+        notes.append(f"# Needs Kubeflow Trainer v2 ({TRAINER_API}) and its JobSet controller on the cluster.")
     if spec.image is None and spec.backend_options.registry is None:
         notes.append("# orch's images are named as built here; push them where the nodes can pull them and "
                      "pass --registry HOST/PATH.")
@@ -194,20 +207,42 @@ def _jobset(plan: "Plan") -> dict[str, Any]:
             # Under ps only the chief's Job ends; the servers' and workers' never do.
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [
                 role for role in roles if role in spec.framework.reporting_roles(spec.workers)]},
-            "failurePolicy": {
-                "maxRestarts": spec.max_restarts,
-                # Old pods gone before new ones start: the new group reuses their host names.
-                "restartStrategy": "BlockingRecreate",
-                "rules": [
-                    # The program's own exit code (the pod failure policy's FailJob) or the time limit:
-                    # a restart would only fail again. Anything else (a signal, an evicted pod) restarts.
-                    {"name": "ProgramExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
-                    {"name": "TimeLimit", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
-                ],
-            },
+            "failurePolicy": _failure_policy(spec),
             "replicatedJobs": replicated,
         },
     }
+
+def _failure_policy(spec: "JobSpec") -> dict[str, Any]:
+    """A JobSet's whole-group restarts, up to --max-restarts."""
+    return {
+        "maxRestarts": spec.max_restarts,
+        # Old pods gone before new ones start: the new group reuses their host names.
+        "restartStrategy": "BlockingRecreate",
+        "rules": [
+            # The program's own exit code (the pod failure policy's FailJob) or the time limit:
+            # a restart would only fail again. Anything else (a signal, an evicted pod) restarts.
+            {"name": "ProgramExit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+            {"name": "TimeLimit", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+        ],
+    }
+
+def _trainjob(plan: "Plan") -> list[dict[str, Any]]:
+    """Kubeflow Trainer v2: a TrainingRuntime holding orch's locked-down pod as the JobSet template of its "node"
+    Job (the torch policy, so Trainer adds torchrun's PET_* variables), and the TrainJob that runs it."""
+    spec, name = plan.spec, object_name(plan.spec.run_id)
+    pod = _pod_template(plan, list(plan.replicas), role=plan.replicas[0].role, fixed_role=True)
+    labels = {**_labels(plan, plan.replicas[0].role), "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    runtime = {"apiVersion": TRAINER_API, "kind": "TrainingRuntime",
+               "metadata": {**_metadata(plan), "labels": {**_labels(plan), "trainer.kubeflow.org/framework": "torch"}},
+               "spec": {"mlPolicy": {"numNodes": len(plan.replicas), "torch": {}},
+                        "template": {"spec": {"failurePolicy": _failure_policy(spec), "replicatedJobs": [{
+                            "name": TRAINJOB_NODE, "replicas": 1, "template": {
+                                "metadata": {"labels": labels},
+                                "spec": _job_spec(plan, len(plan.replicas), pod)}}]}}}}
+    job = {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": _metadata(plan),
+           "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": name},
+                    "trainer": {"numNodes": len(plan.replicas), "numProcPerNode": 1}}}
+    return [runtime, job]
 
 def _job_spec(plan: "Plan", completions: int, pod: dict[str, Any]) -> dict[str, Any]:
     """An Indexed Job's spec that fails as a whole on the first failed pod, the way orch's supervisor does."""
@@ -222,7 +257,7 @@ def _job_spec(plan: "Plan", completions: int, pod: dict[str, Any]) -> dict[str, 
             {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             # Exit codes 1-128 are the program's own verdict: the Job fails as PodFailurePolicy, never
             # retried. Signals (129-255) fall through to Count, as above.
-            {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+            {"action": "FailJob", "onExitCodes": {"containerName": _container(plan.spec), "operator": "In",
                                                   "values": _Flow(PROGRAM_EXIT_CODES)}},
         ]},
     }
@@ -239,7 +274,7 @@ def _pod_template(plan: "Plan", members: list["Replica"], role: Optional[str], f
     env = _env(plan, members, role if fixed_role else None)
     resources = _resources(spec)
     trainer = {
-        "name": CONTAINER,
+        "name": _container(spec),
         "image": pulled(plan.image, spec, own=spec.image is None),
         "imagePullPolicy": "IfNotPresent",
         # The replicas of a Job share its template, so one command serves all (a launcher's, as MPI's).

@@ -94,10 +94,11 @@ class SwarmOptions(_PulledOptions):
 class KubernetesOptions(_PulledOptions):
     """An Indexed Job or a JobSet: the kind, the claim for checkpoints and the registry the nodes pull from."""
 
-    k8s_kind: Literal["job", "jobset"] = Field(
+    k8s_kind: Literal["job", "jobset", "trainjob"] = Field(
         "job",
         description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, "
-                    "a JobSet (needs the JobSet controller), which restarts the whole group itself.",
+                    "a JobSet (needs the JobSet controller), which restarts the whole group itself; trainjob, "
+                    "Kubeflow Trainer v2's TrainJob and its TrainingRuntime (PyTorch; render only).",
     )
     k8s_checkpoint_claim: Optional[str] = Field(
         None, max_length=253, json_schema_extra=_FLAG,
@@ -118,6 +119,9 @@ class KubernetesOptions(_PulledOptions):
         if spec.network != "bridge":
             raise ValueError(f"network: --network {spec.network} is for --backend compose; on Kubernetes every pod "
                              "has its own network; leave --network out")
+        if self.k8s_kind == "trainjob" and spec.framework.name != "torch":
+            raise ValueError(f"k8s_kind: a TrainJob runs Kubeflow Trainer's PyTorch runtime, not --framework "
+                             f"{spec.framework.name}; use --k8s-kind job or jobset")
         if spec.max_restarts and self.k8s_checkpoint_claim is None:
             raise ValueError("max_restarts: a restarted group resumes from checkpoints every pod must reach; pass "
                              "--k8s-checkpoint-claim NAME (a ReadWriteMany PersistentVolumeClaim) or --max-restarts 0")
