@@ -77,10 +77,9 @@ def job_spec(*, script_args: tuple[str, ...] = (), requirements: Union[str, Path
                               "--image, or add the packages to your own image")
         framework = frameworks.get(fields.get("framework") or frameworks.DEFAULT)
         if not framework.takes_requirements:
-            raise InvalidSpec(f"requirements: --requirements adds packages to orch's {frameworks.DEFAULT} image; for "
-                              f"--framework {framework.name} build an image FROM {framework.main_image()} with them "
-                              "and pass --image")
-        fields["image"] = image_for(read_requirements(Path(requirements)))
+            raise InvalidSpec(f"requirements: --framework {framework.name} takes no --requirements; build an image "
+                              f"FROM {framework.main_image()} with the packages and pass --image")
+        fields["image"] = image_for(read_requirements(Path(requirements)), framework.name)
     return make_spec(**fields)
 
 

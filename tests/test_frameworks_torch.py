@@ -173,9 +173,15 @@ def test_review_edges_of_the_spec():
                      script="/x/train.py").model == "text"
 
 
-def test_requirements_are_for_the_tensorflow_image(orch_env, tmp_path):
-    (tmp_path / "requirements.txt").write_text("six\n")
-    (tmp_path / "train.py").write_text("print(1)\n")
-    proc = run_orch(["render", "--framework", "torch", "--script", str(tmp_path / "train.py"), "--requirements",
-                     str(tmp_path / "requirements.txt")], orch_env)
-    assert proc.returncode == 2 and "--requirements adds packages to orch's tensorflow image; for --framework torch build an image FROM orch-torch" in proc.stderr
+def test_requirements_go_on_the_pytorch_image_for_a_pytorch_job(orch_env, tmp_path):
+    from orchestrator.images.user import image_for
+
+    (tmp_path / "requirements.txt").write_text("torchvision==0.24.1\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print(1)\n")
+    proc = run_orch(["render", "--framework", "torch", "--script", str(tmp_path / "src" / "train.py"), "--requirements",
+                     str(tmp_path / "requirements.txt"), "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    tag = image_for(b"torchvision==0.24.1\n", "torch")
+    assert tag.startswith("orch-torch:") and "-user-" in tag and json.loads(proc.stdout)["image"] == tag
+    assert image_for(b"six\n", "torch") != image_for(b"six\n", "tensorflow") == image_for(b"six\n", "mpi")

@@ -95,6 +95,28 @@ def test_a_users_ddp_script_meets_its_peers_through_the_environment(torch_image,
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
 
 
+def test_torchvision_comes_through_requirements_onto_the_pytorch_image(torch_image, orch_env, tmp_path, cleanup):
+    """The documented one-liner: torchvision, pinned to the image's torch, added as one layer; a script imports it."""
+    requirements = tmp_path / "vision.txt"
+    requirements.write_text("torchvision==0.24.1\n")
+    built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements), "--format", "json"],
+                     orch_env, timeout=900)
+    assert built.returncode == 0, built.stderr
+    assert any(i["tag"].startswith("orch-torch:") and "-user-" in i["tag"] for i in json.loads(built.stdout))
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "vision.py").write_text("import torch, torchvision\nfrom torchvision import transforms\n"
+                                      "print('versions', torch.__version__, torchvision.__version__, flush=True)\n"
+                                      "print(transforms.Normalize((0.1307,), (0.3081,)))\n")
+    run_id = "live-torchvision"
+    cleanup.append(run_id)
+    proc = run_orch(["up", "--framework", "torch", "--script", str(source / "vision.py"), "--requirements",
+                     str(requirements), "--dataset", "synthetic", "--run-id", run_id], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    log = (tmp_path / "runs" / run_id / "logs" / "worker-0.log").read_text()
+    assert "versions 2.9.1" in log and " 0.24.1" in log and "Normalize(mean=(0.1307,)" in log
+
+
 def test_the_ddp_scaling_study_runs_in_its_quick_form(torch_image, orch_env, tmp_path):
     proc = run_orch(["experiment", "run", str(ROOT / "experiments" / "ddp-scaling.yaml"), "--quick", "--out",
                      str(tmp_path / "results")], orch_env, timeout=1200)

@@ -88,6 +88,10 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
     if requirements is not None:
         from orchestrator.images.user import check
 
+        if not any(f.takes_requirements for f in wanted):
+            raise click.UsageError(f"--requirements adds packages to an image of --framework "
+                                   f"{' or '.join(n for n in frameworks.names() if frameworks.get(n).takes_requirements)}"
+                                   f"; --framework {', '.join(f.name for f in wanted)} takes none")
         check(Path(requirements), allow_insecure_index)  # an option line or a plain-http URL, before any build
     options = frameworks.BuildOptions(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, index=index,
                                       allow_insecure_index=allow_insecure_index)
@@ -107,11 +111,16 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
                 continue  # another framework's images (MPI runs TensorFlow's), built already
             results += framework.build(options, None, None, env.say)
             built.update(framework.image_refs())
-        if requirements is not None:
+        if requirements is not None:  # on the main image of each framework built that takes packages
             from orchestrator.images.user import build as build_user
 
-            results.append(BuiltImage(*build_user(Path(requirements), force=force, say=env.say,
-                                                  allow_insecure=allow_insecure_index)))
+            parents: set[str] = set()
+            for framework in [f for f in wanted if f.takes_requirements]:
+                if framework.main_image() not in parents:
+                    parents.add(framework.main_image())
+                    results.append(BuiltImage(*build_user(Path(requirements), force=force, say=env.say,
+                                                          allow_insecure=allow_insecure_index,
+                                                          framework=framework.name)))
         if datasets:
             from orchestrator.images.data import build_all
 

@@ -87,23 +87,23 @@ def check(path: Path, allow_insecure: bool = False) -> bytes:
     return text
 
 
-def image_for(requirements: bytes) -> str:
-    """The tag of the image built from this requirements file's content."""
-    repo = frameworks.get(frameworks.DEFAULT).main_image().rpartition(":")[0]
+def image_for(requirements: bytes, framework: str = frameworks.DEFAULT) -> str:
+    """The tag of the image built from this requirements file's content on ``framework``'s main image."""
+    repo = frameworks.get(framework).main_image().rpartition(":")[0]
     return f"{repo}:{__version__}-user-{hashlib.sha256(requirements).hexdigest()[:12]}"
 
 
-def _recipe() -> Path:
-    """The recipe of the image users' packages go on: the default framework's, which takes them."""
-    recipe = frameworks.get(frameworks.DEFAULT).recipe()
+def _recipe(framework: str) -> Path:
+    """The recipe (and lock) of the image users' packages go on: ``framework``'s main image's."""
+    recipe = frameworks.get(framework).recipe()
     assert recipe is not None
     return recipe
 
 
-def _constraints(folder: Path) -> Path:
+def _constraints(folder: Path, framework: str) -> Path:
     """A constraints file pinning every package of orch's image to its version there (no hashes: pip refuses
     hashes in constraints)."""
-    lock = read_lock(_recipe() / LOCK_NAME)
+    lock = read_lock(_recipe(framework) / LOCK_NAME)
     path = folder / "constraints.txt"
     path.write_text("".join(f"{name}=={p.version}\n" for name, p in sorted(lock.packages.items())))
     return path
@@ -138,7 +138,8 @@ def _archive(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: bool = False) -> list[Path]:
+def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: bool = False,
+               framework: str = frameworks.DEFAULT) -> list[Path]:
     """The wheels of the packages ``text`` adds to orch's image, in a wheelhouse with their lock.
 
     At first: resolved on the host's one index (URLs the file names aside), the packages the image lacks locked
@@ -146,7 +147,7 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
     checks the wheels against that lock."""
     for url in _urls(text.decode()):
         wheels.check_secure(url, f"requirements: {name}", allow_insecure)  # as `check` did, for callers that did not
-    installed = read_lock(_recipe() / LOCK_NAME)
+    installed = read_lock(_recipe(framework) / LOCK_NAME)
     folder = paths.wheelhouse / f"user-{hashlib.sha256(text + installed.digest.encode()).hexdigest()[:16]}"
     if (folder / ".complete").is_file():
         return verify(folder, read_lock(folder / LOCK_NAME)) if (folder / LOCK_NAME).is_file() else []
@@ -156,7 +157,7 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
     with tempfile.TemporaryDirectory(prefix="orch-user-") as scratch:
         listed = Path(scratch) / "requirements.txt"
         listed.write_bytes(text)
-        args = [*wheels.index_args(index), "-r", str(listed), "-c", str(_constraints(Path(scratch)))]
+        args = [*wheels.index_args(index), "-r", str(listed), "-c", str(_constraints(Path(scratch), framework))]
         with wheels.insecure_allowed(allow_insecure):
             pins = wheels.resolve(args, index, env, name)
     extra = [pin for pin in pins if pin.name not in installed.packages]
@@ -175,24 +176,27 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
 
 
 def build(requirements: Path, force: bool = False, engine: Optional[Engine] = None, paths: Optional[Paths] = None,
-          say: Optional[Say] = None, allow_insecure: bool = False) -> tuple[str, bool, float, int]:
-    """Build (or find up to date) the image with ``requirements``' packages; return (tag, built, seconds, size).
+          say: Optional[Say] = None, allow_insecure: bool = False,
+          framework: str = frameworks.DEFAULT) -> tuple[str, bool, float, int]:
+    """Build (or find up to date) the image with ``requirements``' packages on ``framework``'s main image; return
+    (tag, built, seconds, size).
 
-    orch's own trainer image must exist (`orch build`): the packages are one layer on top of it. Plain-http URLs
-    (the host's index, or a wheel's) are refused unless ``allow_insecure``."""
+    orch's own image must exist (`orch build`, or `orch build --framework NAME`): the packages are one layer on top
+    of it. Plain-http URLs (the host's index, or a wheel's) are refused unless ``allow_insecure``."""
     engine = engine or Engine()
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
     text = read_requirements(requirements)
-    tag, parent = image_for(text), frameworks.get(frameworks.DEFAULT).main_image()
+    unit = frameworks.get(framework)
+    tag, parent = image_for(text, framework), unit.main_image()
     engine.ping()
-    engine.require_image(parent, "run `orch build` first; the packages are added to orch's trainer image")
+    engine.require_image(parent, f"run `{unit.build_command()}` first; the packages are added to its image")
     inputs = hashlib.sha256(text + b"\0" + engine.image_id(parent).encode()).hexdigest()
     if not force and (engine.image_labels(tag) or {}).get(LABEL_INPUTS) == inputs:
         say(f"{tag} is up to date")
         return tag, False, 0.0, engine.image_size(tag)
     started = time.monotonic()
-    extra = wheelhouse(text, requirements.name, paths, say, allow_insecure)
+    extra = wheelhouse(text, requirements.name, paths, say, allow_insecure, framework)
     names = ", ".join(f"{n}=={v}" for n, v in (wheel_id(w.name) for w in extra)) or "none"
     say(f"adding to {parent}: {names}")
     with tempfile.TemporaryDirectory(prefix="orch-user-") as scratch:

@@ -42,6 +42,8 @@ class Torch(Framework):
     options = TorchOptions
     port = MASTER_PORT
     on_demand = True
+    # `orch build --framework torch --requirements FILE`: e.g. torchvision, pinned to the image's torch.
+    takes_requirements = True
     takes_index = True
     index_help = ("torch comes from this index alone, e.g. PyTorch's CPU-only one, https://download.pytorch.org/whl/cpu "
                   "(a CPU build: the image needs no CUDA libraries), and its dependencies from the host's index")
