@@ -27,6 +27,7 @@ import csv
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -212,7 +213,12 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interrupted(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # orch's runner stops and removes the run's containers, then re-raises
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupted)  # a killed benchmark leaves no containers behind
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", nargs="+", choices=sorted(FRAMEWORKS), default=list(FRAMEWORKS))
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 3, 4, 8, 16])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -37,7 +38,12 @@ WAYS = {
 }
 
 
+def _interrupted(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # orch's runner stops and removes the run's containers, then re-raises
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupted)  # a killed benchmark leaves no containers behind
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", nargs="+", type=int, default=[3, 8])
     parser.add_argument("--repeats", type=int, default=2)
