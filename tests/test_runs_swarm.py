@@ -82,6 +82,22 @@ def _remove_stack(run_id: str) -> None:
         time.sleep(0.5)
 
 
+def test_a_users_script_runs_on_the_swarm_from_its_snapshot(images, orch_env, tmp_path, stacks):
+    """--script on a single-node swarm: the snapshot of the script's folder, read-only, and the replica's own
+    folder as its working folder, both from this node; its report lines come back on stdout."""
+    stacks.append("live-swarm-script")
+    proc = run_orch(["up", "--backend", "swarm", "--script", str(ROOT / "examples" / "mnist_keras.py"), "--workers",
+                     "2", "--run-id", "live-swarm-script", "--format", "json", "--", "--epochs", "2", "--samples",
+                     "6000"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["state"] == "succeeded" and info["source"]["files"] >= 1
+    workers = info["workers"]
+    assert [w["samples_per_epoch"] for w in workers] == [[2400, 2400]] * 2  # each its half of 4,800 per epoch
+    assert len({w["test_accuracy"] for w in workers}) == 1
+    assert _gone("live-swarm-script")
+
+
 def test_two_workers_succeed_with_results_read_from_stdout(images, orch_env, tmp_path, stacks):
     stacks.append("live-swarm")
     proc = run_orch(["up", "--backend", "swarm", "--workers", "2", *SMALL, "--run-id", "live-swarm",

@@ -190,6 +190,11 @@ class SwarmBackend(Backend):
             raise InvalidSpec(f"max_restarts: this swarm has {nodes} nodes, and a restarted group resumes from "
                               "checkpoints in this host's run folder, which the other nodes cannot read; use "
                               "--max-restarts 0 (a failed run then fails), or a swarm of one node")
+        if plan.spec.script is not None and nodes > 1:
+            raise InvalidSpec(f"script: this swarm has {nodes} nodes, and --script runs the snapshot of your script's "
+                              "folder from this host's run folder, which the other nodes cannot read; build an image "
+                              f"FROM {plan.base_image} with the script in it and pass --image, or use a swarm of one "
+                              "node")
         if plan.spec.backend_options.registry is None:
             self.engine.require_image(plan.base_image, plan.build_hint)
 
