@@ -23,7 +23,6 @@ import the framework and exit (what no orch can avoid). Writes benchmarks/result
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -45,6 +44,7 @@ from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import apply, container_user  # noqa: E402
+from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
@@ -76,20 +76,16 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
     cpu = time.process_time() - cpu
     if info.state != "succeeded":
         raise SystemExit(f"{spec.run_id} ({fields}, {workers} workers) {info.state}: {info.error}")
+    rundir = RunDir.of(paths, spec.run_id)
     stages: dict[str, list[float]] = {}
     done: list[float] = []
-    for i in range(workers):
-        for _key, event in RunDir.of(paths, spec.run_id).events([("worker", i)]).read():
-            if getattr(event, "event", "") == "start":
-                stages.setdefault(event.stage, []).append(event.time)
-            elif getattr(event, "event", "") == "done":
-                done.append(event.time)
+    for _key, event in rundir.events([("worker", i) for i in range(workers)]).read():
+        if getattr(event, "event", "") == "start":
+            stages.setdefault(event.stage, []).append(event.time)
+        elif getattr(event, "event", "") == "done":
+            done.append(event.time)
     steps = (info.workers[0].get("steps_per_epoch") or 0) * spec.epochs
-    memory = 0
-    stats = RunDir.of(paths, spec.run_id).path / "stats.csv"
-    if sample and stats.is_file():
-        with stats.open() as f:
-            memory = max((int(row["mem_used_bytes"] or 0) for row in csv.DictReader(f)), default=0)
+    memory = max((row["mem_used_bytes"] for row in read_samples(rundir.path / STATS_FILE)), default=0)
     return {"train_seconds": info.train_seconds, "wall_seconds": info.wall_seconds, "started": info.started,
             "steps": steps, "stages": stages, "done": done, "accuracy": info.test_accuracy, "orch_cpu_seconds": cpu,
             "container_memory_mb": memory / 2**20}

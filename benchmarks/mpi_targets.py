@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import bench  # noqa: E402
+from orchestrator.bench import report as bench_report  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import up  # noqa: E402
@@ -92,7 +93,7 @@ def main() -> int:
         ("T(3)/T(1), MPI (orch's fastest)", "seed 000's workload", "<= 1.5", ratio("mpi", 3)),
         ("T(2)/T(1), MPI", "same workload", "<= 1.2", ratio("mpi", 2)),
         ("T(3)/T(1), MultiWorkerMirroredStrategy", "same workload", "<= 4.0", ratio("mwms", 3)),
-        ("MPI all-reduce, containers / host", f"3 ranks, {bench.human_size(sizes[0])}, p50", "<= 1.5",
+        ("MPI all-reduce, containers / host", f"3 ranks, {bench_report.human_size(sizes[0])}, p50", "<= 1.5",
          {"median": mpi_c.p50_us / mpi_h.p50_us, "min": None, "max": None,
           "detail": f"{mpi_c.p50_us:.0f} µs / {mpi_h.p50_us:.0f} µs"}),
         ("test accuracy, largest gap to 1 container", "every framework, same workload", "<= 0.5 points",
@@ -147,7 +148,7 @@ def main() -> int:
               f"{b['reduction_seconds']:.3f} s, the checkpoint {b['checkpoint_seconds']:.3f} s, and "
               f"{b['steps_per_epoch']} training steps of {b['ms_per_step']:.2f} ms each",
               f"- one all-reduce of the gradients alone (tf-ring-bridge, p50): {b['allreduce_ms']:.2f} ms",
-              "", bench.markdown(rows, "One all-reduce, measured in the same run:")]
+              "", bench_report.markdown(rows, "One all-reduce, measured in the same run:")]
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.tiny:

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from orchestrator.bench import Row, _compare_to_host, known_transports, markdown, parse_measurement, summarize
+from orchestrator.bench import Row, _compare_to_host, known_transports, parse_measurement, summarize
+from orchestrator.bench.report import markdown
 from orchestrator.errors import InvalidSpec, OrchError
 from tests.conftest import run_orch
 from tests.test_cli_inprocess import one_line_error, orch

@@ -314,16 +314,19 @@ def _env(plan: "Plan", members: list["Replica"], role: Optional[str]) -> dict[st
     the stdout reports. Raises ValueError if a per-replica variable could not be derived in the pod."""
     # TF_CONFIG and RANK stay where the pod's index can write them, so any image finds them; orch's own variables,
     # and TF_CONFIG in a Job of several roles, each pod derives at start-up (rendezvous.py).
-    own_only = {contract.ENV_ROLE, contract.ENV_WORKER_INDEX, contract.ENV_NUM_WORKERS}
-    drop = own_only | {contract.ENV_CPUS}  # cores pinned by the kubelet, not orch
+    drop = {contract.ENV_ROLE, contract.ENV_WORKER_INDEX, contract.ENV_NUM_WORKERS,
+            contract.ENV_CPUS}  # cores pinned by the kubelet, not orch
     shared = [{k: v for k, v in r.env.items() if k not in drop} for r in members]
     differing = sorted({k for env in shared for k in env if env.get(k) != shared[0].get(k)})
     one_role = len({r.role for r in members}) == 1  # then a pod's completion index is its index in the role
-    templated = {k: _index_template([env.get(k) for env in shared], [r.key[1] for r in members])
-                 if one_role or k not in contract.DERIVED_FROM_INDEX else None for k in differing}
-    for k in [k for k, template in templated.items() if template is None and k in contract.DERIVED_FROM_INDEX]:
-        del templated[k]
-        shared[0].pop(k, None)
+    templated: dict[str, Optional[str]] = {}
+    for k in differing:
+        template = _index_template([env.get(k) for env in shared], [r.key[1] for r in members]) \
+            if one_role or k not in contract.DERIVED_FROM_INDEX else None
+        if template is None and k in contract.DERIVED_FROM_INDEX:
+            shared[0].pop(k, None)  # derived in the pod instead
+        else:
+            templated[k] = template
     unsolved = [k for k, template in templated.items() if template is None]
     if unsolved:
         raise ValueError(f"k8s: the replicas differ in {', '.join(unsolved)}, which one pod template cannot "

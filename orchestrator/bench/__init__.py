@@ -285,21 +285,19 @@ def _engine_has(ref: str) -> bool:
 
 def _skip_absent_images(chosen: list[Transport], present: Callable[[str], bool], say: Say) -> list[Transport]:
     """The transports of ``chosen`` whose framework's image is on the engine (the unavailable ones kept, for their
-    note); one line names the rest and the command that adds them. OrchError if none is left to measure."""
-    missing: dict[str, list[str]] = {}
-    for t in chosen:
-        if not t.unavailable and not present(frameworks.get(t.framework).main_image()):
-            missing.setdefault(t.framework, []).append(t.name)
-    if not missing:
+    note); one line names the rest and the command that adds them. InvalidSpec if none is left to measure."""
+    images = {t.framework: frameworks.get(t.framework).main_image() for t in chosen if not t.unavailable}
+    absent = {framework for framework, image in images.items() if not present(image)}  # one query per framework
+    if not absent:
         return chosen
-    commands = " and ".join(f"`{frameworks.get(f).build_command()}`" for f in missing)
-    names = ", ".join(name for group in missing.values() for name in group)
-    kept = [t for t in chosen if t.framework not in missing]
-    if not [t for t in kept if not t.unavailable]:
-        raise InvalidSpec(f"nothing to measure: {names} need{'s' if ',' not in names else ''} an image that is "
-                          f"not built; run {commands} first")
-    say(f"skipping {names}: {'its image is' if ',' not in names else 'their images are'} not built "
-        f"(add with {commands})")
+    skipped = [t.name for t in chosen if t.framework in absent and not t.unavailable]
+    names, one = ", ".join(skipped), len(skipped) == 1
+    commands = " and ".join(f"`{frameworks.get(f).build_command()}`" for f in sorted(absent))
+    kept = [t for t in chosen if t.framework not in absent]
+    if all(t.unavailable for t in kept):
+        raise InvalidSpec(f"nothing to measure: {names} need{'s' if one else ''} an image that is not built; run "
+                          f"{commands} first")
+    say(f"skipping {names}: {'its image is' if one else 'their images are'} not built (add with {commands})")
     return kept
 
 
@@ -315,6 +313,3 @@ def _compare_to_host(rows: list[Row], transports: list[Transport]) -> None:
 def to_json(rows: list[Row]) -> list[dict[str, Any]]:
     return [asdict(r) for r in rows]
 
-
-# The table, JSON and plot live in report.py; re-exported for the CLI and the benchmarks.
-from orchestrator.bench.report import human_size, markdown, plot  # noqa: E402,F401

@@ -77,7 +77,8 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
       orch bench allreduce --tiny
       orch bench allreduce --ranks 3 --sizes 80K --out benchmarks/results
     """
-    from orchestrator.bench import known_transports, markdown, plot, run, to_json
+    from orchestrator.bench import known_transports, run, to_json
+    from orchestrator.bench.report import markdown, plot
     from orchestrator.paths import default_paths
     from orchestrator.safeio import atomic_write, write_json
 
