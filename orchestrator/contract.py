@@ -46,6 +46,13 @@ STDOUT_LINE_LIMIT = 8192
 DATA_MOUNT = "/orch/data"
 OUT_MOUNT = "/orch/run"
 SCRIPT_MOUNT = "/orch/script"  # a user's script's folder (--script), read-only
+# The frameworks' own data caches, read-only, where a user's script's loaders look (data/loaders.py): Keras'
+# cache folder (its fallback when ~/.keras is not writable; the images' HOME is /tmp) and the torchvision roots
+# "../data" and "./data" of a script run from its own folder; ENV_KERAS_MNIST names the file the images'
+# loader hook hands Keras for MNIST.
+KERAS_CACHE_MOUNT = "/tmp/.keras"
+TORCHVISION_ROOT = "data"
+ENV_KERAS_MNIST = "ORCH_KERAS_MNIST"
 IMAGE_DATA_DIR = "/orch-data"  # where a data image holds the prepared data set (engines with no host folder)
 # Set for a user's script: its own output folder (also its working directory) and the job's shared folder.
 ENV_OUTPUT_DIR = "ORCH_OUTPUT_DIR"

@@ -110,14 +110,10 @@ def _read_files(source: Path) -> dict[str, bytes]:
     return deb_members(source, {key: f"{DEB_DIR}/{name}" for key, (name, _sha, _dims) in FILES.items()})
 
 
-def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
-    """Prepare Fashion-MNIST into ``out`` and return what to record about its source.
-
-    ``source`` may name the package's .deb or a folder with the four IDX .gz files; without it the files
-    of an installed package are used, or else the package is fetched with ``apt-get download``.
-    """
-    import numpy as np
-
+def read_files(work: Path, say: Say, source: Optional[Path]) -> tuple[dict[str, bytes], dict]:
+    """The four gzipped IDX files (key -> bytes, checked against their pinned sha256) and what to record about
+    where they came from. ``source`` may name the package's .deb or a folder with the four files; without it
+    the files of an installed package are used, or else the package is fetched with ``apt-get download``."""
     record: dict = {"package": f"{PACKAGE}={VERSION}", "idx_sha256": {FILES[k][0]: FILES[k][1] for k in FILES}}
     record["from"] = "a local copy"
     if source is None and all((INSTALLED_DIR / name).is_file() for name, _sha, _dims in FILES.values()):
@@ -127,7 +123,18 @@ def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
         source, record["from"] = apt_deb(PACKAGE, VERSION, work), "apt-get download"
     if source.is_file():
         record["deb_sha256"] = file_sha256(source)
+    files = _read_files(source)
+    for key, (name, sha, _dims) in FILES.items():
+        check_sha256(f"Fashion-MNIST file {name}", files[key], sha)
+    return files, record
+
+
+def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
+    """Prepare Fashion-MNIST into ``out`` and return what to record about its source (see ``read_files``)."""
+    import numpy as np
+
+    files, record = read_files(work, say, source)
     say("verifying and converting Fashion-MNIST")
-    x, y = fashion_from_idx(_read_files(source))
+    x, y = fashion_from_idx(files)
     np.savez(out / contract.FASHION_MNIST_FILE, x=x, y=y)
     return record

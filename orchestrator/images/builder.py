@@ -162,6 +162,8 @@ def _trainer_files() -> list[tuple[str, bytes]]:
         files += [(f"{prefix}/{p.name}", p.read_bytes()) for p in framework.trainer_files()]
         if framework.trainer_entry:
             entries[name] = framework.trainer_entry
+    # Beside the package, on the images' PYTHONPATH: run at every interpreter's start (see the file).
+    files.append(("orch/trainer/sitecustomize.py", (package / "images" / "sitecustomize.py").read_bytes()))
     files.append((f"{prefix}/entries.py", ('"""Each framework\'s trainer entry module (written by orch build)."""\n'
                                            f"ENTRIES = {entries!r}\n").encode()))
     taken = [name for name, _ in files]

@@ -12,7 +12,8 @@ from pathlib import PurePosixPath
 from typing import Optional
 
 from orchestrator import __version__, backends, contract, frameworks
-from orchestrator.data.prepare import dataset_dir
+from orchestrator.data import loaders
+from orchestrator.data.prepare import LOADERS, dataset_dir
 from orchestrator.images import data as data_images
 from orchestrator.jobspec import JobSpec
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
@@ -59,6 +60,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
     shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)
     common = (shared,) if backend.ships_data else (Mount(str(data_dir), contract.DATA_MOUNT, True), shared)
+    # A user's script on this host's folders also finds the frameworks' own caches where its loaders look.
+    loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None and not backend.ships_data else None
     replicas = []
     for position, key in enumerate(keys):
         role, index = key
@@ -85,6 +88,12 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
             script = PurePosixPath(spec.script)
             within = script.relative_to(spec.source) if spec.source is not None else PurePosixPath(script.name)
             mounts = (*mounts, Mount(str(run_dir / SOURCE_DIR), contract.SCRIPT_MOUNT, True))
+            if loaders_dir is not None:
+                torchvision = str(loaders_dir / loaders.TORCHVISION_DIR)
+                mounts = (*mounts, Mount(str(loaders_dir / loaders.KERAS_DIR), contract.KERAS_CACHE_MOUNT, True),
+                          Mount(torchvision, f"{contract.OUT_MOUNT}/{contract.TORCHVISION_ROOT}", True),
+                          Mount(torchvision, f"{own.target}/{contract.TORCHVISION_ROOT}", True))
+                env[contract.ENV_KERAS_MNIST] = f"{contract.KERAS_CACHE_MOUNT}/{loaders.KERAS_MNIST}"
             command = ("python3", "-u", f"{contract.SCRIPT_MOUNT}/{within}", *spec.script_args)
             working_dir = own.target
             env[contract.ENV_OUTPUT_DIR] = own.target
@@ -99,7 +108,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,
-                 rendezvous_kind=framework.rendezvous_kind,
+                 rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir,
                  build_hint=(f"run `{framework.build_command()}` first" if spec.image is None
                              else "pull or build it first"))
     return dataclasses.replace(draft, artifact=backend.render(draft))

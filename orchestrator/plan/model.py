@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from orchestrator.jobspec import JobSpec
 
@@ -63,6 +63,7 @@ class Plan:
     base_image: str = ""  # the framework's image before a data set is added to it (``image`` is the replicas')
     build_hint: str = ""  # what to do when an image of the run is missing, e.g. "run `orch build` first"
     rendezvous_kind: str = ""  # what each replica derives where one template serves all (rendezvous.KINDS)
+    loaders_dir: Optional[Path] = None  # the frameworks' data caches a user's script sees (data/loaders.py)
 
     @property
     def artifact_file(self) -> Path:

@@ -156,6 +156,8 @@ def apply(
     listing = scripts.check(spec, guarded=(paths.runs, paths.results, paths.cache)) if spec.script else None
     backend.preflight(p)
     datasets.prepare(paths.data, spec.dataset, say)
+    if p.loaders_dir is not None:
+        datasets.prepare(paths.data, datasets.LOADERS, say)
     backend.stage(p, say)
     run = RunDir(p.run_dir)
     run.create(p)
