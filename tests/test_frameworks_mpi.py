@@ -120,3 +120,21 @@ def test_a_launch_line_is_run_only_if_it_is_hydras_proxy_for_this_replica_callin
     for line, message in bad.items():
         with pytest.raises(ValueError, match=re.escape(message)):
             launch.proxy_argv(line, 1, "worker-0")
+
+
+def test_several_ranks_per_container_are_hydras_ppn_with_torchruns_names(tmp_path):
+    from orchestrator.frameworks.mpi.trainer import mpi_launch
+
+    script = tmp_path / "sum.py"
+    script.write_text("")
+    p = plan(make_spec(framework="mpi", workers=2, procs_per_worker=2, run_id="t", script=str(script)),
+             Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results"))
+    for node, replica in enumerate(p.replicas):
+        assert replica.env["ORCH_MPI_PROCS_PER_HOST"] == "2" and replica.env["MPIR_CVAR_CH4_CMA_ENABLE"] == "0"
+        assert replica.rendezvous["mpi"]["ranks"] == [2 * node, 2 * node + 1]
+        assert replica.rendezvous["mpi"]["world_size"] == 4
+    one_each = plan(make_spec(framework="mpi", workers=2, run_id="t", script=str(script)),
+                    Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results"))
+    assert "ORCH_MPI_PROCS_PER_HOST" not in one_each.replicas[0].env  # one rank per container: as before
+    assert mpi_launch.rank_env({"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}) == {
+        "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}

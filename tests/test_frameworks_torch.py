@@ -1,6 +1,7 @@
 """PyTorch's framework, pure: the rendezvous environment of every rank, the rendered Compose file, the spec's
 PyTorch defaults and refusals, the CPU-only index's download command, and gloo's interface."""
 import json
+import os
 import socket
 
 import pytest
@@ -185,3 +186,52 @@ def test_requirements_go_on_the_pytorch_image_for_a_pytorch_job(orch_env, tmp_pa
     tag = image_for(b"torchvision==0.24.1\n", "torch")
     assert tag.startswith("orch-torch:") and "-user-" in tag and json.loads(proc.stdout)["image"] == tag
     assert image_for(b"six\n", "torch") != image_for(b"six\n", "tensorflow") == image_for(b"six\n", "mpi")
+
+
+def test_several_ranks_per_container_run_under_torchrun_with_its_environment(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text("print('hi')\n")
+    p = plan(make_spec(framework="torch", workers=2, procs_per_worker=3, run_id="t", script=str(script),
+                       script_args=("--x", "1")), _paths(tmp_path))
+    for node, replica in enumerate(p.replicas):
+        env = replica.env
+        assert {k: env[k] for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE")} == {
+            "MASTER_ADDR": "worker-0", "MASTER_PORT": "29500", "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "3"}
+        # torchrun's own flags, from its PET_ variables; it sets RANK and LOCAL_RANK per process
+        assert {k: env[k] for k in env if k.startswith("PET_")} == {
+            "PET_NNODES": "2", "PET_NPROC_PER_NODE": "3", "PET_NODE_RANK": str(node), "PET_MASTER_ADDR": "worker-0",
+            "PET_MASTER_PORT": "29500"}
+        assert "RANK" not in env and "LOCAL_RANK" not in env
+        assert replica.command == ("python3", "-m", "orch_trainer.torch_env", "python3", "-m", "torch.distributed.run",
+                                   "--max-restarts", "0", "--rdzv-id", "t", "--log-dir", "ranks", "--tee", "3",
+                                   "/orch/script/ddp.py", "--x", "1")
+        assert replica.rendezvous["torch"]["node_rank"] == node and replica.rendezvous["torch"]["world_size"] == 6
+    # One container of several ranks still has a process group, its master itself.
+    (one,) = plan(make_spec(framework="torch", procs_per_worker=2, run_id="t", script=str(script)),
+                  _paths(tmp_path)).replicas
+    assert one.env["MASTER_ADDR"] == "worker-0" and one.env["WORLD_SIZE"] == "2" and "torch.distributed.run" in one.command
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--procs-per-worker", "2"], "orch's own trainer runs one rank per container; --procs-per-worker is for a "
+                                  "--script's ranks (use --workers 2)"),
+    (["--framework", "tensorflow", "--script", "x.py", "-j", "2x2"], "TensorFlow runs one process per container"),
+    (["-j", "2x2", "--workers", "2", "--script", "x.py"], "-j 2x2 sets the containers and the ranks in each; leave "
+                                                          "out --workers"),
+    (["-j", "2by2"], "'2by2' is not NxP, e.g. 2x2"),
+    (["-j", "2x17", "--script", "x.py"], "--procs-per-worker"),
+])
+def test_procs_per_worker_and_j_are_refused_in_one_line_where_they_do_not_fit(args, message, tmp_path):
+    (tmp_path / "x.py").write_text("")
+    args = [str(tmp_path / a) if a == "x.py" else a for a in args]
+    proc = run_orch(["render", "--framework", "torch", *args], dict(os.environ))
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_j_sets_the_containers_and_the_ranks_in_each(tmp_path):
+    (tmp_path / "x.py").write_text("")
+    proc = run_orch(["render", "--framework", "torch", "-j", "3x2", "--script", str(tmp_path / "x.py"), "--format",
+                     "json"], dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads(proc.stdout)["spec"]
+    assert (spec["workers"], spec["procs_per_worker"]) == (3, 2)

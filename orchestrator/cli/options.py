@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ _NOT_FLAGS = {"name"}
 # backend's options come between "Data and model" and "Supervision", under their own headings. spec_flags refuses
 # a field placed nowhere, so a new field cannot slip into the help unsorted.
 GROUPS = {
-    "General": ("workers", "framework", "backend", "network", "expose_ports_on_host", "run_id", "image", "script",
+    "General": ("workers", "procs_per_worker", "framework", "backend", "network", "expose_ports_on_host", "run_id", "image", "script",
                 "source"),
     "Data and model": ("dataset", "samples", "model", "epochs", "global_batch", "learning_rate", "seed"),
     "Supervision": ("stall_timeout", "startup_timeout", "time_limit", "max_restarts", "checkpoint_every"),
@@ -218,8 +219,9 @@ def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), require
     the library makes one (``api.job_spec``); InvalidSpec otherwise."""
     from orchestrator.api import job_spec
 
+    fields = {**set_spec_fields(params), **_shape(params.get("shape"), set_spec_fields(params))}
     try:
-        return job_spec(script_args=script_args, requirements=requirements, **set_spec_fields(params))
+        return job_spec(script_args=script_args, requirements=requirements, **fields)
     except InvalidSpec as exc:
         raise InvalidSpec(flag_message(exc), details=exc.details) from None
 
@@ -231,8 +233,23 @@ def flag_message(exc: InvalidSpec) -> str:
     return say(exc.problems or [problem(exc.message)], flags.get, flags=True)
 
 
+def _shape(value: Optional[str], given: dict[str, Any]) -> dict[str, int]:
+    """-j NxP (TorchX's form) as --workers N --procs-per-worker P; -j N is N containers of one rank."""
+    if value is None:
+        return {}
+    found = re.fullmatch(r"([0-9]{1,3})(?:x([0-9]{1,3}))?", value.strip())
+    if not found:
+        raise click.BadParameter(f"{value!r} is not NxP, e.g. 2x2 (2 containers of 2 ranks each) or 3", param_hint="-j")
+    clash = [f"--{name.replace('_', '-')}" for name in ("workers", "procs_per_worker") if name in given]
+    if clash:
+        raise click.UsageError(f"-j {value} sets the containers and the ranks in each; leave out {' and '.join(clash)}")
+    return {"workers": int(found.group(1)), "procs_per_worker": int(found.group(2) or 1)}
+
+
 def script_options(fn: Callable) -> Callable:
-    """The script's arguments (everything after `--`) and --requirements, for `up` and `render`."""
+    """The script's arguments (everything after `--`), --requirements and -j, for `up` and `render`."""
+    fn = click.option("-j", "shape", metavar="NxP", cls=GroupedOption, group="General",
+                      help="N containers of P ranks each, as TorchX's -j: --workers N --procs-per-worker P.")(fn)
     fn = click.option("--requirements", metavar="FILE", cls=GroupedOption, group="General",
                       help="A requirements file of extra packages for --script: runs the image `orch build "
                            "--requirements FILE` made from it.")(fn)

@@ -35,6 +35,11 @@ class Job(Protocol):
     image: Optional[str]
     checkpoint_every: int
     max_restarts: int
+    procs_per_worker: int
+    run_id: str
+
+    @property
+    def world_size(self) -> int: ...
 
     @property
     def framework(self) -> "FrameworkOptions": ...
@@ -80,6 +85,8 @@ class FrameworkOptions(BaseModel):
     generic_defaults: ClassVar[dict[str, object]] = {}
     # The options the framework's trainer reads from the job, beside the contract's generic TRAINING_FIELDS.
     training_fields: ClassVar[tuple[str, ...]] = ()
+    # Why the framework runs one rank per container and refuses --procs-per-worker; empty where it takes it.
+    one_rank_per_container: ClassVar[str] = ""
 
     @classmethod
     def prepare(cls, options: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:

@@ -152,6 +152,12 @@ class JobSpec(BaseModel):
                     "it must hold the script. Refused: /, a home folder, a folder holding orch's runs or results, "
                     "or more than $ORCH_SOURCE_LIMIT_MB (64) MiB.",
     )
+    procs_per_worker: int = Field(
+        1, ge=1, le=16,
+        description="Ranks per container, for a --script under --framework torch (torchrun's --nproc-per-node) or "
+                    "mpi (mpiexec's -ppn): N containers × P ranks, RANK 0 to N·P−1, LOCAL_RANK 0 to P−1, "
+                    "WORLD_SIZE N·P. `-j NxP` sets both. TensorFlow refuses it.",
+    )
     script_args: tuple[str, ...] = Field((), max_length=256, json_schema_extra=NO_FLAG,
                                          description="arguments for the script (after `--` on the command line)")
     image: Optional[str] = Field(None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
@@ -274,8 +280,19 @@ class JobSpec(BaseModel):
                              if self.script is None else f"source: {self.source[:80]!r} is not an absolute path")
         if self.script_args and self.script is None:
             raise ValueError("script_args: arguments after `--` are for --script")
+        if self.procs_per_worker > 1:
+            if self.script is None:
+                raise ValueError("procs_per_worker: orch's own trainer runs one rank per container; --procs-per-worker "
+                                 f"is for a --script's ranks (use --workers {self.workers * self.procs_per_worker})")
+            if self.framework.one_rank_per_container:
+                raise ValueError(f"procs_per_worker: {self.framework.one_rank_per_container}")
         self.backend_options.check_job(self)
         return self
+
+    @property
+    def world_size(self) -> int:
+        """The ranks of the job: every worker container's --procs-per-worker."""
+        return self.workers * self.procs_per_worker
 
     def role_replicas(self, role: str) -> int:
         """How many replicas ``role`` has (0 if the job has no such role)."""

@@ -32,6 +32,7 @@ LAUNCH_PORT = 7470  # where replica 0 hands each replica its Hydra proxy command
 UCX_TRANSPORTS = {"shm": "self,posix,sysv,tcp", "tcp": "self,tcp"}
 ENV_HOSTS = "ORCH_MPI_HOSTS"  # every replica's host name on the cluster network, in rank order
 ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
+ENV_PROCS = "ORCH_MPI_PROCS_PER_HOST"  # ranks per container (--procs-per-worker), mpiexec's -ppn
 
 
 def transport(spec: Job) -> str:
@@ -70,11 +71,14 @@ class Mpi(Framework):
         return spec.workers > 1 and transport(spec) == "shm"
 
     def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        if spec.workers == 1:
+        if spec.world_size == 1:
             return {}  # one rank: no MPI at all, the baseline
         return {
             ENV_HOSTS: ",".join(host_of(a) for a in addresses.values()),
             ENV_LAUNCH_PORT: str(LAUNCH_PORT),
+            # Ranks of one container: MPICH's own single-copy path between them (CMA) needs ptrace rights too.
+            **({ENV_PROCS: str(spec.procs_per_worker), "MPIR_CVAR_CH4_CMA_ENABLE": "0"}
+               if spec.procs_per_worker > 1 else {}),
             "UCX_TLS": UCX_TRANSPORTS[transport(spec)],
             # The copy through shared memory needs no capability; single-copy (CMA) would need ptrace rights.
             "UCX_POSIX_USE_PROC_LINK": "y",
@@ -84,13 +88,14 @@ class Mpi(Framework):
     def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """The command a replica runs: the rank's command (orch's trainer by default) under orch's launcher."""
         rank = command or contract.TRAINER_COMMAND
-        return rank if spec.workers == 1 else ("python3", "-m", "orch_trainer.mpi_launch", *rank)
+        return rank if spec.world_size == 1 else ("python3", "-m", "orch_trainer.mpi_launch", *rank)
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         hosts = [host_of(a) for a in addresses.values()]
-        return {"mpi": None if spec.workers == 1 else {
-            "rank": list(addresses).index(key), "world_size": len(hosts), "hosts": hosts, "launcher": hosts[0],
-            "transport": transport(spec)}}
+        per, node = spec.procs_per_worker, list(addresses).index(key)
+        ranks = {"rank": node} if per == 1 else {"ranks": list(range(node * per, (node + 1) * per))}
+        return {"mpi": None if spec.world_size == 1 else {
+            **ranks, "world_size": spec.world_size, "hosts": hosts, "launcher": hosts[0], "transport": transport(spec)}}
 
     # The images are TensorFlow's: `orch build` makes them, and `orch build --framework mpi` the same.
     def image_refs(self) -> tuple[str, ...]:

@@ -46,6 +46,10 @@ class TensorFlowOptions(FrameworkOptions):
     )
 
 
+    one_rank_per_container: ClassVar[str] = (
+        "TensorFlow runs one process per container: a MultiWorkerMirroredStrategy or parameter-server task is a "
+        "container (its TF_CONFIG entry), and one process already computes on every core it is given; run more "
+        "containers with --workers instead")
     training_fields: ClassVar[tuple[str, ...]] = (
         "replicas", "parameter_servers", "steps_per_execution", "collective", "bytes_per_pack", "collective_timeout",
         "log_reduction", "cache", "prefetch", "shuffle_buffer")

@@ -60,30 +60,47 @@ class Torch(Framework):
         return spec.image or image_ref()
 
     def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        if spec.workers == 1:
+        if spec.world_size == 1:
             return {}  # the serial baseline: no process group
         keys = list(addresses)
-        return {
-            "MASTER_ADDR": host_of(addresses[keys[0]]),
-            "MASTER_PORT": str(MASTER_PORT),
-            **rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key),
-            "WORLD_SIZE": str(len(keys)),
-            "LOCAL_RANK": "0",  # one rank per container
-            "LOCAL_WORLD_SIZE": "1",
-        }
+        master = {"MASTER_ADDR": host_of(addresses[keys[0]]), "MASTER_PORT": str(MASTER_PORT)}
+        rank = rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
+        if spec.procs_per_worker == 1:
+            return {**master, **rank, "WORLD_SIZE": str(spec.world_size),
+                    "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}  # one rank per container
+        # Several ranks per container: torchrun starts them and gives each its RANK and LOCAL_RANK. It reads its
+        # flags from PET_ variables (as under Kubeflow's Trainer): N nodes of P ranks, this container's node rank.
+        node = rank["RANK"]
+        return {**master, "WORLD_SIZE": str(spec.world_size), "LOCAL_WORLD_SIZE": str(spec.procs_per_worker),
+                "PET_NNODES": str(len(keys)), "PET_NPROC_PER_NODE": str(spec.procs_per_worker),
+                "PET_NODE_RANK": node, "PET_MASTER_ADDR": master["MASTER_ADDR"], "PET_MASTER_PORT": str(MASTER_PORT),
+                # each rank's lines in the container's log start with its global rank
+                "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:"}
 
     def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """A user's script runs under orch's small launcher, which sets GLOO_SOCKET_IFNAME and then becomes the
-        script; orch's own trainer sets it itself."""
-        if not command or spec.workers == 1:
+        script, or torchrun with several ranks per container; orch's own trainer sets the interface itself.
+
+        torchrun restarts nothing (orch's supervisor restarts the whole group), keeps each rank's output in the
+        container's folder (``ranks/<run id>_*/attempt_0/<local rank>/stdout.log``, ``stderr.log``) and tees it,
+        each line prefixed with the rank, to the container's log; one failed rank stops the container's others and
+        fails the container."""
+        if not command or spec.world_size == 1:
             return None
-        return ("python3", "-m", "orch_trainer.torch_env", *command)
+        if spec.procs_per_worker == 1:
+            return ("python3", "-m", "orch_trainer.torch_env", *command)
+        script = command[2:] if command[:2] == ("python3", "-u") else ("--no-python", *command)
+        return ("python3", "-m", "orch_trainer.torch_env", "python3", "-m", "torch.distributed.run",
+                "--max-restarts", "0", "--rdzv-id", spec.run_id, "--log-dir", "ranks", "--tee", "3", *script)
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         env = self.env(spec, key, addresses)
-        return {"torch": None if not env else {
-            "rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"]), "master": env["MASTER_ADDR"],
-            "master_port": MASTER_PORT, "backend": "gloo", "init_method": "env://"}}
+        if not env:
+            return {"torch": None}
+        ranks = ({"rank": int(env["RANK"])} if spec.procs_per_worker == 1 else
+                 {"node_rank": int(env["PET_NODE_RANK"]), "procs_per_worker": spec.procs_per_worker})
+        return {"torch": {**ranks, "world_size": int(env["WORLD_SIZE"]), "master": env["MASTER_ADDR"],
+                          "master_port": MASTER_PORT, "backend": "gloo", "init_method": "env://"}}
 
     # Built on demand (`orch build --framework torch`): 3.2 GB of wheels, 4.6 GB installed.
     def image_refs(self) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ import time
 
 ENV_HOSTS = "ORCH_MPI_HOSTS"
 ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
+ENV_PROCS = "ORCH_MPI_PROCS_PER_HOST"
 ENV_STDOUT_FD = "ORCH_MPI_STDOUT_FD"
 ENV_STDERR_FD = "ORCH_MPI_STDERR_FD"
 PROXY = "hydra_pmi_proxy"
@@ -82,8 +83,9 @@ def _lead(hosts: list[str], port: int, command: list[str]) -> int:
     """Replica 0: run mpiexec, serve each other replica its proxy command, run proxy 0, return mpiexec's status."""
     # -genvnone: each rank keeps its own container's environment (its index, its folders), not replica 0's.
     # The rank starts in /tmp, which every replica has, and ``--rank`` then moves it to its own folder.
+    per = int(os.environ.get(ENV_PROCS, "1"))
     argv = ["mpiexec", "-launcher", "manual", "-localhost", hosts[0], "-hosts", ",".join(hosts), "-n",
-            str(len(hosts)), "-ppn", "1", "-genvnone", "-wdir", "/tmp", sys.executable, "-m", "orch_trainer.mpi_launch",
+            str(len(hosts) * per), "-ppn", str(per), "-genvnone", "-wdir", "/tmp", sys.executable, "-m", "orch_trainer.mpi_launch",
             "--rank", *command]
     mpiexec = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
     lines: dict[int, str] = {}
@@ -182,9 +184,84 @@ def _follow(leader: str, port: int, index: int) -> list[str]:
         time.sleep(0.2)
 
 
+def rank_env(environ=os.environ) -> dict[str, str]:
+    """torchrun's names for this rank's place, from what Hydra gives it (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
+    MPI_LOCALNRANKS): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE."""
+    names = {"RANK": "PMI_RANK", "WORLD_SIZE": "PMI_SIZE", "LOCAL_RANK": "MPI_LOCALRANKID",
+             "LOCAL_WORLD_SIZE": "MPI_LOCALNRANKS"}
+    return {ours: environ[hydra] for ours, hydra in names.items() if environ.get(hydra, "").isdigit()}
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _relay(pipes: dict[int, int], rank: str, log) -> None:
+    """The prefixer's loop: each line read from a pipe, prefixed, to its container stream (and the rank's log)."""
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    for target, read in pipes.items():
+        selector.register(read, selectors.EVENT_READ, (target, bytearray()))
+    prefix = f"[rank{rank}]:".encode()
+    while selector.get_map():
+        for key, _ in selector.select():
+            target, pending = key.data
+            chunk = os.read(key.fd, 65536)
+            if chunk:
+                pending += chunk
+                *lines, rest = bytes(pending).split(b"\n")
+                pending[:] = rest
+            else:  # the rank has ended: its end of the pipe is closed
+                lines = [bytes(pending)] if pending else []
+                selector.unregister(key.fd)
+                os.close(key.fd)
+            for line in lines:
+                _write_all(target, prefix + line + b"\n")
+                if log is not None:
+                    log.write(line + b"\n")
+
+
+def _prefix_lines(rank: str) -> None:
+    """With several ranks in a container: this rank's output goes through pipes to a small process that writes
+    each line, prefixed with ``[rank<R>]:``, to the container's stream it came for, and to ``ranks/rank-<R>.log``
+    in the rank's own folder (a script's). It holds nothing else of the rank's, and ends when the rank's end of
+    the pipes closes, that is when the rank ends."""
+    pipes = {target: os.pipe() for target in (1, 2)}
+    if os.fork() == 0:
+        try:
+            reads = {target: read for target, (read, _write) in pipes.items()}
+            for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+                if fd not in (0, 1, 2, *reads.values()):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            folder, log = os.environ.get("ORCH_OUTPUT_DIR"), None
+            if folder:
+                try:
+                    os.makedirs(os.path.join(folder, "ranks"), exist_ok=True)
+                    log = open(os.path.join(folder, "ranks", f"rank-{rank}.log"), "ab", buffering=0)
+                except OSError:
+                    log = None  # the container's log still has every line
+            _relay(reads, rank, log)
+        finally:
+            os._exit(0)
+    for target, (read, write) in pipes.items():
+        os.close(read)
+        os.dup2(write, target)
+        os.close(write)
+
+
 def _rank(command: list[str]) -> None:
-    """In a rank, started by its proxy: this container's own output and working folder, then the rank's command."""
+    """In a rank, started by its proxy: this container's own output and working folder, torchrun's names for its
+    place, then the rank's command."""
     adopt_stdout()
+    places = rank_env()
+    os.environ.update(places)
+    if places.get("LOCAL_WORLD_SIZE", "1") != "1":
+        _prefix_lines(places.get("RANK", "?"))
     os.chdir(os.environ.get("ORCH_OUTPUT_DIR") or "/tmp")  # a script's own folder; the trainer needs none
     os.execvp(command[0], command)
 

@@ -1,0 +1,103 @@
+"""Scripts in the frameworks' tutorial shapes, unchanged, in real containers with no network: Keras' MNIST and
+torchvision's MNIST(download=True) find their data where they look, and torchrun's environment is set for several
+ranks per container. Each test removes what it started, even on failure."""
+import json
+import os
+import re
+
+import pytest
+
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+
+pytestmark = pytest.mark.docker
+
+TUTORIALS = ROOT / "examples" / "tutorials"
+
+
+def test_the_two_file_keras_multi_worker_tutorial_runs_unchanged_on_2_containers(images, orch_env, tmp_path,
+                                                                                 cleanup):
+    run_id = "live-keras-tutorial"
+    cleanup.append(run_id)
+    proc = run_orch(["up", "--script", str(TUTORIALS / "keras_mwms" / "main.py"), "--workers", "2", "--run-id",
+                     run_id, "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["state"] == "succeeded" and [w["exit_code"] for w in info["workers"]] == [0, 0]
+    run = tmp_path / "runs" / run_id
+    for name in ("main.py", "mnist_setup.py"):  # the replicas ran the tutorial's two files as they are
+        assert (run / "source" / name).read_bytes() == (TUTORIALS / "keras_mwms" / name).read_bytes()
+    for i in range(2):
+        log = (run / "logs" / f"worker-{i}.log").read_text()
+        assert "Keras' mnist.npz served from orch's copy of MNIST" in log and "URL fetch failure" not in log
+        assert "Epoch 3/3" in log
+        last = re.findall(r"70/70 \[=+\] - \S+ \S+ - loss: ([0-9.]+) - accuracy: ([0-9.]+)", log)[-1]
+        assert float(last[1]) > 0.2, last  # 3 short epochs of SGD at 0.001: it learns, slowly
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+@pytest.fixture(scope="module")
+def vision(torch_image, tmp_path_factory):
+    """torchvision for the PyTorch image's torch, through the documented one-liner."""
+    requirements = tmp_path_factory.mktemp("vision") / "vision.txt"
+    requirements.write_text("torchvision==0.24.1\n")
+    built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements)], dict(os.environ),
+                     timeout=900)
+    assert built.returncode == 0, built.stderr
+    return requirements
+
+
+def test_a_torchrun_ddp_script_with_torchvision_download_runs_unchanged_on_2_containers_of_2_ranks(
+        vision, orch_env, tmp_path, cleanup):
+    run_id = "live-ddp-tutorial"
+    cleanup.append(run_id)
+    proc = run_orch(["up", "--framework", "torch", "--script", str(TUTORIALS / "torch_ddp" / "main.py"),
+                     "--requirements", str(vision), "-j", "2x2", "--run-id", run_id, "--format", "json"], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    assert [w["exit_code"] for w in json.loads(proc.stdout)["workers"]] == [0, 0]
+    run = tmp_path / "runs" / run_id
+    logs = {i: (run / "logs" / f"worker-{i}.log").read_text() for i in range(2)}
+    for node, log in logs.items():
+        for local in range(2):
+            rank = 2 * node + local
+            # torchrun's environment: RANK, LOCAL_RANK and WORLD_SIZE; each line prefixed with its rank
+            assert f"[rank{rank}]:rank {rank} of 4 (local rank {local}), master worker-0" in log
+            # the DistributedSampler shards MNIST's 60,000 training images once: a quarter each
+            assert f"[rank{rank}]:epoch 1: 15000 samples on this rank" in log
+            accuracy = float(re.search(rf"\[rank{rank}\]:rank {rank}: test accuracy ([0-9.]+) on 10000", log)[1])
+            assert accuracy > 0.9
+        # and each rank's own files, kept in its container's folder
+        assert len(list((run / f"worker-{node}" / "ranks").glob("*/attempt_0/[01]/stdout.log"))) == 2
+    assert "Failed to download" not in logs[0] + logs[1]
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_one_failing_rank_of_several_in_a_container_fails_the_run_and_leaves_nothing(torch_image, orch_env,
+                                                                                      tmp_path, cleanup):
+    run_id = "live-ranks-fail"
+    cleanup.append(run_id)
+    script = tmp_path / "src" / "fail.py"
+    script.parent.mkdir()
+    script.write_text("import os, sys, time\nrank = int(os.environ['RANK'])\nprint('rank', rank, flush=True)\n"
+                      "sys.exit(3) if rank == 3 else time.sleep(120)\n")
+    proc = run_orch(["up", "--framework", "torch", "--script", str(script), "-j", "2x2", "--run-id", run_id],
+                    orch_env)
+    assert proc.returncode == 1 and "worker-1 exited with code 1; the other workers were stopped" in proc.stderr
+    log = (tmp_path / "runs" / run_id / "logs" / "worker-1.log").read_text()
+    assert "rank      : 3 (local_rank: 1)" in log and "exitcode  : 3" in log  # torchrun names the rank
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_an_mpi4py_script_runs_2_ranks_in_each_of_2_containers(images, orch_env, tmp_path, cleanup):
+    run_id = "live-mpi-2x2"
+    cleanup.append(run_id)
+    proc = run_orch(["up", "--framework", "mpi", "--script", str(ROOT / "examples" / "mpi_sum.py"), "-j", "2x2",
+                     "--run-id", run_id], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "runs" / run_id
+    for node in range(2):
+        log = (run / "logs" / f"worker-{node}.log").read_text()
+        for rank in (2 * node, 2 * node + 1):  # 1 + 2 + 3 + 4 = 10, each line prefixed, each rank's own file
+            assert f"[rank{rank}]:rank {rank} of 4 on worker-0-host: sum 10" in log
+            assert (run / f"worker-{node}" / "ranks" / f"rank-{rank}.log").read_text() == (
+                f"rank {rank} of 4 on worker-0-host: sum 10\n")
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
