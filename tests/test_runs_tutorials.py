@@ -101,3 +101,47 @@ def test_an_mpi4py_script_runs_2_ranks_in_each_of_2_containers(images, orch_env,
             assert (run / f"worker-{node}" / "ranks" / f"rank-{rank}.log").read_text() == (
                 f"rank {rank} of 4 on worker-0-host: sum 10\n")
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def _one_container(script_text, tmp_path, orch_env, run_id, *flags):
+    source = tmp_path / "src" / run_id
+    source.mkdir(parents=True)
+    (source / "load.py").write_text(script_text)
+    proc = run_orch(["up", "--script", str(source / "load.py"), "--run-id", run_id, *flags], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    return (tmp_path / "runs" / run_id / "logs" / "worker-0.log").read_text()
+
+
+def test_every_keras_loader_orch_serves_loads_offline(images, orch_env, tmp_path, cleanup):
+    cleanup.append("live-keras-loaders")
+    log = _one_container(
+        "import tensorflow as tf\nimport keras\n"
+        "for name, load in [('tf.keras mnist', tf.keras.datasets.mnist.load_data),\n"
+        "                   ('tf.keras fashion_mnist', tf.keras.datasets.fashion_mnist.load_data),\n"
+        "                   ('keras 3 mnist', keras.datasets.mnist.load_data),\n"
+        "                   ('keras 3 fashion_mnist', keras.datasets.fashion_mnist.load_data)]:\n"
+        "    (x, y), (xt, yt) = load()\n"
+        "    print(name, x.shape, x.dtype, y.shape, xt.shape, int(y[:10].sum()), flush=True)\n",
+        tmp_path, orch_env, "live-keras-loaders")
+    assert "tf.keras mnist (60000, 28, 28) uint8 (60000,) (10000, 28, 28) 30" in log  # 5+0+4+1+9+2+1+3+1+4
+    assert "keras 3 mnist (60000, 28, 28) uint8 (60000,) (10000, 28, 28) 30" in log
+    assert "tf.keras fashion_mnist (60000, 28, 28) uint8 (60000,) (10000, 28, 28)" in log
+    assert "keras 3 fashion_mnist (60000, 28, 28) uint8 (60000,) (10000, 28, 28)" in log
+
+
+def test_every_torchvision_root_orch_serves_loads_offline(vision, orch_env, tmp_path, cleanup):
+    cleanup.append("live-vision-loaders")
+    log = _one_container(
+        "from torchvision import datasets\n"
+        "for root in ('../data', './data', 'data'):\n"
+        "    for kind in (datasets.MNIST, datasets.FashionMNIST):\n"
+        "        for train in (True, False):\n"
+        "            d = kind(root, train=train, download=True)\n"
+        "            print(root, kind.__name__, train, len(d), tuple(d.data.shape), int(d.targets[:10].sum()), flush=True)\n",
+        tmp_path, orch_env, "live-vision-loaders", "--framework", "torch", "--requirements", str(vision))
+    for root in ("../data", "./data", "data"):
+        assert f"{root} MNIST True 60000 (60000, 28, 28) 30" in log
+        assert f"{root} MNIST False 10000 (10000, 28, 28)" in log
+        assert f"{root} FashionMNIST True 60000 (60000, 28, 28)" in log
+        assert f"{root} FashionMNIST False 10000 (10000, 28, 28)" in log
+    assert "Downloading" not in log
