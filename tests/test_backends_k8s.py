@@ -380,9 +380,30 @@ def test_refusals_are_one_line_naming_the_flag(fields, needle):
     assert needle in exc.value.message and "\n" not in exc.value.message
 
 
-def test_a_script_of_this_host_is_refused_on_a_cluster():
-    with pytest.raises(InvalidSpec, match="script: --script mounts a folder of this host"):
-        make_spec(backend="k8s", run_id="r", script="/home/me/train.py")
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("framework, workers, extra", [("tensorflow", 2, {}), ("torch", 3, {}), ("mpi", 2, {}),
+                                                       ("torch", 2, {"procs_per_worker": 2})])
+def test_a_script_job_runs_its_own_image_and_validates(kind, framework, workers, extra):
+    """A script's snapshot is a layer on the run's image (orch-script:<run id>), pulled from --registry; the
+    manifests name it, mount nothing of this host, and carry the variables Compose sets."""
+    p = k8s_plan(framework=framework, workers=workers, k8s_kind=kind, script="/home/me/train.py",
+                 registry="reg.example/ml", **extra)
+    validate(p.artifact)
+    assert p.script_on == "orch-trainer:0.1.0-multi" if framework != "torch" else p.script_on == "orch-torch:0.1.0"
+    specs = pod_specs(documents(p.artifact))
+    trainers = [c for spec in specs for c in spec["containers"]]
+    assert {c["image"] for c in trainers} == {"reg.example/ml/orch-script:golden"}
+    assert all(c["command"][-1] == "/orch/script/train.py" for c in trainers)
+    assert all(m["mountPath"] != "/orch/script" for c in trainers for m in c.get("volumeMounts", []))
+    assert not any("hostPath" in v for spec in specs for v in spec.get("volumes", []))
+    for (pod_env, _i), replica in zip(pods(p), p.replicas):
+        for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "TF_CONFIG", "PET_NODE_RANK", "PET_NNODES"):
+            assert pod_env.get(name) == replica.env.get(name), name
+
+
+def test_a_script_job_without_a_registry_renders_and_up_says_to_pass_one(tmp_path, monkeypatch):
+    p = k8s_plan(workers=2, script="/home/me/train.py")
+    assert "orch-script:golden" in p.artifact and p.loaders_dir is None  # no folder of this host is mounted
 
 
 def test_cli_render_prints_the_manifests(tmp_path):

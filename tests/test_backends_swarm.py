@@ -432,3 +432,39 @@ def test_the_overlay_mtu_must_fit_the_nodes_interface_with_vxlans_50_bytes():
         make_spec(run_id="r", overlay_mtu=1350)
     network = stack(swarm_plan(workers=2, overlay_mtu=1350).artifact)["networks"]["cluster"]
     assert network["driver_opts"] == {"com.docker.network.driver.mtu": "1350"}
+
+
+@pytest.mark.parametrize("registry", [None, "reg.example/ml"])
+def test_a_scripts_copy_is_a_layer_on_the_runs_image_not_a_folder_of_this_host(registry):
+    p = swarm_plan(workers=2, script="/home/me/train.py", **({"registry": registry} if registry else {}))
+    assert p.script_on == "orch-trainer:0.1.0-multi-mnist" and p.image == "orch-script:golden"
+    assert p.loaders_dir is None
+    for name, service in stack(p.artifact)["services"].items():
+        assert service["image"] == (f"{registry}/orch-script:golden" if registry else "orch-script:golden")
+        assert service["entrypoint"][-1] == "/orch/script/train.py"
+        volumes = {v["target"]: v for v in service["volumes"]}
+        assert contract.SCRIPT_MOUNT not in volumes
+        own = volumes[f"/orch/run/{name}"]
+        # One node's folder where there is one node; with a registry there may be several: the container's.
+        assert own["type"] == ("tmpfs" if registry else "bind")
+    assert "The script's copy is a layer on orch-trainer:0.1.0-multi-mnist" in p.artifact
+
+
+def test_the_script_layer_holds_the_snapshot_read_only_under_the_script_mount(tmp_path):
+    import io
+    import tarfile
+
+    from orchestrator.images.script import archive
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "pkg" / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "pkg" / "run.sh").chmod(0o755)
+    (tmp_path / "link.py").symlink_to(tmp_path / "train.py")
+    with tarfile.open(fileobj=io.BytesIO(archive(tmp_path))) as tar:
+        members = {m.name: (m.type, oct(m.mode), m.mtime) for m in tar.getmembers()}
+        assert tar.extractfile("orch/script/train.py").read() == b"print(1)\n"
+    assert members == {"orch": (tarfile.DIRTYPE, "0o755", 0), "orch/script": (tarfile.DIRTYPE, "0o755", 0),
+                       "orch/script/pkg": (tarfile.DIRTYPE, "0o755", 0),
+                       "orch/script/pkg/run.sh": (tarfile.REGTYPE, "0o555", 0),
+                       "orch/script/train.py": (tarfile.REGTYPE, "0o444", 0)}  # the link is left out

@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from orchestrator import __version__
 from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
@@ -83,8 +84,8 @@ def _remove_stack(run_id: str) -> None:
 
 
 def test_a_users_script_runs_on_the_swarm_from_its_snapshot(images, orch_env, tmp_path, stacks):
-    """--script on a single-node swarm: the snapshot of the script's folder, read-only, and the replica's own
-    folder as its working folder, both from this node; its report lines come back on stdout."""
+    """--script on a single-node swarm: the snapshot of the script's folder as a layer on the run's image, and the
+    replica's own folder, from this node, as its working folder; its report lines come back on stdout."""
     stacks.append("live-swarm-script")
     proc = run_orch(["up", "--backend", "swarm", "--script", str(ROOT / "examples" / "mnist_keras.py"), "--workers",
                      "2", "--run-id", "live-swarm-script", "--format", "json", "--", "--epochs", "2", "--samples",
@@ -96,6 +97,11 @@ def test_a_users_script_runs_on_the_swarm_from_its_snapshot(images, orch_env, tm
     assert [w["samples_per_epoch"] for w in workers] == [[2400, 2400]] * 2  # each its half of 4,800 per epoch
     assert len({w["test_accuracy"] for w in workers}) == 1
     assert _gone("live-swarm-script")
+    # The run's image: the snapshot at /orch/script, read-only, on the trainer image with the data set.
+    listing = subprocess.run(["docker", "run", "--rm", "--entrypoint", "ls", "orch-script:live-swarm-script", "-l",
+                              "/orch/script"], capture_output=True, text=True)
+    subprocess.run(["docker", "rmi", "orch-script:live-swarm-script"], capture_output=True)
+    assert listing.returncode == 0 and "-r--r--r--" in listing.stdout and "mnist_keras.py" in listing.stdout
 
 
 def test_two_workers_succeed_with_results_read_from_stdout(images, orch_env, tmp_path, stacks):
@@ -292,3 +298,71 @@ def test_a_two_rank_pytorch_job_finishes_with_the_same_figures_as_on_compose(tor
                                         "synthetic", "--samples", "3000", "--epochs", "2"], "torch", orch_env, stacks,
                                        cleanup)
 
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """A registry on this host's loopback, which Docker trusts without TLS: Debian's docker-registry (the
+    Distribution project's), its binary taken from the package apt-get downloads. Stopped and removed afterwards."""
+    import shutil
+    import socket
+    import urllib.request
+
+    from orchestrator.data.fetch import apt_deb, deb_members
+    from orchestrator.errors import DataError
+
+    try:
+        deb = apt_deb("docker-registry", "2.8.2+ds1-1", tmp_path)
+    except DataError as exc:
+        pytest.skip(f"no docker-registry package here: {exc.message}")
+    binary = tmp_path / "docker-registry"
+    binary.write_bytes(deb_members(deb, {"bin": "usr/bin/docker-registry"})["bin"])
+    binary.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "config.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen([str(binary), "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/v2/", urllib.request), 30, "the registry")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(tmp_path / "store", ignore_errors=True)
+
+
+def _answers(url: str, request) -> bool:
+    try:
+        with request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_with_a_registry_the_scripts_image_is_pushed_and_the_nodes_pull_it(images, orch_env, tmp_path, stacks,
+                                                                          registry):
+    """What a swarm of several nodes needs: orch pushes the run's script image to --registry, and the stack's
+    services pull it from there (pinned by digest); the replicas' own folders are their containers'."""
+    run_id = "live-swarm-registry"
+    stacks.append(run_id)
+    proc = run_orch(["up", "--backend", "swarm", "--framework", "mpi", "--workers", "2", "--dataset", "synthetic",
+                     "--script", str(ROOT / "examples" / "mpi_sum.py"), "--registry", f"{registry}/orch", "--run-id",
+                     run_id],
+                    orch_env, timeout=900)
+    remote = f"{registry}/orch/orch-script:{run_id}"
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert f"pushing orch-script:{run_id} to {registry}/orch" in proc.stderr
+        services = yaml.safe_load((tmp_path / "runs" / run_id / "stack.yml").read_text())["services"]
+        assert {s["image"] for s in services.values()} == {remote}
+        assert not any(v["target"] == "/orch/script" or v["type"] == "bind" for s in services.values()
+                       for v in s["volumes"])  # nothing of this host's folders
+        for i in range(2):
+            assert f"rank {i} of 2 on worker-{i}: sum 3" in (tmp_path / "runs" / run_id / "logs" /
+                                                            f"worker-{i}.log").read_text()
+        assert _gone(run_id)
+    finally:
+        _docker("rmi", remote, f"orch-script:{run_id}")

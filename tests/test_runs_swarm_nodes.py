@@ -69,7 +69,7 @@ def test_a_job_runs_across_two_nodes_that_share_only_the_network(images, orch_en
 def test_restarts_and_an_overlay_mtu_too_large_for_the_nodes_are_refused(images, orch_env, two_nodes):
     script = ["--script", str(ROOT / "examples" / "mnist_keras.py"), "--overlay-mtu", "1350"]
     for extra, needle in ((["--max-restarts", "1", "--overlay-mtu", "1350"], "this swarm has 2 nodes"),
-                          (script, "script: this swarm has 2 nodes, and --script runs the snapshot"),
+                          (script, "script: this swarm has 2 nodes, and the other nodes cannot see the image"),
                           ([], f"whose MTU is {UNDERLAY_MTU}")):
         proc = run_orch(["up", "--backend", "swarm", "--workers", "2", "--dataset", "synthetic", *extra,
                          "--run-id", "live-two-nodes-refused"], orch_env)

@@ -78,6 +78,9 @@ class Backend:
     # True where the nodes see no folder of this host: the data set travels inside the image (data_images.py)
     # instead of being mounted.
     ships_data = False
+    # True where a user's script cannot be mounted from this host's folder either: its snapshot travels as a
+    # layer on the run's image (images/script.py), and the frameworks' caches (data/loaders.py) are not mounted.
+    script_in_image = False
 
     # -- pure: the dry run -------------------------------------------------------------------------
     def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
@@ -100,6 +103,10 @@ class Backend:
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
         """Make what the replicas need beyond the image and the prepared data set (a data image, say); after
         preflight, before apply. Nothing by default."""
+
+    def stage_script(self, plan: "Plan", snapshot: Path, say: Callable[[str], None]) -> None:
+        """Where the replicas run a script from an image (``plan.script_on``), make that image from the run's
+        ``snapshot`` of the script's folder; after the snapshot is made, before apply. Nothing by default."""
 
     def apply(self, plan: "Plan", artifact: Path) -> None:
         """Start every replica of ``plan`` from the artifact written at ``artifact``."""

@@ -61,6 +61,7 @@ class KubernetesBackend(Backend):
 
     # -- the cluster: the official client, through kube.KubeApi --------------------------------
     reports_on_stdout = True  # no folder is shared with a pod: records come as @orch lines in its log
+    script_in_image = True  # a node or pod sees no folder of this host
 
     @property
     def api(self) -> Any:
@@ -84,10 +85,19 @@ class KubernetesBackend(Backend):
         except Exception as exc:  # noqa: BLE001 - the client raises urllib3's, its own and the config's errors
             raise EngineUnreachable(f"cannot reach the Kubernetes API server: {str(exc).splitlines()[0][:200]}; "
                                     "check the kubeconfig's current context") from None
+        if plan.script_on and plan.spec.backend_options.registry is None:
+            raise InvalidSpec("script: a cluster's nodes pull the image orch makes of your script for this run; pass "
+                              "--registry HOST/PATH, a registry they pull from (orch pushes the image there)")
         if plan.spec.backend_options.k8s_kind == "jobset" and plan.spec.max_restarts:
             # The JobSet's failurePolicy restarts the group itself; orch restarting it as well would count twice.
             raise InvalidSpec("max_restarts: a JobSet restarts its group itself (failurePolicy), so `orch up` would "
                               "restart it twice; use --k8s-kind job with `orch up`, or apply the JobSet with kubectl")
+
+    def stage_script(self, plan: "Plan", snapshot: "Path", say: Any) -> None:
+        from orchestrator.docker.engine import Engine
+        from orchestrator.images import script as script_images
+
+        script_images.stage(Engine(), plan, snapshot, say)  # built by this host's Docker engine, pushed
 
     def apply(self, plan: "Plan", artifact: "Path") -> None:
         for doc in documents_of(artifact.read_text()):

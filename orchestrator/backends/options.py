@@ -113,9 +113,6 @@ class KubernetesOptions(_PulledOptions):
         return value
 
     def check_job(self, spec: Job) -> None:
-        if spec.script is not None:
-            raise ValueError("script: --script mounts a folder of this host, which a cluster's pods cannot see; "
-                             "build an image FROM orch's trainer image with your script in it and pass --image")
         if spec.network != "bridge":
             raise ValueError(f"network: --network {spec.network} is for --backend compose; on Kubernetes every pod "
                              "has its own network; leave --network out")

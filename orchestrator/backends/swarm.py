@@ -27,6 +27,7 @@ from orchestrator.backends.swarm_stack import (
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import DockerError, InvalidSpec, OrchError
 from orchestrator.images import data as data_images
+from orchestrator.images import script as script_images
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN, LABEL_STACK
 from orchestrator.timestamps import parse_timestamp
 
@@ -173,6 +174,7 @@ class SwarmBackend(Backend):
 
     # -- the engine ----------------------------------------------------------------------------
     ships_data = True  # in the image (data_images.py): a node sees no folder of this host
+    script_in_image = True  # a node or pod sees no folder of this host
 
     def preflight(self, plan: "Plan") -> None:
         self.engine.ping()
@@ -190,18 +192,21 @@ class SwarmBackend(Backend):
             raise InvalidSpec(f"max_restarts: this swarm has {nodes} nodes, and a restarted group resumes from "
                               "checkpoints in this host's run folder, which the other nodes cannot read; use "
                               "--max-restarts 0 (a failed run then fails), or a swarm of one node")
-        if plan.spec.script is not None and nodes > 1:
-            raise InvalidSpec(f"script: this swarm has {nodes} nodes, and --script runs the snapshot of your script's "
-                              "folder from this host's run folder, which the other nodes cannot read; build an image "
-                              f"FROM {plan.base_image} with the script in it and pass --image, or use a swarm of one "
-                              "node")
-        if plan.spec.backend_options.registry is None:
+        if plan.spec.script is not None and nodes > 1 and plan.spec.backend_options.registry is None:
+            raise InvalidSpec(f"script: this swarm has {nodes} nodes, and the other nodes cannot see the image orch "
+                              "makes of your script for this run; pass --registry HOST/PATH, a registry every node "
+                              "pulls from (orch pushes the run's script image there), or use a swarm of one node")
+        if plan.spec.backend_options.registry is None or plan.script_on:  # a script's image is made here
             self.engine.require_image(plan.base_image, plan.build_hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
-        base = plan.base_image
-        if plan.image != base and plan.spec.backend_options.registry is None:  # with a registry, the nodes pull what was pushed
-            data_images.ensure(self.engine, base, plan.image, plan.data_dir, say)
+        base, data = plan.base_image, plan.script_on or plan.image  # the run's image, before a script's layer
+        # With a registry the nodes pull what was pushed; but a script's layer is made here, on the data image.
+        if data != base and (plan.spec.backend_options.registry is None or plan.script_on):
+            data_images.ensure(self.engine, base, data, plan.data_dir, say)
+
+    def stage_script(self, plan: "Plan", snapshot: "Path", say: Callable[[str], None]) -> None:
+        script_images.stage(self.engine, plan, snapshot, say)
 
     def apply(self, plan: "Plan", artifact: "Path") -> None:
         # With a registry, pin each image's digest so every node runs the same one; without, the nodes use the

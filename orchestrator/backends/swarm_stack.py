@@ -109,6 +109,10 @@ def notes(plan: "Plan") -> list[str]:
                 "nodes)."),
              "# Not expressible in a stack file (Compose has them):"]
     notes += [f"#   - {line}" for line in NOT_EXPRESSIBLE]
+    if plan.script_on:
+        notes.append(f"# The script's copy is a layer on {plan.script_on}, made when the run starts; "
+                     + ("orch pushes it to --registry." if spec.backend_options.registry else
+                        "only this node has it, so the stack needs a swarm of one node (or --registry)."))
     if spec.pin_cpus:
         notes.append("# --pin-cpus is not applied here: each replica may use every core of its node.")
     if spec.image is None and spec.backend_options.registry is None:
@@ -122,13 +126,17 @@ def _service(plan: "Plan", r: "Replica") -> dict[str, Any]:
     env[contract.ENV_REPORT] = contract.REPORT_STDOUT
     own = f"{contract.OUT_MOUNT}/{r.name}"
     # The replica's own folder: orch's trainer prints its records on stdout instead. A user's script keeps
-    # it, as its working folder, where what it writes is kept with the run (on this node's path).
+    # it, as its working folder, where what it writes is kept with the run (on this node's path), unless its
+    # nodes pull their images from --registry: then they may be several, and it is a folder of the container.
     shared = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
+    keeps_own = spec.script is not None and spec.backend_options.registry is None
     volumes: list[dict[str, Any]] = [
         {"type": "bind", "source": m.source, "target": m.target, **({"read_only": True} if m.read_only else {})}
-        for m in r.mounts if (m.target != own or spec.script is not None)
+        for m in r.mounts if (m.target != own or keeps_own)
         and (m.target != shared or spec.max_restarts)
     ]
+    if spec.script is not None and not keeps_own:
+        volumes.append({"type": "tmpfs", "target": own, "tmpfs": {"size": RUN_BYTES}})
     if not spec.max_restarts:
         # Nothing to resume from: the shared folder (checkpoints, the "result written" markers) stays in
         # the container, so a replica needs no folder of this host on whatever node it runs.

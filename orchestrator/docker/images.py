@@ -40,6 +40,22 @@ class ImageOps(EngineBase):
         if self.image_labels(ref) is None:
             raise ImageMissing(f"image {ref} is not present; {hint}")
 
+    def push_image(self, ref: str, remote: str) -> None:
+        """Tag image ``ref`` as ``remote`` (HOST/PATH/NAME:TAG) and push it, with the Docker CLI's credentials for
+        that registry; DockerError with the registry's own words if it refuses."""
+        repository, _, tag = remote.rpartition(":")
+        self._call("tag image", lambda: self.client.api.tag(ref, repository, tag))
+        api, quick = self.client.api, self.client.api.timeout
+        api.timeout = IMAGE_RUN_TIMEOUT  # a first push of a base image's layers takes minutes
+        try:
+            records = self._call("push image", lambda: list(api.push(repository, tag=tag, stream=True, decode=True)))
+        finally:
+            api.timeout = quick
+        errors = [str(r.get("error") or r.get("errorDetail", {}).get("message")) for r in records
+                  if isinstance(r, dict) and (r.get("error") or r.get("errorDetail"))]
+        if errors:
+            raise DockerError(f"pushing {remote} failed: {errors[-1][:300]}")
+
     def import_image(self, stream: IO[bytes], repository: str, tag: str) -> None:
         """Create an image from a root filesystem tar stream (`docker import`)."""
         self._call(

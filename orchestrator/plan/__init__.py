@@ -15,6 +15,7 @@ from orchestrator import __version__, backends, contract, frameworks
 from orchestrator.data import loaders
 from orchestrator.data.prepare import LOADERS, dataset_dir
 from orchestrator.images import data as data_images
+from orchestrator.images import script as script_images
 from orchestrator.jobspec import JobSpec
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from orchestrator.paths import Paths
@@ -52,6 +53,10 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     data_in_image = backend.ships_data and spec.dataset not in data_images.NEEDS_NO_DATA
     if data_in_image:
         image = data_images.with_data(image, spec.dataset)
+    # Where the nodes see no folder of this host, a script's snapshot comes as one layer on the run's image.
+    script_on = image if spec.script is not None and backend.script_in_image else ""
+    if script_on:
+        image = script_images.script_image(spec.run_id)
     keys = spec.replica_keys()
     addresses = backend.addresses(spec, keys, framework.port)
     host_group = f"{keys[0][0]}-{keys[0][1]}" if framework.shares_host(spec) else ""
@@ -61,7 +66,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)
     common = (shared,) if backend.ships_data else (Mount(str(data_dir), contract.DATA_MOUNT, True), shared)
     # A user's script on this host's folders also finds the frameworks' own caches where its loaders look.
-    loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None and not backend.ships_data else None
+    loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None and not backend.script_in_image else None
     replicas = []
     for position, key in enumerate(keys):
         role, index = key
@@ -87,7 +92,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
             # (run/scripts.py), read-only; run from the replica's own folder, which it may write.
             script = PurePosixPath(spec.script)
             within = script.relative_to(spec.source) if spec.source is not None else PurePosixPath(script.name)
-            mounts = (*mounts, Mount(str(run_dir / SOURCE_DIR), contract.SCRIPT_MOUNT, True))
+            if not script_on:
+                mounts = (*mounts, Mount(str(run_dir / SOURCE_DIR), contract.SCRIPT_MOUNT, True))
             if loaders_dir is not None:
                 torchvision = str(loaders_dir / loaders.TORCHVISION_DIR)
                 mounts = (*mounts, Mount(str(loaders_dir / loaders.KERAS_DIR), contract.KERAS_CACHE_MOUNT, True),
@@ -108,7 +114,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,
-                 rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir,
+                 rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir, script_on=script_on,
                  build_hint=(f"run `{framework.build_command()}` first" if spec.image is None
                              else "pull or build it first"))
     return dataclasses.replace(draft, artifact=backend.render(draft))

@@ -170,6 +170,11 @@ def apply(
             raise exc if isinstance(exc, OrchError) else OrchError(
                 f"source: cannot copy {listing.folder} for the replicas: {exc.strerror or exc}") from None
         say(f"copied {source['files']} file(s), {source['bytes']} bytes, of {listing.folder} for the replicas")
+        try:
+            backend.stage_script(p, run.path / SOURCE_DIR, say)
+        except BaseException:
+            shutil.rmtree(run.path, ignore_errors=True)  # nothing ran: no half-made run is left
+            raise
     info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path),
                    supervisor_pid=None if detach else os.getpid(), source=source)
     run.write_record(info)
