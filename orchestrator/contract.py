@@ -53,6 +53,10 @@ SCRIPT_MOUNT = "/orch/script"  # a user's script's folder (--script), read-only
 KERAS_CACHE_MOUNT = "/tmp/.keras"
 TORCHVISION_ROOT = "data"
 ENV_KERAS_MNIST = "ORCH_KERAS_MNIST"
+# Where no host folder can be mounted (Swarm, Kubernetes), the caches are in the script's image at
+# IMAGE_LOADERS_DIR; ENV_LOADERS_DIR names it, and the images' sitecustomize links those three places to it.
+IMAGE_LOADERS_DIR = "/orch-loaders"
+ENV_LOADERS_DIR = "ORCH_LOADERS_DIR"
 IMAGE_DATA_DIR = "/orch-data"  # where a data image holds the prepared data set (engines with no host folder)
 # Set for a user's script: its own output folder (also its working directory) and the job's shared folder.
 ENV_OUTPUT_DIR = "ORCH_OUTPUT_DIR"

@@ -389,7 +389,8 @@ def test_a_script_job_runs_its_own_image_and_validates(kind, framework, workers,
     p = k8s_plan(framework=framework, workers=workers, k8s_kind=kind, script="/home/me/train.py",
                  registry="reg.example/ml", **extra)
     validate(p.artifact)
-    assert p.script_on == "orch-trainer:0.1.0-multi" if framework != "torch" else p.script_on == "orch-torch:0.1.0"
+    assert p.loaders_on == ("orch-torch:0.1.0" if framework == "torch" else "orch-trainer:0.1.0-multi")
+    assert p.script_on.startswith("orch-trainer:0.1.0-multi-loaders" if framework != "torch" else "orch-data:")
     specs = pod_specs(documents(p.artifact))
     trainers = [c for spec in specs for c in spec["containers"]]
     assert {c["image"] for c in trainers} == {"reg.example/ml/orch-script:golden"}
@@ -397,13 +398,14 @@ def test_a_script_job_runs_its_own_image_and_validates(kind, framework, workers,
     assert all(m["mountPath"] != "/orch/script" for c in trainers for m in c.get("volumeMounts", []))
     assert not any("hostPath" in v for spec in specs for v in spec.get("volumes", []))
     for (pod_env, _i), replica in zip(pods(p), p.replicas):
-        for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "TF_CONFIG", "PET_NODE_RANK", "PET_NNODES"):
+        for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "TF_CONFIG", "PET_NODE_RANK", "PET_NNODES",
+                     "ORCH_LOADERS_DIR", "ORCH_KERAS_MNIST"):
             assert pod_env.get(name) == replica.env.get(name), name
 
 
 def test_a_script_job_without_a_registry_renders_and_up_says_to_pass_one(tmp_path, monkeypatch):
     p = k8s_plan(workers=2, script="/home/me/train.py")
-    assert "orch-script:golden" in p.artifact and p.loaders_dir is None  # no folder of this host is mounted
+    assert "orch-script:golden" in p.artifact and "hostPath" not in p.artifact  # no folder of this host is mounted
 
 
 def test_cli_render_prints_the_manifests(tmp_path):

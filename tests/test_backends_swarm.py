@@ -437,8 +437,7 @@ def test_the_overlay_mtu_must_fit_the_nodes_interface_with_vxlans_50_bytes():
 @pytest.mark.parametrize("registry", [None, "reg.example/ml"])
 def test_a_scripts_copy_is_a_layer_on_the_runs_image_not_a_folder_of_this_host(registry):
     p = swarm_plan(workers=2, script="/home/me/train.py", **({"registry": registry} if registry else {}))
-    assert p.script_on == "orch-trainer:0.1.0-multi-mnist" and p.image == "orch-script:golden"
-    assert p.loaders_dir is None
+    assert p.image == "orch-script:golden"
     for name, service in stack(p.artifact)["services"].items():
         assert service["image"] == (f"{registry}/orch-script:golden" if registry else "orch-script:golden")
         assert service["entrypoint"][-1] == "/orch/script/train.py"
@@ -447,7 +446,11 @@ def test_a_scripts_copy_is_a_layer_on_the_runs_image_not_a_folder_of_this_host(r
         own = volumes[f"/orch/run/{name}"]
         # One node's folder where there is one node; with a registry there may be several: the container's.
         assert own["type"] == ("tmpfs" if registry else "bind")
-    assert "The script's copy is a layer on orch-trainer:0.1.0-multi-mnist" in p.artifact
+        # /orch/run is the image's, where its layer links torchvision's "../data"; the caches are in the image.
+        assert ("/orch/run" in volumes) == bool(registry)  # the image's, where a layer links "../data"
+        assert service["environment"]["ORCH_LOADERS_DIR"] == "/orch-loaders"
+    assert p.loaders_on == "orch-trainer:0.1.0-multi-mnist" and p.script_on == "orch-trainer:0.1.0-multi-mnist-loaders"
+    assert "The script's copy is a layer on orch-trainer:0.1.0-multi-mnist-loaders" in p.artifact
 
 
 def test_the_script_layer_holds_the_snapshot_read_only_under_the_script_mount(tmp_path):

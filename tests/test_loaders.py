@@ -151,3 +151,15 @@ def test_a_script_job_mounts_the_caches_read_only_where_the_loaders_look(tmp_pat
     trainer = plan(make_spec(workers=2, run_id="t"), paths)  # orch's own trainer reads its data set only
     assert trainer.loaders_dir is None and not any("ORCH_KERAS_MNIST" in r.env for r in trainer.replicas)
     assert all(m.target != "/tmp/.keras" for r in trainer.replicas for m in r.mounts)
+
+
+def test_where_the_caches_are_in_the_image_the_loaders_places_are_linked_to_them():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("image_loaders", PACKAGE / "trainer" / "loaders.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.links({}) == []  # mounted (Compose): nothing to link
+    assert module.links({"ORCH_LOADERS_DIR": "/orch-loaders", "ORCH_OUTPUT_DIR": "/orch/run/worker-1/"}) == [
+        ("/tmp/.keras", "/orch-loaders/keras"), ("/orch/run/data", "/orch-loaders/torchvision"),
+        ("/orch/run/worker-1/data", "/orch-loaders/torchvision")]

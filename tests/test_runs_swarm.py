@@ -2,6 +2,7 @@
 one only if the engine is in none, and then leaves it (and removes the docker_gwbridge network it made) afterwards,
 even when a test fails. Each test removes its stack, containers and networks."""
 import json
+import re
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ import yaml
 
 from orchestrator import __version__
 from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.test_runs_tutorials import vision  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker
 
@@ -366,3 +368,30 @@ def test_with_a_registry_the_scripts_image_is_pushed_and_the_nodes_pull_it(image
         assert _gone(run_id)
     finally:
         _docker("rmi", remote, f"orch-script:{run_id}")
+
+
+def test_the_tutorials_run_unchanged_on_the_swarm_from_their_layer_with_the_frameworks_caches(
+        images, vision, orch_env, tmp_path, stacks):  # noqa: F811 - a fixture
+    """The Keras tutorial (TF_CONFIG, a sibling module, load_data()) on 2 replicas, and the DDP one (torchrun's
+    environment, torchvision's MNIST(download=True)) on 2 replicas of 2 ranks: their caches come in the image."""
+    tutorials = ROOT / "examples" / "tutorials"
+    stacks.extend(["live-swarm-keras", "live-swarm-ddp"])
+    keras = run_orch(["up", "--backend", "swarm", "--script", str(tutorials / "keras_mwms" / "main.py"), "--workers",
+                      "2", "--run-id", "live-swarm-keras"], orch_env)
+    ddp = run_orch(["up", "--backend", "swarm", "--framework", "torch", "--script",
+                    str(tutorials / "torch_ddp" / "main.py"), "--requirements", str(vision), "-j", "2x2", "--run-id",
+                    "live-swarm-ddp"], orch_env)
+    try:
+        assert keras.returncode == 0, keras.stderr
+        assert ddp.returncode == 0, ddp.stderr
+        runs = tmp_path / "runs"
+        for i in range(2):
+            log = (runs / "live-swarm-keras" / "logs" / f"worker-{i}.log").read_text()
+            assert "Keras' mnist.npz served from orch's copy of MNIST (/orch-loaders/" in log and "Epoch 3/3" in log
+            log = (runs / "live-swarm-ddp" / "logs" / f"worker-{i}.log").read_text()
+            for rank in (2 * i, 2 * i + 1):
+                assert f"[rank{rank}]:epoch 1: 15000 samples on this rank" in log
+                assert float(re.search(rf"\[rank{rank}\]:rank {rank}: test accuracy ([0-9.]+)", log)[1]) > 0.9
+        assert _gone("live-swarm-keras") and _gone("live-swarm-ddp")
+    finally:
+        _docker("rmi", "orch-script:live-swarm-keras", "orch-script:live-swarm-ddp")

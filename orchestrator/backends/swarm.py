@@ -196,13 +196,13 @@ class SwarmBackend(Backend):
             raise InvalidSpec(f"script: this swarm has {nodes} nodes, and the other nodes cannot see the image orch "
                               "makes of your script for this run; pass --registry HOST/PATH, a registry every node "
                               "pulls from (orch pushes the run's script image there), or use a swarm of one node")
-        if plan.spec.backend_options.registry is None or plan.script_on:  # a script's image is made here
+        if plan.spec.backend_options.registry is None or plan.loaders_on:  # a script's image is made here
             self.engine.require_image(plan.base_image, plan.build_hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
-        base, data = plan.base_image, plan.script_on or plan.image  # the run's image, before a script's layer
+        base, data = plan.base_image, plan.loaders_on or plan.image  # the run's image, before a script's layers
         # With a registry the nodes pull what was pushed; but a script's layer is made here, on the data image.
-        if data != base and (plan.spec.backend_options.registry is None or plan.script_on):
+        if data != base and (plan.spec.backend_options.registry is None or plan.loaders_on):
             data_images.ensure(self.engine, base, data, plan.data_dir, say)
 
     def stage_script(self, plan: "Plan", snapshot: "Path", say: Callable[[str], None]) -> None:

@@ -110,7 +110,8 @@ def notes(plan: "Plan") -> list[str]:
              "# Not expressible in a stack file (Compose has them):"]
     notes += [f"#   - {line}" for line in NOT_EXPRESSIBLE]
     if plan.script_on:
-        notes.append(f"# The script's copy is a layer on {plan.script_on}, made when the run starts; "
+        notes.append(f"# The script's copy is a layer on {plan.script_on} ({plan.loaders_on} with Keras' and "
+                     "torchvision's data caches), made when the run starts; "
                      + ("orch pushes it to --registry." if spec.backend_options.registry else
                         "only this node has it, so the stack needs a swarm of one node (or --registry)."))
     if spec.pin_cpus:
@@ -142,7 +143,8 @@ def _service(plan: "Plan", r: "Replica") -> dict[str, Any]:
         # the container, so a replica needs no folder of this host on whatever node it runs.
         volumes.append({"type": "tmpfs", "target": shared, "tmpfs": {"size": RUN_BYTES}})
     volumes += [
-        {"type": "tmpfs", "target": contract.OUT_MOUNT, "tmpfs": {"size": RUN_BYTES}},
+        # Not for a script on this node's folder: its image links torchvision's "../data" there (images/script.py).
+        *([] if keeps_own else [{"type": "tmpfs", "target": contract.OUT_MOUNT, "tmpfs": {"size": RUN_BYTES}}]),
         {"type": "tmpfs", "target": "/tmp", "tmpfs": {"size": TMP_BYTES}},
         {"type": "tmpfs", "target": "/dev/shm", "tmpfs": {"size": r.shm_mb * MiB or SHM_BYTES}},
     ]

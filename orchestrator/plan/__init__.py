@@ -53,8 +53,10 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     data_in_image = backend.ships_data and spec.dataset not in data_images.NEEDS_NO_DATA
     if data_in_image:
         image = data_images.with_data(image, spec.dataset)
-    # Where the nodes see no folder of this host, a script's snapshot comes as one layer on the run's image.
-    script_on = image if spec.script is not None and backend.script_in_image else ""
+    # Where the nodes see no folder of this host, a script's snapshot comes as one layer on the run's image, on
+    # top of one with the frameworks' data caches (data/loaders.py), which is made once per image.
+    loaders_on = image if spec.script is not None and backend.script_in_image else ""
+    script_on = script_images.loaders_image(image) if loaders_on else ""
     if script_on:
         image = script_images.script_image(spec.run_id)
     keys = spec.replica_keys()
@@ -65,8 +67,9 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
     shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)
     common = (shared,) if backend.ships_data else (Mount(str(data_dir), contract.DATA_MOUNT, True), shared)
-    # A user's script on this host's folders also finds the frameworks' own caches where its loaders look.
-    loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None and not backend.script_in_image else None
+    # A user's script also finds the frameworks' own caches where its loaders look: mounted from this host's
+    # folder, or in the image, linked there when its interpreter starts (the images' sitecustomize).
+    loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None else None
     replicas = []
     for position, key in enumerate(keys):
         role, index = key
@@ -94,7 +97,10 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
             within = script.relative_to(spec.source) if spec.source is not None else PurePosixPath(script.name)
             if not script_on:
                 mounts = (*mounts, Mount(str(run_dir / SOURCE_DIR), contract.SCRIPT_MOUNT, True))
-            if loaders_dir is not None:
+            if loaders_on:
+                env[contract.ENV_LOADERS_DIR] = contract.IMAGE_LOADERS_DIR
+                env[contract.ENV_KERAS_MNIST] = f"{contract.IMAGE_LOADERS_DIR}/{loaders.KERAS_DIR}/{loaders.KERAS_MNIST}"
+            else:
                 torchvision = str(loaders_dir / loaders.TORCHVISION_DIR)
                 mounts = (*mounts, Mount(str(loaders_dir / loaders.KERAS_DIR), contract.KERAS_CACHE_MOUNT, True),
                           Mount(torchvision, f"{contract.OUT_MOUNT}/{contract.TORCHVISION_ROOT}", True),
@@ -114,7 +120,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,
-                 rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir, script_on=script_on,
+                 rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir, loaders_on=loaders_on,
+                 script_on=script_on,
                  build_hint=(f"run `{framework.build_command()}` first" if spec.image is None
                              else "pull or build it first"))
     return dataclasses.replace(draft, artifact=backend.render(draft))

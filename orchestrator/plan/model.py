@@ -64,6 +64,7 @@ class Plan:
     build_hint: str = ""  # what to do when an image of the run is missing, e.g. "run `orch build` first"
     rendezvous_kind: str = ""  # what each replica derives where one template serves all (rendezvous.KINDS)
     loaders_dir: Optional[Path] = None  # the frameworks' data caches a user's script sees (data/loaders.py)
+    loaders_on: str = ""  # the image the frameworks' caches are added to for a script (images/script.py), or ""
     script_on: str = ""  # the image a script's snapshot is added to as a layer (images/script.py), or "": mounted
 
     @property

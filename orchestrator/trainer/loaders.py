@@ -1,4 +1,10 @@
-"""Keras' MNIST for a user's script, offline: the one loader whose cache orch cannot fill with the file it expects.
+"""The frameworks' data caches for a user's script, offline: linked where the loaders look, and Keras' MNIST.
+
+Where the caches come in the image (Swarm, Kubernetes: ``ORCH_LOADERS_DIR``), ``link()`` makes the places the
+loaders look (Keras' ``/tmp/.keras``, torchvision's ``../data`` and ``./data``) links to them, at the start of every
+interpreter of the container (the image's ``sitecustomize``); on Compose they are mounted there instead.
+
+Keras' MNIST is the one loader whose cache orch cannot fill with the file it expects.
 
 ``tf.keras.datasets.mnist.load_data()`` (tf-keras 2 and Keras 3 alike) asks ``get_file`` for ``mnist.npz``
 with the sha256 of Keras' own copy. orch's copy (data/loaders.py on the host) holds the same four arrays, made
@@ -20,6 +26,7 @@ import os
 import sys
 
 ENV_KERAS_MNIST = "ORCH_KERAS_MNIST"
+ENV_LOADERS_DIR = "ORCH_LOADERS_DIR"
 # The sha256 of Keras' mnist.npz, which both Keras' loaders pass to get_file.
 KERAS_MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 # The modules that define get_file, in tf-keras and in Keras 3.
@@ -93,6 +100,30 @@ class _Finder(importlib.abc.MetaPathFinder):
         if spec is not None and spec.loader is not None:
             spec.loader = _Loader(spec.loader, self.path)
         return spec
+
+
+def links(environ=os.environ) -> list[tuple[str, str]]:
+    """(link, target) of each place a loader looks, where the caches come in the image at ``ORCH_LOADERS_DIR``:
+    Keras' cache (``/tmp/.keras``, where it falls back when ``~/.keras`` is not writable) and torchvision's roots
+    ``../data`` and ``./data`` of a script run from its own folder (``ORCH_OUTPUT_DIR``)."""
+    folder = environ.get(ENV_LOADERS_DIR, "")
+    if not folder:
+        return []
+    out = [("/tmp/.keras", f"{folder}/keras")]
+    own = environ.get("ORCH_OUTPUT_DIR", "").rstrip("/")
+    if own:
+        out += [(f"{os.path.dirname(own)}/data", f"{folder}/torchvision"), (f"{own}/data", f"{folder}/torchvision")]
+    return out
+
+
+def link(environ=os.environ) -> None:
+    """Make each of ``links``, unless something is there already (another rank's link, or the user's folder)."""
+    for path, target in links(environ):
+        if not os.path.lexists(path):
+            try:
+                os.symlink(target, path)
+            except OSError:  # another process of the container made it first, or the place is not writable
+                pass
 
 
 def install(environ=os.environ) -> bool:
