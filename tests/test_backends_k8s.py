@@ -504,3 +504,13 @@ def test_a_trainjob_runs_pytorch_only_and_is_rendered_not_supervised():
     p = k8s_plan(framework="torch", workers=2, k8s_kind="trainjob")
     with pytest.raises(InvalidSpec, match="Kubeflow Trainer supervises a TrainJob itself"):
         KubernetesBackend().preflight(p)
+
+
+def test_a_trainjob_of_several_ranks_per_node_asks_trainer_for_them():
+    p = k8s_plan(framework="torch", workers=2, k8s_kind="trainjob", script="/home/me/train.py", procs_per_worker=4,
+                 registry="reg.example/ml")
+    runtime, job = validate(p.artifact)
+    assert job["spec"]["trainer"] == {"numNodes": 2, "numProcPerNode": 4}  # Trainer's PET_NPROC_PER_NODE
+    (node,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    (container,) = node["template"]["spec"]["template"]["spec"]["containers"]
+    assert "torch.distributed.run" in container["command"] and container["image"] == "reg.example/ml/orch-script:golden"

@@ -241,7 +241,7 @@ def _trainjob(plan: "Plan") -> list[dict[str, Any]]:
                                 "spec": _job_spec(plan, len(plan.replicas), pod)}}]}}}}
     job = {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": _metadata(plan),
            "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": name},
-                    "trainer": {"numNodes": len(plan.replicas), "numProcPerNode": 1}}}
+                    "trainer": {"numNodes": len(plan.replicas), "numProcPerNode": spec.procs_per_worker}}}
     return [runtime, job]
 
 def _job_spec(plan: "Plan", completions: int, pod: dict[str, Any]) -> dict[str, Any]:
