@@ -163,3 +163,28 @@ def test_where_the_caches_are_in_the_image_the_loaders_places_are_linked_to_them
     assert module.links({"ORCH_LOADERS_DIR": "/orch-loaders", "ORCH_OUTPUT_DIR": "/orch/run/worker-1/"}) == [
         ("/tmp/.keras", "/orch-loaders/keras"), ("/orch/run/data", "/orch-loaders/torchvision"),
         ("/orch/run/worker-1/data", "/orch-loaders/torchvision")]
+
+
+def test_a_host_that_cannot_make_the_caches_runs_scripts_with_empty_ones_and_says_so(tmp_path, monkeypatch):
+    from orchestrator.paths import Paths
+    from orchestrator.run.runner import _prepare_loaders
+
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    paths = Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")
+    said = []
+    folder = paths.data / LOADERS
+    _prepare_loaders(paths, folder, said.append)
+    assert (folder / "keras").is_dir() and (folder / "torchvision").is_dir() and not is_ready(paths.data, LOADERS)
+    assert "data caches could not be made (" in said[-1] and "will find nothing offline" in said[-1]
+
+
+def test_caches_that_no_longer_match_their_record_stop_the_run(tmp_path):
+    from orchestrator.paths import Paths
+    from orchestrator.run.runner import _prepare_loaders
+
+    paths = Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")
+    target = _prepare_or_skip(paths.data, LOADERS)
+    (target / "keras" / "datasets" / "mnist.npz").write_bytes(b"not orch's")
+    with pytest.raises(DataError, match="corrupt"):
+        _prepare_loaders(paths, target, lambda _msg: None)

@@ -82,8 +82,9 @@ def ensure_loaders(engine: Engine, base: str, tag: str, folder: Path, say: Optio
     run). Returns whether it was built."""
     import hashlib
 
+    record = folder / SOURCE_FILE  # absent where the caches could not be made: the layer is then empty
     inputs = hashlib.sha256(f"{engine.image_id(base)}\0{LOADERS_LAYOUT}\0".encode()
-                            + (folder / SOURCE_FILE).read_bytes()).hexdigest()
+                            + (record.read_bytes() if record.is_file() else b"none")).hexdigest()
     if (engine.image_labels(tag) or {}).get(LABEL_INPUTS) == inputs:
         return False
     (say or (lambda _msg: None))(f"building {tag}: Keras' and torchvision's data caches on {base}")

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import time
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from orchestrator import backends, contract
@@ -130,6 +131,24 @@ def _raise(decision: Decision, backend: Backend) -> None:
                        details=details, retryable=decision.retryable)
 
 
+def _prepare_loaders(paths: Paths, folder: Path, say: Say) -> None:
+    """The frameworks' data caches a script sees (data/loaders.py), prepared once. A host that cannot fetch their
+    sources (no pip index, no apt-get) runs the script with empty caches, and says so: a script that loads its
+    data otherwise needs none. Caches that were made and no longer match their record stop the run."""
+    from orchestrator.data.loaders import KERAS_DIR, TORCHVISION_DIR
+
+    if datasets.is_ready(paths.data, datasets.LOADERS):
+        datasets.verify(paths.data, datasets.LOADERS)
+        return
+    try:
+        datasets.prepare(paths.data, datasets.LOADERS, say)
+    except datasets.DataError as exc:
+        say(f"Keras' and torchvision's data caches could not be made ({exc.message}); a script's load_data() "
+            "or download=True will find nothing offline")
+        for part in (KERAS_DIR, TORCHVISION_DIR):
+            (folder / part).mkdir(parents=True, exist_ok=True)
+
+
 def apply(
     p: Plan,
     backend: Optional[Backend] = None,
@@ -157,7 +176,7 @@ def apply(
     backend.preflight(p)
     datasets.prepare(paths.data, spec.dataset, say)
     if p.loaders_dir is not None:
-        datasets.prepare(paths.data, datasets.LOADERS, say)
+        _prepare_loaders(paths, p.loaders_dir, say)
     backend.stage(p, say)
     run = RunDir(p.run_dir)
     run.create(p)
