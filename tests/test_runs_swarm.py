@@ -347,13 +347,19 @@ def _answers(url: str, request) -> bool:
 def test_with_a_registry_the_scripts_image_is_pushed_and_the_nodes_pull_it(images, orch_env, tmp_path, stacks,
                                                                           registry):
     """What a swarm of several nodes needs: orch pushes the run's script image to --registry, and the stack's
-    services pull it from there (pinned by digest); the replicas' own folders are their containers'."""
+    services pull it from there (pinned by digest); the replicas' own folders are their containers'. On orch's
+    base image (`--image`), so that the push is small: the script reads its TF_CONFIG and writes to its folder."""
     run_id = "live-swarm-registry"
     stacks.append(run_id)
-    proc = run_orch(["up", "--backend", "swarm", "--framework", "mpi", "--workers", "2", "--dataset", "synthetic",
-                     "--script", str(ROOT / "examples" / "mpi_sum.py"), "--registry", f"{registry}/orch", "--run-id",
-                     run_id],
-                    orch_env, timeout=900)
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "hello.py").write_text(
+        "import json, os\ntask = json.loads(os.environ['TF_CONFIG'])['task']\n"
+        "open(os.path.join(os.environ['ORCH_OUTPUT_DIR'], 'note.txt'), 'w').write('written')\n"
+        "print('hello from', task['type'], task['index'], 'in', os.getcwd(), flush=True)\n")
+    proc = run_orch(["up", "--backend", "swarm", "--image", "orch-base:bookworm", "--workers", "2", "--dataset",
+                     "synthetic", "--script", str(source / "hello.py"), "--registry", f"{registry}/orch", "--run-id",
+                     run_id], orch_env, timeout=900)
     remote = f"{registry}/orch/orch-script:{run_id}"
     try:
         assert proc.returncode == 0, proc.stderr
@@ -363,8 +369,8 @@ def test_with_a_registry_the_scripts_image_is_pushed_and_the_nodes_pull_it(image
         assert not any(v["target"] == "/orch/script" or v["type"] == "bind" for s in services.values()
                        for v in s["volumes"])  # nothing of this host's folders
         for i in range(2):
-            assert f"rank {i} of 2 on worker-{i}: sum 3" in (tmp_path / "runs" / run_id / "logs" /
-                                                            f"worker-{i}.log").read_text()
+            assert f"hello from worker {i} in /orch/run/worker-{i}" in (tmp_path / "runs" / run_id / "logs" /
+                                                                       f"worker-{i}.log").read_text()
         assert _gone(run_id)
     finally:
         _docker("rmi", remote, f"orch-script:{run_id}")
