@@ -188,3 +188,25 @@ def test_caches_that_no_longer_match_their_record_stop_the_run(tmp_path):
     (target / "keras" / "datasets" / "mnist.npz").write_bytes(b"not orch's")
     with pytest.raises(DataError, match="corrupt"):
         _prepare_loaders(paths, target, lambda _msg: None)
+
+
+def test_a_host_without_debians_package_still_gets_mnists_caches(tmp_path, monkeypatch):
+    from orchestrator.data import idx
+
+    def no_apt(*_args):
+        raise DataError("apt-get is not on PATH; Fashion-MNIST comes from Debian's package")
+
+    monkeypatch.setattr(idx, "read_files", no_apt)
+    said = []
+    try:
+        target = prepare(tmp_path, LOADERS, said.append)
+    except DataError as exc:
+        if "could not download" in exc.message:
+            pytest.skip(f"cannot download MNIST here: {exc.message}")
+        raise
+    assert (target / "keras" / loaders.KERAS_MNIST).is_file() and (target / "torchvision" / "MNIST" / "raw").is_dir()
+    assert not (target / "torchvision" / "FashionMNIST").exists()
+    assert any("Fashion-MNIST's caches are left out: apt-get is not on PATH" in line for line in said)
+    record = json.loads((target / "source.json").read_text())
+    assert record["fashion-mnist"] == {"left out": "apt-get is not on PATH; Fashion-MNIST comes from Debian's package"}
+    verify(tmp_path, LOADERS)  # what was made is checked as ever
