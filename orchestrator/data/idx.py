@@ -84,6 +84,13 @@ def gunzip(raw: bytes, what: str, limit: int = MAX_IDX_BYTES) -> bytes:
     return out
 
 
+def check_files(files: Mapping[str, bytes], expected: Optional[Mapping[str, str]] = None) -> None:
+    """Check the four gzipped IDX files (key -> bytes) against their pinned sha256 (``expected`` overrides some,
+    key -> sha256); DataError naming the first that differs."""
+    for key, (name, sha, _dims) in FILES.items():
+        check_sha256(f"Fashion-MNIST file {name}", files[key], (expected or {}).get(key, sha))
+
+
 def fashion_from_idx(files: Mapping[str, bytes], expected: Optional[Mapping[str, str]] = None):
     """Verify the four gzipped IDX files (key -> bytes) by sha256, then decode them into (x [70000, 784], y).
 
@@ -91,8 +98,7 @@ def fashion_from_idx(files: Mapping[str, bytes], expected: Optional[Mapping[str,
     """
     import numpy as np
 
-    for key, (name, sha, _dims) in FILES.items():
-        check_sha256(f"Fashion-MNIST file {name}", files[key], (expected or {}).get(key, sha))
+    check_files(files, expected)
     arrays = {key: parse_idx(gunzip(files[key], name), dims, name) for key, (name, _sha, dims) in FILES.items()}
     x = np.concatenate([arrays["train-images"], arrays["test-images"]]).reshape(-1, 28 * 28)
     y = np.concatenate([arrays["train-labels"], arrays["test-labels"]])
@@ -111,7 +117,7 @@ def _read_files(source: Path) -> dict[str, bytes]:
 
 
 def read_files(work: Path, say: Say, source: Optional[Path]) -> tuple[dict[str, bytes], dict]:
-    """The four gzipped IDX files (key -> bytes, checked against their pinned sha256) and what to record about
+    """The four gzipped IDX files (key -> bytes, not yet checked: ``check_files``) and what to record about
     where they came from. ``source`` may name the package's .deb or a folder with the four files; without it
     the files of an installed package are used, or else the package is fetched with ``apt-get download``."""
     record: dict = {"package": f"{PACKAGE}={VERSION}", "idx_sha256": {FILES[k][0]: FILES[k][1] for k in FILES}}
@@ -123,10 +129,7 @@ def read_files(work: Path, say: Say, source: Optional[Path]) -> tuple[dict[str, 
         source, record["from"] = apt_deb(PACKAGE, VERSION, work), "apt-get download"
     if source.is_file():
         record["deb_sha256"] = file_sha256(source)
-    files = _read_files(source)
-    for key, (name, sha, _dims) in FILES.items():
-        check_sha256(f"Fashion-MNIST file {name}", files[key], sha)
-    return files, record
+    return _read_files(source), record
 
 
 def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:

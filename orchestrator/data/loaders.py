@@ -79,17 +79,17 @@ def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
     record: dict = {"mnist": {"package": mnist.MNIST_PACKAGE, "sha256": mnist.MNIST_SHA256}}
     try:  # Debian's package, through apt-get: a host without it still gets MNIST's caches
         files, record["fashion-mnist"] = idx.read_files(work, say, None)
+        idx.check_files(files)
     except DataError as exc:
         say(f"Fashion-MNIST's caches are left out: {exc.message} (delete the loaders folder in orch's data cache "
             "to try again)")
         record["fashion-mnist"] = {"left out": exc.message}
-        files = {}
-    if files:
+    else:
         say("writing Fashion-MNIST as Keras and torchvision keep it")
-    for key, (gz_name, _sha, dims) in idx.FILES.items() if files else ():
-        _write(out, f"{KERAS_DIR}/datasets/fashion-mnist/{gz_name}", files[key])
-        plain = idx.gunzip(files[key], gz_name)
-        idx.parse_idx(plain, dims, gz_name)  # the header and size, checked once more
-        _write(out, f"{TORCHVISION_DIR}/FashionMNIST/raw/{IDX_NAMES[key]}", plain)
+        for key, (gz_name, _sha, dims) in idx.FILES.items():
+            _write(out, f"{KERAS_DIR}/datasets/fashion-mnist/{gz_name}", files[key])
+            plain = idx.gunzip(files[key], gz_name)
+            idx.parse_idx(plain, dims, gz_name)  # the header and size, checked once more
+            _write(out, f"{TORCHVISION_DIR}/FashionMNIST/raw/{IDX_NAMES[key]}", plain)
     _write(out, MANIFEST, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     return record

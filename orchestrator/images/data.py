@@ -73,12 +73,20 @@ def ensure(engine: Engine, base: str, tag: str, data_dir: Path, say: Optional[Sa
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
-    inputs = digest.hexdigest()
+    return layer(engine, base, tag, digest.hexdigest(), lambda: _archive(data_dir), "data",
+                 f"the {data_dir.name} data set", say)
+
+
+def layer(engine: Engine, base: str, tag: str, inputs: str, archive: Callable[[], bytes], kind: str, what: str,
+          say: Optional[Say] = None) -> bool:
+    """Make ``tag``: ``base`` plus ``archive()`` unpacked at /, unless ``tag`` was made from the same ``inputs`` (a
+    digest of everything it is made from, kept in its label); the image it replaces is removed if unused.
+    Returns whether it was built."""
     if (engine.image_labels(tag) or {}).get(LABEL_INPUTS) == inputs:
         return False
-    say(f"building {tag}: the {data_dir.name} data set on {base}")
+    (say or (lambda _msg: None))(f"building {tag}: {what} on {base}")
     previous = (engine.image_labels(tag) is not None) and engine.image_id(tag)
-    engine.add_layer(base, "/", _archive(data_dir), tag, {LABEL_INPUTS: inputs, LABEL_KIND: "data"})
+    engine.add_layer(base, "/", archive(), tag, {LABEL_INPUTS: inputs, LABEL_KIND: kind})
     if previous and previous != engine.image_id(tag):
         engine.remove_image_if_unused(previous)
     return True

@@ -20,7 +20,7 @@ from orchestrator.data.loaders import KERAS_DIR, TORCHVISION_DIR
 from orchestrator.data.prepare import LOADERS, SOURCE_FILE
 from orchestrator.docker.engine import Engine
 from orchestrator.images import data as data_images
-from orchestrator.labels import LABEL_INPUTS, LABEL_KIND, LABEL_RUN
+from orchestrator.labels import LABEL_KIND, LABEL_RUN
 
 if TYPE_CHECKING:
     from orchestrator.plan.model import Plan
@@ -55,8 +55,11 @@ def archive(folder: Path, top: str = contract.SCRIPT_MOUNT, parts: Optional[tupl
             info.mode, info.mtime, info.size = mode, 0, len(data or b"")
             tar.addfile(info, None if data is None else io.BytesIO(data))
 
-        for depth in range(1, top.count("/") + 2):
-            add("/".join(top.split("/")[:depth]), 0o755)
+        def folders(path: str) -> None:  # ``path`` and the folders above it
+            for depth in range(1, path.count("/") + 2):
+                add("/".join(path.split("/")[:depth]), 0o755)
+
+        folders(top)
         roots = [folder / part for part in parts] if parts is not None else [folder]
         for root in roots:
             for path in sorted([root, *root.rglob("*")] if root != folder else root.rglob("*")):
@@ -68,8 +71,7 @@ def archive(folder: Path, top: str = contract.SCRIPT_MOUNT, parts: Optional[tupl
                 elif path.is_file():
                     add(name, 0o555 if path.stat().st_mode & 0o111 else 0o444, path.read_bytes())
         for path, target in links:
-            for depth in range(1, path.strip("/").count("/") + 1):
-                add("/".join(path.strip("/").split("/")[:depth]), 0o755)
+            folders(path.strip("/").rpartition("/")[0])
             info = tarfile.TarInfo(path.strip("/"))
             info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, 0
             tar.addfile(info)
@@ -85,18 +87,13 @@ def ensure_loaders(engine: Engine, base: str, tag: str, folder: Path, say: Optio
     record = folder / SOURCE_FILE  # absent where the caches could not be made: the layer is then empty
     inputs = hashlib.sha256(f"{engine.image_id(base)}\0{LOADERS_LAYOUT}\0".encode()
                             + (record.read_bytes() if record.is_file() else b"none")).hexdigest()
-    if (engine.image_labels(tag) or {}).get(LABEL_INPUTS) == inputs:
-        return False
-    (say or (lambda _msg: None))(f"building {tag}: Keras' and torchvision's data caches on {base}")
-    previous = engine.image_labels(tag) is not None and engine.image_id(tag)
     # torchvision's "../data" from a script's own folder: where /orch/run is the image's (Swarm); on Kubernetes it
     # is a writable emptyDir, and the script's interpreter makes the link (orch_trainer/loaders.py).
     data = (f"{contract.OUT_MOUNT}/{contract.TORCHVISION_ROOT}", f"{contract.IMAGE_LOADERS_DIR}/{TORCHVISION_DIR}")
-    engine.add_layer(base, "/", archive(folder, contract.IMAGE_LOADERS_DIR, (KERAS_DIR, TORCHVISION_DIR), (data,)),
-                     tag, {LABEL_INPUTS: inputs, LABEL_KIND: "loaders"})
-    if previous and previous != engine.image_id(tag):
-        engine.remove_image_if_unused(previous)
-    return True
+    return data_images.layer(
+        engine, base, tag, inputs,
+        lambda: archive(folder, contract.IMAGE_LOADERS_DIR, (KERAS_DIR, TORCHVISION_DIR), (data,)), "loaders",
+        "Keras' and torchvision's data caches", say)
 
 
 def build(engine: Engine, base: str, run_id: str, folder: Path, say: Optional[Say] = None) -> str:
