@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +45,15 @@ def run_orch(args, env, timeout=600, **kwargs):
     """Run the `orch` command as a user would; return the CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, **kwargs)
+
+
+def start_orch(args, env, cwd=ROOT) -> subprocess.Popen:
+    """Start the `orch` command in the background, as from a terminal: SIGINT at its default, so that a Ctrl-C
+    (``send_signal(SIGINT)``) reaches it even when the tests themselves run with SIGINT ignored, as every command
+    started with ``&`` from a non-interactive shell does, and Python then never installs its handler."""
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], env=env, cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def replica_events(run_dir: Path, index: int, role: str = "worker") -> list[dict]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
+from tests.conftest import start_orch
 from tests.test_cli_inprocess import one_line_error, orch
 
 CASES = [
@@ -160,9 +159,7 @@ def silent_engine(tmp_path):
                                   ["up", "--dataset", "synthetic", "--samples", "600", "--epochs", "1"]])
 def test_ctrl_c_while_the_engine_is_slow_exits_130(verb, silent_engine, tmp_path):
     env = {**os.environ, "DOCKER_HOST": silent_engine, "ORCH_RUNS_DIR": str(tmp_path / "runs")}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *verb], env=env, cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = start_orch(verb, env, cwd=tmp_path)
     time.sleep(3)  # well into the engine call, which would wait minutes
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

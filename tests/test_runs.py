@@ -3,14 +3,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.plan import cpuset
-from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import orch_containers, orch_networks, run_orch, start_orch
 
 pytestmark = pytest.mark.docker
 
@@ -76,8 +75,7 @@ def test_mnist_small_sample_learns(images, orch_env, cleanup):
 
 
 def _start_up(args, env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "up", *args], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_orch(["up", *args], env)
 
 
 def _wait_for_epoch(run_dir: Path, worker: int, timeout: float = 180) -> None:

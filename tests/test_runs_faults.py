@@ -3,20 +3,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 
 pytestmark = pytest.mark.docker
 
 
 def _start(args, env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", "up", *args], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_orch(["up", *args], env)
 
 
 def _container(run_id: str, index: int, role: str = "worker") -> str:
