@@ -17,8 +17,8 @@ For every framework and N, side by side in one run, on seed 000's workload (the 
 And for 3 containers, where a run's wall time beyond training goes, from the run's own events: creating and
 starting the containers, importing the framework, connecting and loading data, training, and writing the
 results and tearing down; beside the start floor, N containers of the same image started at once that each
-import the framework and exit (what no orch can avoid). Writes benchmarks/results/floor.json and floor.md
-(not with --tiny).
+import the framework and exit (what no orch can avoid). Writes benchmarks/results/floor.json and floor.md,
+or into --out (not with --tiny).
 """
 from __future__ import annotations
 
@@ -189,7 +189,8 @@ def markdown(report: dict) -> str:
              "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, result in report["frameworks"].items():
         for r in result["rows"]:
-            lines.append(f"| {name} | {r['workers']} | {r['train_seconds']:.2f} | {r['vs_one']:.2f} | "
+            vs_one = "—" if r["vs_one"] is None else f"{r['vs_one']:.2f}"  # no N = 1 in this run
+            lines.append(f"| {name} | {r['workers']} | {r['train_seconds']:.2f} | {vs_one} | "
                          f"{r['solo_seconds']:.2f} ({r['solo_batch']}, {r['solo_cores']}) | {r['ranks_per_core']} | "
                          f"{r['compute_floor']:.2f} | {r['allreduce_p50_us']:.0f} | {r['transport_floor']:.2f} | "
                          f"{r['floor']:.2f} | {r['vs_floor']:.2f} | {r['wall_seconds'] - r['train_seconds']:.1f} | "
@@ -221,6 +222,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=300, help="Timed all-reduces per transport and N.")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="Folder for floor.json and floor.md (a partial run need not replace the full table).")
     args = parser.parse_args()
     if args.tiny:
         args.frameworks, args.workers, args.repeats, args.iterations = ["mpi"], [1, 2], 1, 20
@@ -234,9 +237,9 @@ def main() -> int:
     text = markdown(report)
     print(text)
     if not args.tiny:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "floor.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-        (RESULTS / "floor.md").write_text(text)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "floor.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+        (args.out / "floor.md").write_text(text)
     return 0
 
 

@@ -390,3 +390,7 @@ def test_trainer_serves_fashion_mnist_as_mnist(tmp_path, trainer_data):
     assert (len(xt), len(xv), len(xe)) == contract.split_sizes(25) and xt.dtype == np.float32 and yt.dtype == np.int32
     pick = np.random.default_rng(5).permutation(30)[:25]  # the draw MNIST has always used
     assert np.array_equal(np.concatenate([xt, xv, xe]), x_all[pick] / np.float32(255.0))
+    # Scaled in place, yet bit for bit what every earlier figure was trained on, for each of the 256 pixel values.
+    assert len(np.unique(x_all)) == 256
+    before = (x_all[pick].astype(np.float32) / 255.0).view(np.uint32)
+    assert np.array_equal(np.concatenate([xt, xv, xe]).view(np.uint32), before)

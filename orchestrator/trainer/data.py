@@ -42,7 +42,12 @@ def _images(dataset: str, path: str, samples: int, seed: int) -> Split:
         x_all, y_all = f["x"], f["y"]
     _check_samples(dataset, samples, len(x_all))
     pick = np.random.default_rng(seed).permutation(len(x_all))[:samples]
-    return (x_all[pick].astype(np.float32) / 255.0), y_all[pick].astype(np.int32)
+    # Scaled in place: the same float32 values as ``astype(np.float32) / 255.0``, bit for bit, without a second
+    # array of 4 bytes a pixel (188 MB at 60,000 images), which every worker starting at once allocated
+    # (benchmarks/data_scaling.py).
+    x = x_all[pick].astype(np.float32)
+    x /= np.float32(255.0)
+    return x, y_all[pick].astype(np.int32)
 
 
 def _text(dataset: str, path: str, samples: int, seed: int) -> Split:
