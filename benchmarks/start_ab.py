@@ -7,12 +7,13 @@ trainer's code) with the trainer's code (orchestrator/trainer and the framework'
 REV, then as it is in this working tree, and one run of floor.py's workload (the MLP, 60,000 MNIST images, 5
 epochs, global batch 96) is timed with each. The stages come from the runs' own events, as floor.py splits
 them. The working tree's trainer code is put back afterwards, whatever happens. Prints the median of each
-stage for both, and writes benchmarks/results/start_ab-<framework>.json and .md.
+stage for both, and writes benchmarks/results/start_ab-<framework>-<label>.json and .md.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -104,8 +105,9 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"start_ab-{args.framework}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / f"start_ab-{args.framework}.md").write_text(text)
+    name = f"start_ab-{args.framework}-" + (re.sub(r"[^a-z0-9]+", "-", args.label.lower()).strip("-") or "tree")
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(text)
     return 0
 
 
