@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,7 @@ def _build(framework: str) -> None:
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, floor._interrupted)  # stopped like orch up: no containers left, the tree put back
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="The git revision whose trainer code is the baseline.")
     parser.add_argument("--framework", choices=sorted(FOLDERS), default="torch")
