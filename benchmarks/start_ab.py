@@ -3,7 +3,7 @@
 Usage: python benchmarks/start_ab.py --before REV [--label TEXT] [--framework torch] [--workers 3] [--repeats 4]
 
 For each repeat, in alternating order, the framework's image is built (`orch build`, which re-lays only the
-trainer's code) with the trainer's code (orchestrator/trainer and the framework's trainer folder) as it is at
+trainer's code) with every source of the trainer's code (what `orch build` copies into the image) as it is at
 REV, then as it is in this working tree, and one run of floor.py's workload (the MLP, 60,000 MNIST images, 5
 epochs, global batch 96) is timed with each. The stages come from the runs' own events, as floor.py splits
 them. The working tree's trainer code is put back afterwards, whatever happens. Prints the median of each
@@ -28,25 +28,44 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import floor  # noqa: E402 - its run() and split()
 
+from orchestrator import frameworks  # noqa: E402
+from orchestrator.images.builder import SHARED_WITH_TRAINER  # noqa: E402
+from orchestrator.paths import trainer_dir  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 FOLDERS = {"mpi": "mpi", "mwms": "tensorflow", "torch": "torch"}  # floor.py's names -> orch's framework folders
 STAGES = ("create_and_start", "import", "connect_and_load", "results_and_teardown", "beyond_train")
 
 
-def _trainer_dirs(framework: str) -> list[str]:
-    return ["orchestrator/trainer", f"orchestrator/frameworks/{FOLDERS[framework]}/trainer"]
+def _trainer_sources() -> list[str]:
+    """Every source of the images' trainer code, as orchestrator/images/builder.py's _trainer_files reads them:
+    the trainer package, the modules it shares with the host, sitecustomize.py and each framework's trainer folder
+    (repository paths; folders whole, so that a file one version adds or removes is swapped too)."""
+    package = ROOT / "orchestrator"
+    paths = [trainer_dir().resolve(), *(package / name for name in SHARED_WITH_TRAINER),
+             package / "images" / "sitecustomize.py"]
+    paths += sorted({f.resolve().parent for name in frameworks.names() for f in frameworks.get(name).trainer_files()})
+    return [p.relative_to(ROOT).as_posix() for p in paths]
 
 
-def _files_at(rev: str, folders: list[str]) -> dict[str, bytes]:
-    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "--", *folders], cwd=ROOT, check=True,
+def _files_at(rev: str, paths: list[str]) -> dict[str, bytes]:
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "--", *paths], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.split()
     return {n: subprocess.run(["git", "show", f"{rev}:{n}"], cwd=ROOT, check=True, capture_output=True).stdout
             for n in names}
 
 
-def _put(folders: list[str], files: dict[str, bytes]) -> None:
-    for folder in folders:
-        shutil.rmtree(ROOT / folder, ignore_errors=True)
+def _files_now(paths: list[str]) -> dict[str, bytes]:
+    files = [f for p in paths for f in ((ROOT / p).rglob("*.py") if (ROOT / p).is_dir() else [ROOT / p])]
+    return {f.relative_to(ROOT).as_posix(): f.read_bytes() for f in files if f.is_file()}
+
+
+def _put(paths: list[str], files: dict[str, bytes]) -> None:
+    for path in paths:
+        if (ROOT / path).is_dir():
+            shutil.rmtree(ROOT / path)
+        else:
+            (ROOT / path).unlink(missing_ok=True)
     for name, data in files.items():
         (ROOT / name).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / name).write_bytes(data)
@@ -66,12 +85,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--label", default="this tree", help="What the working tree's trainer changes, for the table.")
     args = parser.parse_args()
-    folders = _trainer_dirs(args.framework)
-    before = _files_at(args.before, folders)
-    saved = Path(tempfile.mkdtemp(prefix="orch-start-ab-"))
-    for folder in folders:
-        shutil.copytree(ROOT / folder, saved / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    now = {str(p.relative_to(saved)): p.read_bytes() for p in saved.rglob("*") if p.is_file()}
+    sources = _trainer_sources()
+    before, now = _files_at(args.before, sources), _files_now(sources)
     arms = {args.before: before, args.label: now}
     splits: dict[str, list[dict]] = {name: [] for name in arms}
     fields = {**floor.WORKLOAD, **floor.FRAMEWORKS[args.framework][0]}
@@ -80,15 +95,14 @@ def main() -> int:
             for repeat in range(args.repeats):
                 order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
                 for name in order:
-                    _put(folders, arms[name])
+                    _put(sources, arms[name])
                     _build(args.framework)
                     measured = floor.run(fields, args.workers, Path(runs))
                     splits[name].append(floor.split(measured))
                     floor.log(f"{name}, repeat {repeat + 1}/{args.repeats}: "
                               + ", ".join(f"{k} {v:.2f}" for k, v in splits[name][-1].items()))
     finally:
-        _put(folders, now)
-        shutil.rmtree(saved, ignore_errors=True)
+        _put(sources, now)
         _build(args.framework)
     report = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "framework": args.framework,
               "workers": args.workers, "repeats": args.repeats, "before": args.before, "workload": floor.WORKLOAD,
