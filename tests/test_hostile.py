@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch, start_orch
 from tests.test_runs_swarm import _gone as _swarm_gone
 from tests.test_runs_swarm import stacks, swarm  # noqa: F401 - fixtures: the swarm, and removing the run's stack
 
@@ -116,9 +116,8 @@ def test_hostile_workers_change_nothing_outside_their_own_folders(hostile_image,
     flags = ["--image", HOSTILE, "--workers", "3", "--dataset", "synthetic", "--samples", "3000", "--run-id", run_id]
     rendered = run_orch(["render", *flags], orch_env).stdout
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", *flags, "--max-restarts", "1",
-                             "--startup-timeout", "40", "--stall-timeout", "10"], env=orch_env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_orch(["up", *flags, "--max-restarts", "1", "--startup-timeout", "40", "--stall-timeout", "10"],
+                      orch_env)
     watcher = _Watcher(run_id, proc.pid)
     watcher.start()
     try:

@@ -3,13 +3,12 @@ extra packages from `orch build --requirements`. Each test removes what it start
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -64,9 +63,8 @@ def test_a_failing_script_fails_the_run_with_its_exit_code(images, orch_env, cle
 def test_a_killed_script_worker_restarts_the_group(images, orch_env, tmp_path, cleanup):
     run_id = "live-script-restart"
     cleanup.append(run_id)
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--script", EXAMPLE, "--workers", "2",
-                             "--max-restarts", "1", "--run-id", run_id, "--", "--epochs", "8", "--samples", "6000"],
-                            env=orch_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_orch(["up", "--script", EXAMPLE, "--workers", "2", "--max-restarts", "1", "--run-id", run_id, "--",
+                       "--epochs", "8", "--samples", "6000"], orch_env)
     try:
         run_dir = tmp_path / "runs" / run_id
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker-1's first epoch")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 from tests.test_runs_tutorials import vision  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker
@@ -135,9 +135,7 @@ def test_two_workers_succeed_with_results_read_from_stdout(images, orch_env, tmp
 def test_killed_worker_fails_the_run_and_leaves_nothing(images, orch_env, tmp_path, stacks):
     stacks.append("live-swarm-kill")
     run_dir = tmp_path / "runs" / "live-swarm-kill"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--backend", "swarm", *LONG, "--run-id",
-                             "live-swarm-kill"], env=orch_env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_orch(["up", "--backend", "swarm", *LONG, "--run-id", "live-swarm-kill"], orch_env)
     try:
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker 1's first epoch")
         victim = _docker("ps", "-q", "--filter", "label=orch.run=live-swarm-kill", "--filter",
@@ -207,9 +205,7 @@ def test_a_killed_worker_restarts_the_group_on_one_node(images, orch_env, tmp_pa
     run_dir = tmp_path / "runs" / run_id
     args = ["--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs", "4",
             "--steps-per-execution", "1", "--max-restarts", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--backend", "swarm", *args, "--run-id",
-                             run_id], env=orch_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = start_orch(["up", "--backend", "swarm", *args, "--run-id", run_id], orch_env)
     try:
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker 1's first epoch")
         victim = _docker("ps", "-q", "--filter", f"label=orch.run={run_id}", "--filter",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_orch, wait_for
+from tests.conftest import ROOT, run_orch, start_orch, wait_for
 
 pytestmark = pytest.mark.docker
 ARTIFACTS = Path(os.environ.get("ORCH_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
@@ -142,9 +142,8 @@ def test_a_run_and_a_quick_sweep_land_in_mlflow_as_orch_records_them(images, ser
 def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_orch_track_logs_it_once(images, server, orch_env,
                                                                                         tmp_path):
     env = {**orch_env, "ORCH_RESULTS_DIR": str(tmp_path / "results")}
-    job = subprocess.Popen([sys.executable, "-m", "orchestrator", "up", "--workers", "2", "--run-id", "orphan",
-                            "--track", "mlflow", "--tracking-uri", server.uri, *JOB], env=env, cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = start_orch(["up", "--workers", "2", "--run-id", "orphan", "--track", "mlflow", "--tracking-uri", server.uri,
+                      *JOB], env)
     wait_for(lambda: (Path(env["ORCH_RUNS_DIR"]) / "orphan" / "run.json").is_file(), 120, "the run to start")
     server.stop()  # the tracking server dies while the job trains
     out, err = job.communicate(timeout=600)
