@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import statistics
@@ -39,9 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import bench, frameworks  # noqa: E402
+from orchestrator.experiments.floor import parameters  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
-from orchestrator.plan import plan  # noqa: E402
+from orchestrator.plan import plan, rank_cores  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import apply, container_user  # noqa: E402
 from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
@@ -49,7 +49,7 @@ from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 1, "global_batch": 96, "model": "mlp"}
-GRADIENTS = 80 << 10  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
+GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
 # Each framework: its spec fields, its all-reduce transport (`orch bench allreduce`), and what its trainer imports.
 FRAMEWORKS = {
     "mpi": ({"framework": "mpi"}, "mpi-shm", "tensorflow"),
@@ -125,16 +125,11 @@ def start_floor(image: str, module: str, n: int) -> float:
     return time.monotonic() - started
 
 
-def cores_of_a_rank(n: int) -> tuple[int, int]:
-    """(cores a rank of an n-rank run is pinned to, the most ranks that share one core), under orch's pinning."""
-    return (CORES // n, 1) if n < CORES else (1, math.ceil(n / CORES))
-
-
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path) -> dict:
     fields, transport, module = FRAMEWORKS[name]
     rows = []
     for n in counts:
-        cores, share = cores_of_a_rank(n)
+        cores, share = rank_cores(n, CORES)
         solo_fields = {**workload, **fields, "samples": workload["samples"] // n,
                        "global_batch": workload["global_batch"] // n}
         together, alone = [], []

@@ -7,9 +7,10 @@ wrote (``tracking.figures`` reads and checks them); text is escaped by the brows
 parsed as HTML.
 
 Charts: the loss and accuracy curves of every run overlaid; for several runs, train time, speedup and
-efficiency against N with two bounds drawn: the N× line, and the CPU bound this machine allows (its cores over
-the cores one worker used, measured, so N workers cannot beat min(N, that)); per-container CPU and network
-timelines.
+efficiency against N with two bounds drawn: the N× line, and the bound this machine allows: T(1) over the floor
+measured beside each run where an experiment asked for it (``experiments/floor.py``), else the CPU bound (its
+cores over the cores one worker used, measured, so N workers cannot beat min(N, that)); per-container CPU and
+network timelines.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ COLUMNS = [("run", "run"), ("state", "state"), ("framework", "framework"), ("str
            ("workers", "N"), ("train_seconds", "train s"), ("wall_seconds", "wall s"),
            ("test_accuracy", "test acc"), ("time_ratio", "T(N)/T(1)"), ("speedup", "speedup"),
            ("efficiency", "efficiency"), ("samples_per_second", "samples/s"), ("cpu_mean_percent", "mean CPU %"),
-           ("net_mb", "network MB")]
+           ("net_mb", "network MB"), ("floor_seconds", "floor s"), ("vs_floor", "T(N)/floor")]
 
 
 def _run(fig: read_figures.RunFigures, label: Optional[str] = None) -> dict[str, Any]:
@@ -64,26 +65,34 @@ def _thinned(series: list[Any]) -> list[Any]:
     return out
 
 
-def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
-    """Each row's time ratio, speedup and efficiency against the 1-worker run of the same work."""
+def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]],
+                  floors: Optional[dict[str, float]] = None) -> None:
+    """Each row's time ratio, speedup and efficiency against the 1-worker run of the same work, and the bound this
+    machine allows it: T(1) over its floor (``floors``, by run id), else the CPU bound."""
     index = metrics.run_baselines(summaries)
     for row, summary in zip(rows, summaries):
         base = metrics.run_baseline(summary, index)
-        row.update(metrics.scaling(summary.get("train_seconds"), (base or {}).get("train_seconds"),
-                                   metrics.run_workers(summary)).to_dict())
+        t_1 = (base or {}).get("train_seconds")
+        row.update(metrics.scaling(summary.get("train_seconds"), t_1, metrics.run_workers(summary)).to_dict())
         row["cpu_bound"] = metrics.cpu_bound(row["workers"], (base or {}).get("cpu_mean_percent"))
+        row["floor_seconds"] = (floors or {}).get(row["run_id"])
+        row["vs_floor"] = metrics.time_ratio(summary.get("train_seconds"), row["floor_seconds"])
+        row["floor_bound"] = metrics.speedup(row["floor_seconds"], t_1)
+        row["bound"], row["bound_kind"] = metrics.machine_bound(row)
 
 
-def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "") -> Path:
-    """Write ``out`` (an .html file) for the runs collected into ``folders`` ((folder, label) pairs)."""
-    return write_figures(out, title, [(read_figures.read(folder), label) for folder, label in folders], note)
+def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "",
+          floors: Optional[dict[str, float]] = None) -> Path:
+    """Write ``out`` (an .html file) for the runs collected into ``folders`` ((folder, label) pairs); ``floors``:
+    the floor measured beside a run, by run id (an experiment's ``report: {floor: true}``)."""
+    return write_figures(out, title, [(read_figures.read(folder), label) for folder, label in folders], note, floors)
 
 
 def write_figures(out: Path, title: str, figures: list[tuple[read_figures.RunFigures, Optional[str]]],
-                  note: str = "") -> Path:
+                  note: str = "", floors: Optional[dict[str, float]] = None) -> Path:
     """``write`` for runs already read (``tracking.figures.read``), each with its label."""
     runs = [_run(fig, label) for fig, label in figures]
-    _with_scaling(runs, [fig.summary for fig, _ in figures])
+    _with_scaling(runs, [fig.summary for fig, _ in figures], floors)
     data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count()}
     script = (Path(__file__).parent / "report.js").read_text()
     # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.

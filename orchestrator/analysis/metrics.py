@@ -58,6 +58,16 @@ def cpu_bound(workers: int, one_cpu_percent: Optional[float], cores: Optional[in
     return round(min(float(workers), cores * 100.0 / one_cpu_percent), 3)
 
 
+def machine_bound(row: Mapping[str, Any]) -> tuple[Optional[float], str]:
+    """The best speedup this machine allows a row of ``aggregate``, and what it is: T(1) over the floor measured
+    beside it ("floor"), else its cores over the CPU the one-worker run used ("cpu"); (None, "") if neither."""
+    if row.get("floor_bound"):
+        return row["floor_bound"], "floor"
+    if row.get("cpu_bound"):
+        return row["cpu_bound"], "cpu"
+    return None, ""
+
+
 def scaling(t_n: Optional[float], t_1: Optional[float], workers: int) -> Scaling:
     """Time ratio, speedup and efficiency of ``workers`` workers taking ``t_n`` against one taking ``t_1``."""
     return Scaling(time_ratio(t_n, t_1), speedup(t_n, t_1), efficiency(t_n, t_1, workers))
@@ -163,7 +173,13 @@ def sync_cost(step_n: Optional[float], step_1: Optional[float], workers: int) ->
 def _point(record: Mapping[str, Any]) -> dict[str, Any]:
     return {"params": record["params"], "runs": 0, "failed": 0, "acc": [], "train": [], "wall": [], "cpu": [],
             "net": [], "step": [], "epoch": [], "val_loss": [], "val_acc": [], "tput": [], "compute": [], "wait": [],
-            "loss_curve": [], "global_batch": None}
+            "loss_curve": [], "global_batch": None, "floor": [], "compute_floor": [], "transport_floor": [],
+            "floor_note": None}
+
+
+def is_seconds(value: Any) -> bool:
+    """Whether ``value`` is a number of seconds a record may hold: finite and not negative."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
 def named_baseline(rows: list[dict[str, Any]], baseline: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
@@ -207,6 +223,14 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
                           ("wait", "allreduce_wait_seconds")):
             if summary.get(key) is not None:
                 group[name].append(summary[key])
+        floor = record.get("floor")
+        parts = [floor.get(name) for name in ("floor", "compute_floor", "transport_floor")] \
+            if isinstance(floor, dict) else []
+        if parts and all(is_seconds(v) for v in parts):
+            for name, value in zip(("floor", "compute_floor", "transport_floor"), parts):
+                group[name].append(value)
+        elif isinstance(floor, dict) and group["floor_note"] is None:
+            group["floor_note"] = str(floor.get("none") or floor.get("error") or "not measured yet")
         if summary.get("loss_curve") and not group["loss_curve"]:  # the first repeat's
             group["loss_curve"] = list(summary["loss_curve"])
         steps = ((summary.get("workers") or [{}])[0]).get("steps_per_epoch")
@@ -222,6 +246,8 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         "val_accuracy": median_range(g["val_acc"]), "samples_per_second": median_range(g["tput"]),
         "compute_seconds": median_range(g["compute"]), "allreduce_wait_seconds": median_range(g["wait"]),
         "loss_curve": g["loss_curve"], "global_batch": g["global_batch"],
+        "floor_seconds": median_range(g["floor"]), "compute_floor": median_range(g["compute_floor"]),
+        "transport_floor": median_range(g["transport_floor"]), "floor_note": g["floor_note"],
     } for g in groups.values()]
     index = point_baselines(rows, axis)
     named = named_baseline(rows, baseline) if baseline else None
@@ -237,6 +263,9 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         row["speedup_range"], row["efficiency_range"] = speedup_range(row["train_seconds"], t_1, n)
         row["cpu_bound"] = cpu_bound(n, base["cpu_mean_percent"][0] if base and base["cpu_mean_percent"] else None,
                                      cores)
+        floor = row["floor_seconds"][0] if row["floor_seconds"] else None
+        row["vs_floor"] = time_ratio(row["train_seconds"][0] if row["train_seconds"] else None, floor)
+        row["floor_bound"] = speedup(floor, t_1)
         # A step is the same arithmetic as the baseline's only at the same global batch (not with a batch per
         # worker): only then is the extra step time synchronisation.
         same_work = base is not None and row["global_batch"] == base["global_batch"]

@@ -159,11 +159,15 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Pat
                 n, med, lo, hi = zip(*points)
                 bar = ax.errorbar(n, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
                                   marker="o", capsize=3, label=label)
-                bound = [(metrics.point_scale(r, axis), r["cpu_bound"]) for r in group if r.get("cpu_bound")]
-                if bound:  # what this machine's cores allow, given the CPU one worker of this line used
-                    xs, ys = zip(*bound)
+                bound = [(metrics.point_scale(r, axis), *metrics.machine_bound(r)) for r in group
+                         if metrics.machine_bound(r)[0]]
+                if bound:  # what this machine allows: T(1) over the floor measured beside the cell, else its
+                    # cores over the CPU one worker of this line used
+                    xs, ys, kinds = zip(*bound)
                     ys = ys if metric == "speedup" else [b / x for x, b in zip(xs, ys)]
-                    ax.plot(xs, ys, linestyle=":", color=bar[0].get_color(), label=f"this machine's bound, {label}")
+                    what = "floor" if set(kinds) == {"floor"} else "cores" if set(kinds) == {"cpu"} else "floor or cores"
+                    ax.plot(xs, ys, linestyle=":", color=bar[0].get_color(),
+                            label=f"this machine's bound ({what}), {label}")
         ax.set(xlabel=axis, ylabel=ylabel, title=f"{name.capitalize()} against {axis}")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

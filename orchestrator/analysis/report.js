@@ -134,16 +134,19 @@ function main() {
       });
     };
     const ns = [...new Set(scaled.map(r => r.workers))].sort((a, b) => a - b);
-    const bound = byN("cpu_bound");
+    const bound = byN("bound");
+    const kinds = new Set(scaled.map(r => r.bound_kind).filter(k => k));
+    const boundName = kinds.has("floor") ? (kinds.has("cpu") ? "this host's bound (floor, or CPU)" : "T(1)/floor of this host")
+      : `CPU bound of this host (${data.cores} cores)`;
     lineChart(scale, "train time (median)", "containers N", "seconds", [{name: "train s", points: byN("train_seconds")}]);
     lineChart(scale, "speedup T(1)/T(N)", "containers N", "speedup", [
       {name: "measured", points: byN("speedup")},
       {name: "N× (ideal)", points: ns.map(n => [n, n]), dash: true, color: "#999"},
-      {name: `CPU bound of this host (${data.cores} cores)`, points: bound, dash: true, color: "#d62728"}]);
+      {name: boundName, points: bound, dash: true, color: "#d62728"}]);
     lineChart(scale, "efficiency speedup/N", "containers N", "efficiency", [
       {name: "measured", points: byN("efficiency")},
       {name: "1 (ideal)", points: ns.map(n => [n, 1]), dash: true, color: "#999"},
-      {name: "CPU bound / N", points: bound.map(([n, b]) => [n, b / n]), dash: true, color: "#d62728"}]);
+      {name: boundName + " / N", points: bound.map(([n, b]) => [n, b / n]), dash: true, color: "#d62728"}]);
   }
   const sys = section("Per container, over time");
   for (const r of runs.slice(0, 12)) {

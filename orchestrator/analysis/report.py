@@ -40,15 +40,16 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), _line_of(r, axis), str(r["global_batch"] or "-"),
             _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
-            _opt(r.get("cpu_bound"), ".2f"), _median_range(r["efficiency_range"], ".2f"),
+            _opt(metrics.machine_bound(r)[0], ".2f"), _median_range(r["efficiency_range"], ".2f"),
             _median_range(r["samples_per_second"], ".0f"),
             _median_range(r["test_accuracy"], ".4f"),
             _median_range(r["compute_seconds"], ".2f", per_step) if per_step else "-",
             _median_range(r["allreduce_wait_seconds"], ".2f", per_step) if per_step else "-",
             _opt(share, ".0%")]) + " |")
     return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; bound is the best speedup "
-                    "this machine's cores allow at equal work, its cores over the CPU the one-process run used (never "
-                    "more than N); efficiency is speedup / N; "
+                    "this machine allows at equal work: T(1) over the floor measured beside the cell where the "
+                    "experiment asks for it (`report: {floor: true}`, see the floor's section), else its cores over "
+                    "the CPU the one-process run used (never more than N); efficiency is speedup / N; "
                     "samples/s is every worker's own samples over its own train time, summed. Figures are the median over "
                     "repeats with the min–max range in brackets; the speedup's range is each repeat's time against "
                     "the median one-process time. Compute is the "
@@ -128,6 +129,34 @@ def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named
     return lines
 
 
+def _floor_section(rows: list[dict[str, Any]], axis: str) -> list[str]:
+    """T(N) against the floor measured beside each cell (``experiments/floor.py``), or why a row has none."""
+    lines = ["## Against this machine's floor", "",
+             f"| {axis} | setup | T(N) s | T(N)/T(1) | compute floor s | transport floor s | floor s | T(N)/floor | "
+             "best speedup T(1)/floor |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    notes = []
+    for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
+        if not r["floor_seconds"]:
+            if r.get("floor_note"):
+                notes.append(f"- {metrics.point_scale(r, axis)} {axis}, {_line_of(r, axis)}: no floor: "
+                             f"{markdown(r['floor_note'])}")
+            continue
+        lines.append("| " + " | ".join([
+            str(metrics.point_scale(r, axis)), _line_of(r, axis), _median_range(r["train_seconds"], ".2f"),
+            _opt(r["time_ratio"], ".2f"), _median_range(r["compute_floor"], ".2f"),
+            _median_range(r["transport_floor"], ".2f"), _median_range(r["floor_seconds"], ".2f"),
+            _opt(r.get("vs_floor"), ".2f"), _opt(r.get("floor_bound"), ".2f")]) + " |")
+    if len(lines) == 4 and not notes:
+        return []
+    return lines + ["", "The compute floor is one rank alone at the per-rank batch (global batch / N) on its shard, "
+                    "so the same steps, pinned to the cores a rank of the cell gets, run right after the cell, times "
+                    "the most ranks that share a core. The transport floor is the all-reduce p50 of the cell's "
+                    "transport (`orch bench allreduce`) at N ranks and the gradients' size, times the steps. No "
+                    "orch on these cores can train the cell in less than their sum, the floor: T(N)/floor is what "
+                    "orch adds, and T(1)/floor the best speedup this machine allows.", "", *notes,
+                    *([""] if notes else [])]
+
+
 def _why(rows: list[dict[str, Any]], axes: list[str], axis: str, baseline: Mapping[str, Any]) -> list[str]:
     """One line per grid point with a synchronisation cost: its step time against its baseline's."""
     index = metrics.point_baselines(rows, axis)
@@ -196,6 +225,7 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     ]
     if scaling:
         lines += _scaling_section(rows, axis, cells)
+    lines += _floor_section(rows, axis)
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     lines += _why(rows, axes, axis, baseline)

@@ -61,6 +61,9 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
                                 default=str))
         else:
             env.out.print(cells_table(exp.name, cells, status))
+            if exp.report.floor:
+                env.out.print("report: {floor: true}: after each cell, one rank alone at the per-rank batch; after "
+                              "the cells, each transport's all-reduce once per N")
         return
     show = _ProgressView(env, exp.name)
     with show.progress:

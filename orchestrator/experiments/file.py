@@ -105,6 +105,10 @@ class ReportOptions(BaseModel):
     # Or one cell every other is compared with, named by its parameters (e.g. {strategy: single}): for
     # setups that differ in more than one field, such as strategies. N is then workers × replicas.
     baseline: dict[str, Any] = Field(default_factory=dict)
+    # Measure this machine's floor beside every cell (experiments/floor.py): one rank alone at the per-rank
+    # batch, pinned as in the cell, and the transport's all-reduce p50; the report shows T(N)/floor and draws
+    # T(1)/floor as the best speedup this machine allows.
+    floor: bool = False
 
 
 class Experiment(BaseModel):

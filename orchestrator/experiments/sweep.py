@@ -15,6 +15,7 @@ from orchestrator.analysis import machine, metrics, report
 from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
+from orchestrator.experiments import floor
 from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
@@ -123,7 +124,9 @@ def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], out
                if isinstance(c, dict) and c.get("run_id") and (out / "runs" / str(c["run_id"]) / "summary.json").is_file()]
     title = (experiment.report.title or experiment.name) + (" (quick mode)" if quick else "")
     try:
-        html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000])
+        floors = {str(c["run_id"]): c["floor"]["floor"] for c in cells.values() if isinstance(c, dict)
+                  and isinstance(c.get("floor"), dict) and metrics.is_seconds(c["floor"].get("floor"))}
+        html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000], floors=floors)
     except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
         (out / "report.html").unlink(missing_ok=True)
         say(f"no HTML report: {_reason(exc)}")
@@ -146,6 +149,8 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
         here = machine_of(cell, known)
         now = status(recorded.get(cell.key), cell, here["id"])
         if not force and now == DONE:
+            if experiment.report.floor and "floor" not in recorded[cell.key]:  # asked for after the cell ran
+                _floor_beside(experiment, cell, recorded[cell.key], out, recorded, paths, say)
             progress.done += 1
             progress.skipped += 1
             continue
@@ -180,7 +185,34 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
             record["collect_error"] = _reason(exc)
         recorded[cell.key] = record
         write_json(out / CELLS_FILE, recorded)
+        if experiment.report.floor and record["state"] == "succeeded":
+            _floor_beside(experiment, cell, record, out, recorded, paths, say)
         progress.done += 1
         progress.durations.append(time.monotonic() - started)
+    if experiment.report.floor:
+        progress.current = "the transport floors"
+        on_progress(progress)
+        floor.transport_floors([recorded[c.key] for c in cells if c.key in recorded], paths, say)
+        write_json(out / CELLS_FILE, recorded)
     progress.current = "finished"
     on_progress(progress)
+
+
+def _floor_beside(experiment: Experiment, cell: Cell, record: dict[str, Any], out: Path, recorded: dict[str, Any],
+                  paths: Paths, say: Callable[[str], None]) -> None:
+    """Run the solo rank of ``cell``'s floor right after it (``floor.solo``) and record it in ``record["floor"]``;
+    a floor that cannot be had records why, and the sweep goes on."""
+    reason = floor.why_none(make_spec(**cell.fields, run_id=record["run_id"]))
+    if reason:
+        record["floor"] = {"none": reason}
+    else:
+        run_id = cell_run_id(experiment.name, cell.key + "-floor", cell.repeat, secrets.token_hex(TOKEN_HEX // 2))
+        say(f"cell {cell.key}: its floor, one rank alone at the per-rank batch ({run_id})")
+        try:
+            record["floor"] = floor.solo(cell.fields, run_id, paths, runner.up)
+        except FATAL:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the cell's own figures stand without its floor
+            record["floor"] = {"error": _reason(exc)}
+            say(f"cell {cell.key}: no floor: {record['floor']['error']}")
+    write_json(out / CELLS_FILE, recorded)

@@ -182,6 +182,12 @@ class Framework:
         """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
         return False
 
+    def floor_transport(self, spec: Job) -> Optional[str]:
+        """The name of the ``bench_transports`` entry that carries ``spec``'s gradients' all-reduce, whose p50
+        is its transport floor (an experiment's ``report: {floor: true}``); None if its replicas all-reduce no
+        gradients (a parameter server, one container)."""
+        return None
+
     # -- images -------------------------------------------------------------------------------------------
     def image_refs(self) -> tuple[str, ...]:
         """Every image of orch's own that this framework's jobs run (what `orch push` copies)."""

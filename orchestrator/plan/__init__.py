@@ -21,7 +21,7 @@ from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from orchestrator.paths import Paths
 from orchestrator.plan.model import Mount, Plan, Replica
 
-__all__ = ["SOURCE_DIR", "Mount", "Plan", "Replica", "cpuset", "plan"]
+__all__ = ["SOURCE_DIR", "Mount", "Plan", "Replica", "cpuset", "plan", "rank_cores"]
 
 SOURCE_DIR = "source"  # the run directory's snapshot of a user's --script folder (or --source)
 
@@ -37,6 +37,13 @@ def cpuset(index: int, workers: int, host_cpus: int) -> str:
     share = cores // workers
     first = index * share
     return str(first) if share == 1 else f"{first}-{first + share - 1}"
+
+
+def rank_cores(workers: int, host_cpus: int) -> tuple[int, int]:
+    """(the cores each of ``workers`` replicas is pinned to, the most replicas that share one core), as ``cpuset``
+    shares ``host_cpus`` out: with 3 on 2 cores, (1, 2)."""
+    cores = max(1, host_cpus)
+    return (cores // workers, 1) if workers < cores else (1, -(-workers // cores))
 
 
 def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Optional[int] = None) -> Plan:

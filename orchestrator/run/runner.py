@@ -342,9 +342,11 @@ def up(
     poll: float = 0.25,
     stats_interval: Optional[float] = 1.0,
     backend: Optional[Backend] = None,
+    host_cpus: Optional[int] = None,
 ) -> RunInfo:
-    """Plan ``spec`` and apply it: ``apply(plan(spec))``. See ``apply``."""
+    """Plan ``spec`` and apply it: ``apply(plan(spec))``. See ``apply``. ``host_cpus``: the cores the replicas'
+    pinning shares out (1: every replica on core 0); this machine's unless given."""
     paths = paths or default_paths()
-    p = plan(spec, paths, user=container_user(), host_cpus=os.cpu_count() or 1)
+    p = plan(spec, paths, user=container_user(), host_cpus=host_cpus or os.cpu_count() or 1)
     return apply(p, backend or backends.get(spec.backend, engine), paths, detach=detach, say=say,
                  on_event=on_event, poll=poll, stats_interval=stats_interval)

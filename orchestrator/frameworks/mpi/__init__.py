@@ -66,6 +66,9 @@ class Mpi(Framework):
     def image(self, spec: Job) -> str:
         return tensorflow.FRAMEWORK.image(spec)  # the ranks compute with TensorFlow; the image carries MPI too
 
+    def floor_transport(self, spec: Job) -> Optional[str]:
+        return f"mpi-{transport(spec)}"
+
     def shares_host(self, spec: Job) -> bool:
         """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
         return spec.workers > 1 and transport(spec) == "shm"

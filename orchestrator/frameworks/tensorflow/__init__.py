@@ -62,6 +62,11 @@ class TensorFlow(Framework):
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         return {"tf_config": tf_config(spec, key, addresses)}
 
+    def floor_transport(self, spec: Job) -> Optional[str]:
+        if spec.framework.resolved_strategy(spec.workers) not in ("mwms", "custom"):
+            return None  # one container, or a parameter server: no gradients all-reduced between containers
+        return "tf-ring-bridge" if spec.network == "bridge" else "tf-ring-loopback"
+
     def image_refs(self) -> tuple[str, ...]:
         return tuple(image_ref(kind) for kind in IMAGE_KINDS)
 

@@ -59,6 +59,9 @@ class Torch(Framework):
     def image(self, spec: Job) -> str:
         return spec.image or image_ref()
 
+    def floor_transport(self, spec: Job) -> Optional[str]:
+        return "gloo"
+
     def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.world_size == 1:
             return {}  # the serial baseline: no process group

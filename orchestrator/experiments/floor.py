@@ -1,0 +1,137 @@
+"""The floor this machine allows a cell of an experiment, measured beside it (``report: {floor: true}``).
+
+For a cell of N containers, as `benchmarks/floor.py` measures it:
+
+  compute    one rank alone at the per-rank batch (global batch / N) on its shard (samples / N), so the same steps,
+             pinned to the cores a rank of the N-container run gets (``plan.rank_cores``), run right after the
+             cell; times the most ranks that share a core under orch's pinning;
+  transport  the all-reduce p50 of the transport that carries the cell's gradients (``Framework.floor_transport``),
+             at N ranks and the gradients' size, measured as `orch bench allreduce` measures it, times the steps;
+  floor      compute + transport: no orch on these cores can train the cell faster. The report shows T(N)/floor
+             beside T(N)/T(1), and T(1)/floor(N) as the best speedup this machine allows.
+
+The solo run is recorded in the cell's record (``record["floor"]``), the p50 once per transport, rank count and
+size, after the cells. What cannot have a floor (a script of the user's, a parameter server, a swarm) says why.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+from orchestrator import frameworks
+from orchestrator.data.prepare import dataset_dir
+from orchestrator.jobspec import JobSpec, make_spec
+from orchestrator.paths import Paths
+from orchestrator.plan import rank_cores
+from orchestrator.safetext import one_line
+
+ITERATIONS, WARMUP = 300, 30  # timed all-reduces for a transport floor, as benchmarks/floor.py times them
+IMAGE_PIXELS = 784
+MLP_UNITS = (25, 15, 10)  # the trainers' MLP (frameworks/tensorflow/trainer/model.py, torch/trainer/torch_loop.py)
+CNN_PARAMETERS = 320 + 18_496 + 3_136 * 128 + 128 + 128 * 10 + 10  # both trainers' CNN: two convolutions, two dense
+TEXT_EMBEDDING, TEXT_HIDDEN = 32, 32  # the TensorFlow trainer's text model
+
+
+def parameters(model: str, vocabulary: int = 0) -> int:
+    """The trainable parameters of ``model`` as orch's trainers build it (so its gradients' count)."""
+    if model == "mlp":
+        widths = (IMAGE_PIXELS, *MLP_UNITS)
+        return sum(a * b + b for a, b in zip(widths, widths[1:]))
+    if model == "cnn":
+        return CNN_PARAMETERS
+    if model == "text":
+        return vocabulary * TEXT_EMBEDDING + TEXT_EMBEDDING * TEXT_HIDDEN + TEXT_HIDDEN + TEXT_HIDDEN * 2 + 2
+    raise ValueError(f"unknown model {model!r}")
+
+
+def gradient_bytes(spec: JobSpec, paths: Paths) -> int:
+    """The bytes of ``spec``'s gradients (float32), all-reduced once a step."""
+    vocabulary = 0
+    if spec.model == "text":
+        from orchestrator.trainer.data import vocabulary_size
+
+        vocabulary = vocabulary_size(spec.dataset, str(dataset_dir(paths.data, spec.dataset)))
+    return 4 * parameters(spec.model, vocabulary)
+
+
+def why_none(spec: JobSpec) -> Optional[str]:
+    """Why ``spec`` can have no floor beside it, or None if it can."""
+    if spec.script is not None or spec.image:
+        return "a script or image of the user's: orch does not know its model or its all-reduce"
+    if spec.backend != "compose":
+        return f"the {spec.backend} backend: the floor is measured on this host's cores"
+    if spec.workers > 1 and frameworks.get(spec.framework.name).floor_transport(spec) is None:
+        return f"{spec.framework.name} with strategy {spec.framework.resolved_strategy(spec.workers)} all-reduces " \
+               "no gradients between containers"
+    return None
+
+
+def solo(fields: dict[str, Any], run_id: str, paths: Paths, run: Callable[..., Any],
+         host_cpus: Optional[int] = None) -> dict[str, Any]:
+    """Run the solo rank of the cell of ``fields`` (``run`` is ``runner.up``) and return the cell's floor record,
+    its transport p50 still to be measured (``transport_floors``). Raises what the run raises."""
+    spec = make_spec(**fields, run_id=run_id)
+    n = spec.workers
+    cores, share = rank_cores(n, host_cpus or os.cpu_count() or 1)
+    alone = make_spec(**{**fields, "workers": 1, "samples": spec.samples // n, "global_batch": spec.global_batch // n},
+                      run_id=run_id)
+    info = run(alone, paths=paths, host_cpus=cores, stats_interval=None)
+    if info.state != "succeeded" or not info.train_seconds:
+        raise RuntimeError(f"its solo rank {info.state}: {info.error or 'no train time'}")
+    transport = frameworks.get(spec.framework.name).floor_transport(spec) if n > 1 else None
+    return {"run_id": run_id, "solo_seconds": info.train_seconds, "solo_batch": alone.global_batch,
+            "solo_samples": alone.samples, "solo_cores": cores, "ranks_per_core": share,
+            "compute_floor": info.train_seconds * share, "transport": transport,
+            "gradient_bytes": gradient_bytes(spec, paths) if transport else None, "allreduce_p50_us": None}
+
+
+def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[[str], None],
+                     measure: Optional[Callable[..., list[Any]]] = None) -> None:
+    """Measure the all-reduce p50 of every (transport, ranks, bytes) the ``records``' floors lack, once each, and
+    fill each floor in (its transport floor and floor). ``measure`` is ``bench.run``."""
+    if measure is None:
+        from orchestrator import bench
+
+        measure = bench.run
+    wanted: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for record in records:
+        floor = record.get("floor")
+        if not isinstance(floor, dict) or "compute_floor" not in floor:
+            continue
+        if floor.get("transport") and floor.get("allreduce_p50_us") is None:
+            ranks = int(record["fields"].get("workers", 1))
+            wanted.setdefault((floor["transport"], ranks, int(floor["gradient_bytes"])), []).append(floor)
+        else:
+            _complete(floor, record)
+    for (transport, ranks, size), floors in sorted(wanted.items()):
+        say(f"the transport floor: {transport}'s all-reduce of {size:,} bytes on {ranks} ranks")
+        try:
+            rows = [r for r in measure([size], [ranks], [transport], ITERATIONS, WARMUP, host=False, paths=paths,
+                                       say=say) if r.placement == "containers"]
+            p50 = rows[0].p50_us if rows else None
+            if p50 is None:
+                raise RuntimeError(rows[0].note if rows else "not measured")
+        except Exception as exc:  # noqa: BLE001 - a floor is extra: the cells' figures stand without it
+            note = one_line(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+            say(f"no transport floor for {transport} on {ranks} ranks: {note}")
+            for floor in floors:
+                floor["error"] = f"the all-reduce was not measured: {note}"
+            continue
+        for floor in floors:
+            floor["allreduce_p50_us"] = p50
+    for record in records:
+        floor = record.get("floor")
+        if isinstance(floor, dict) and "compute_floor" in floor and "error" not in floor:
+            _complete(floor, record)
+
+
+def _complete(floor: dict[str, Any], record: dict[str, Any]) -> None:
+    """The floor's transport part and total, from its p50 and the cell's steps (its summary's)."""
+    summary = record.get("summary") or {}
+    steps = ((summary.get("workers") or [{}])[0].get("steps_per_epoch") or 0) * int(
+        (summary.get("spec") or {}).get("epochs", 1))
+    p50 = floor.get("allreduce_p50_us") or 0.0
+    floor["steps"] = steps
+    floor["transport_floor"] = p50 * 1e-6 * steps
+    floor["floor"] = floor["compute_floor"] + floor["transport_floor"]
+

@@ -1,0 +1,250 @@
+"""An experiment's floor (report: {floor: true}): its arithmetic, its plumbing through a sweep with the runs faked,
+its report; and a live sweep that measures it beside real cells."""
+import json
+import os
+
+import pytest
+
+from orchestrator import bench, frameworks
+from orchestrator.analysis import metrics, report
+from orchestrator.errors import InvalidSpec
+from orchestrator.experiments import floor
+from orchestrator.experiments import sweep as experiments
+from orchestrator.experiments.file import parse
+from orchestrator.frameworks.tensorflow.trainer import model as tf_model
+from orchestrator.jobspec import make_spec
+from orchestrator.paths import Paths
+from orchestrator.plan import cpuset, rank_cores
+from tests.conftest import ROOT, run_orch
+
+
+def test_the_models_parameters_are_those_the_trainers_build():
+    assert floor.MLP_UNITS == tf_model.MLP_UNITS
+    assert (floor.TEXT_EMBEDDING, floor.TEXT_HIDDEN) == (tf_model.TEXT_EMBEDDING, tf_model.TEXT_HIDDEN)
+    assert "MLP_UNITS = (25, 15, 10)" in (ROOT / "orchestrator/frameworks/torch/trainer/torch_loop.py").read_text()
+    assert floor.parameters("mlp") == 784 * 25 + 25 + 25 * 15 + 15 + 15 * 10 + 10 == 20_175
+    # Seed 002's CNN: Conv(1, 32, 3), Conv(32, 64, 3), Linear(3136, 128), Linear(128, 10).
+    assert floor.parameters("cnn") == (9 * 32 + 32) + (9 * 32 * 64 + 64) + (3136 * 128 + 128) + (128 * 10 + 10)
+    assert floor.parameters("text", vocabulary=1000) == 1000 * 32 + 32 * 32 + 32 + 32 * 2 + 2
+    with pytest.raises(ValueError):
+        floor.parameters("resnet")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 5, 8, 16])
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_rank_cores_is_what_the_pinning_gives(workers, cores):
+    each, share = rank_cores(workers, cores)
+    sets = [cpuset(i, workers, cores) for i in range(workers)]
+    used = [c for s in sets for c in range(int(s.split("-")[0]), int(s.split("-")[-1]) + 1)]
+    assert each == len(range(int(sets[0].split("-")[0]), int(sets[0].split("-")[-1]) + 1))
+    assert share == max(used.count(c) for c in set(used))
+
+
+def test_each_framework_names_the_transport_of_its_gradients():
+    known = {t.name for t in bench.known_transports()}
+
+    def of(**fields):
+        return frameworks.get(fields["framework"]).floor_transport(make_spec(run_id="x", **fields))
+
+    assert of(framework="mpi", workers=3) == "mpi-shm"
+    assert of(framework="mpi", workers=3, transport="tcp") == "mpi-tcp"
+    assert of(framework="tensorflow", workers=3) == "tf-ring-bridge"
+    assert of(framework="tensorflow", workers=3, strategy="custom", network="shared") == "tf-ring-loopback"
+    assert of(framework="tensorflow", workers=3, strategy="ps") is None
+    assert of(framework="torch", workers=2) == "gloo"
+    assert {"mpi-shm", "mpi-tcp", "tf-ring-bridge", "tf-ring-loopback", "gloo"} <= known
+
+
+def test_what_cannot_have_a_floor_says_why(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    assert floor.why_none(make_spec(run_id="x", framework="mpi", workers=3)) is None
+    assert floor.why_none(make_spec(run_id="x", framework="tensorflow", workers=1)) is None
+    assert "parameter server" not in (floor.why_none(make_spec(run_id="x", framework="tensorflow", workers=3,
+                                                               strategy="ps")) or "")
+    assert "all-reduces no gradients" in floor.why_none(make_spec(run_id="x", framework="tensorflow", workers=3,
+                                                                  strategy="ps"))
+    assert "swarm backend" in floor.why_none(make_spec(run_id="x", framework="mpi", workers=2, backend="swarm",
+                                                       transport="tcp"))
+    assert "script" in floor.why_none(make_spec(run_id="x", script=str(script), workers=2))
+
+
+class _Info:
+    def __init__(self, seconds, state="succeeded"):
+        self.state, self.train_seconds, self.error = state, seconds, None
+
+
+def test_the_solo_rank_runs_the_per_rank_batch_on_its_shard_pinned_as_a_rank_is(tmp_path):
+    ran = []
+
+    def run(spec, paths=None, host_cpus=None, stats_interval=1.0):
+        ran.append((spec, host_cpus, stats_interval))
+        return _Info(1.5)
+
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    fields = {"framework": "mpi", "workers": 3, "dataset": "synthetic", "samples": 6000, "global_batch": 96}
+    got = floor.solo(fields, "fl-x", paths, run, host_cpus=2)
+    [(alone, cores, interval)] = ran
+    assert (alone.workers, alone.samples, alone.global_batch, alone.run_id) == (1, 2000, 32, "fl-x")
+    assert cores == 1 and interval is None  # pinned to one core, as each of 3 ranks on 2 cores is
+    assert got["compute_floor"] == 3.0 and got["ranks_per_core"] == 2  # two ranks share a core
+    assert got["transport"] == "mpi-shm" and got["gradient_bytes"] == 4 * 20_175
+    one = floor.solo({**fields, "workers": 1}, "fl-y", paths, run, host_cpus=2)
+    assert ran[-1][1] == 2 and one["transport"] is None and one["compute_floor"] == 1.5
+    with pytest.raises(RuntimeError, match="solo rank failed"):
+        floor.solo(fields, "fl-z", paths, lambda *a, **k: _Info(None, "failed"), host_cpus=2)
+
+
+def _paths(root="/nonexistent"):
+    return Paths(runs=f"{root}/runs", cache=f"{root}/cache")
+
+
+def _record(workers, seconds, floor_part=None, repeat=0):
+    return {"params": {"workers": workers}, "repeat": repeat, "fields": {"workers": workers}, "state": "succeeded",
+            "run_id": f"r{workers}-{repeat}", "floor": floor_part,
+            "summary": {"spec": {"workers": workers, "epochs": 5, "global_batch": 96}, "train_seconds": seconds,
+                        "test_accuracy": 0.9, "wall_seconds": seconds + 5, "cpu_mean_percent": 150.0,
+                        "workers": [{"steps_per_epoch": 400}]}}
+
+
+def test_one_transport_measurement_per_transport_ranks_and_size_fills_every_floor():
+    records = [_record(1, 1.0, {"compute_floor": 1.0, "transport": None, "allreduce_p50_us": None}),
+               *(_record(3, 3.0, {"compute_floor": 2.0, "transport": "mpi-shm", "gradient_bytes": 80_700,
+                                  "allreduce_p50_us": None}, repeat=r) for r in range(2)),
+               _record(2, 2.0, {"compute_floor": 1.2, "transport": "mpi-shm", "gradient_bytes": 80_700,
+                                "allreduce_p50_us": 40.0}),  # measured by an earlier sweep
+               _record(4, 9.0, {"none": "a script"})]
+    asked = []
+
+    def measure(sizes, ranks, transports, iterations, warmup, host=True, paths=None, say=None):
+        asked.append((sizes, ranks, transports, host))
+        return [bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=100.0)]
+
+    floor.transport_floors(records, _paths(), lambda _line: None, measure=measure)
+    assert asked == [([80_700], [3], ["mpi-shm"], False)]
+    assert records[0]["floor"]["floor"] == 1.0 and records[0]["floor"]["steps"] == 2000
+    for r in records[1:3]:
+        assert r["floor"]["transport_floor"] == pytest.approx(0.2) and r["floor"]["floor"] == pytest.approx(2.2)
+    assert records[3]["floor"]["floor"] == pytest.approx(1.2 + 40e-6 * 2000)
+    assert "floor" not in records[4]["floor"]
+
+
+def test_a_transport_that_cannot_be_measured_leaves_its_floors_with_the_reason():
+    records = [_record(2, 2.0, {"compute_floor": 1.2, "transport": "gloo", "gradient_bytes": 80_700,
+                                "allreduce_p50_us": None})]
+
+    def measure(*_args, **_kwargs):
+        raise InvalidSpec("nothing to measure: gloo needs an image that is not built")
+
+    said = []
+    floor.transport_floors(records, _paths(), said.append, measure=measure)
+    assert "not built" in records[0]["floor"]["error"] and "floor" not in records[0]["floor"]
+    assert any("no transport floor for gloo" in line for line in said)
+
+
+def _floored(workers, seconds, floor_s, repeat=0):
+    part = {"compute_floor": floor_s - 0.1, "transport_floor": 0.1, "floor": floor_s}
+    return _record(workers, seconds, part, repeat)
+
+
+def test_aggregate_puts_each_row_against_its_floor_and_draws_t1_over_the_floor():
+    cells = {"w1": _floored(1, 1.0, 0.9), "w3a": _floored(3, 3.0, 2.0), "w3b": _floored(3, 3.4, 2.2, 1),
+             "w8": _record(8, 9.0, {"error": "its solo rank failed"})}
+    rows = {r["params"]["workers"]: r for r in metrics.aggregate(cells)}
+    three = rows[3]
+    assert three["floor_seconds"] == (2.1, 2.0, 2.2) and three["vs_floor"] == pytest.approx(3.2 / 2.1)
+    assert three["floor_bound"] == pytest.approx(1.0 / 2.1)  # T(1) / floor(3): the best speedup here
+    assert metrics.machine_bound(three) == (three["floor_bound"], "floor")
+    assert metrics.machine_bound(rows[8])[1] == "cpu" and rows[8]["floor_note"] == "its solo rank failed"
+    bad = _record(2, 2.0, {"compute_floor": float("nan"), "transport_floor": 0.1, "floor": 1.0})
+    assert metrics.aggregate({"b": bad})[0]["floor_seconds"] is None  # a hand-edited record is not a figure
+
+
+def test_the_report_has_the_floor_table_and_says_why_a_row_has_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+    exp = parse("name: f\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3, 8]}\nreport: {floor: true, "
+                "scaling: true}\n")
+    cells = {"w1": _floored(1, 1.0, 0.9), "w3": _floored(3, 3.0, 2.0),
+             "w8": _record(8, 9.0, {"none": "the swarm backend: the floor is measured on this host's cores"})}
+    text = report.write_experiment_report(exp, False, cells, metrics.aggregate(cells), tmp_path).read_text()
+    section = text.split("## Against this machine's floor")[1]
+    row = next(line for line in section.splitlines() if line.startswith("| 3 |"))
+    assert "| 2.00 |" in row and "| 1.50 |" in row and "| 0.50 |" in row  # floor, T(N)/floor, T(1)/floor
+    assert "8 workers, all: no floor: the swarm backend" in section
+    scaling = text.split("## Scaling")[1].split("##")[0]
+    assert "| 0.50 |" in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))  # the bound
+
+
+def test_an_experiment_without_the_floor_has_no_floor_section(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+    exp = parse("name: f\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3]}\n")
+    cells = {"w1": _record(1, 1.0), "w3": _record(3, 3.0)}
+    text = report.write_experiment_report(exp, False, cells, metrics.aggregate(cells), tmp_path).read_text()
+    assert "floor" not in text.lower()
+
+
+def test_the_floor_option_is_a_boolean():
+    assert parse("name: f\ngrid: {workers: [1, 2]}\nreport: {floor: true}\n").report.floor is True
+    with pytest.raises(InvalidSpec):
+        parse("name: f\ngrid: {workers: [1, 2]}\nreport: {floor: sometimes}\n")
+
+
+def test_the_sweep_runs_a_solo_rank_beside_each_cell_and_the_transports_once(monkeypatch, tmp_path):
+    """The sweep's plumbing with runner.up, collect and the bench faked: no engine."""
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    specs, solos, asked = {}, [], []
+
+    def fake_up(spec, paths=None, say=None, host_cpus=None, **_kwargs):
+        specs[spec.run_id] = spec
+        if "-floor" in spec.run_id:
+            solos.append((spec.global_batch, spec.samples, host_cpus))
+        return _Info(0.5 * 96 / spec.global_batch if "-floor" in spec.run_id else 1.0)
+
+    def fake_collect(run_ids, out_root=None, paths=None):
+        spec = specs[run_ids[0]]
+        return [_record(spec.workers, 1.0 * spec.workers)["summary"] | {"run_id": spec.run_id, "failed": False,
+                                                                         "spec": spec.model_dump(mode="json")}]
+
+    def measure(sizes, ranks, transports, iterations, warmup, host=True, paths=None, say=None):
+        asked.append((ranks[0], transports[0]))
+        return [bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=50.0)]
+
+    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments, "collect", fake_collect)
+    monkeypatch.setattr(bench, "run", measure)
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+    text = "name: fl\nbase: {framework: mpi, dataset: synthetic, epochs: 5, samples: 6000}\ngrid: {workers: [1, 2]}\n"
+    out, cells = experiments.run(parse(text), paths=paths)  # no floor asked: none measured
+    assert not solos and not asked and all("floor" not in c for c in cells.values())
+    out, cells = experiments.run(parse(text + "report: {floor: true}\n"), paths=paths)  # asked later: solos only
+    cores = os.cpu_count() or 1
+    assert sorted(solos) == [(48, 3000, rank_cores(2, cores)[0]), (96, 6000, cores)] and asked == [(2, "mpi-shm")]
+    two = cells["workers2-r0"]["floor"]
+    assert two["compute_floor"] == 1.0 * rank_cores(2, cores)[1]
+    assert two["floor"] == pytest.approx(two["compute_floor"] + 50e-6 * 2000)
+    assert json.loads((out / "cells.json").read_text())["workers2-r0"]["floor"]["floor"] == two["floor"]
+    assert "## Against this machine's floor" in (out / "report.md").read_text()
+    experiments.run(parse(text + "report: {floor: true}\n"), paths=paths)  # all there: nothing runs again
+    assert len(solos) == 2 and len(asked) == 1
+
+
+@pytest.mark.docker
+def test_a_live_sweep_measures_the_floor_beside_its_cells(images, orch_env, tmp_path):
+    exp = tmp_path / "floor.yaml"
+    exp.write_text("name: floor-live\nbase: {framework: mpi, dataset: synthetic, epochs: 2, samples: 6000}\n"
+                   "grid: {workers: [1, 2]}\nreport: {floor: true}\n")
+    out = tmp_path / "results"
+    proc = run_orch(["experiment", "run", str(exp), "--out", str(out)], orch_env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    cells = json.loads((out / "floor-live" / "cells.json").read_text())
+    two = cells["workers2-r0"]["floor"]
+    assert two["solo_batch"] == 48 and two["solo_samples"] == 3000 and two["transport"] == "mpi-shm"
+    assert 0 < two["solo_seconds"] < 600 and 0 < two["allreduce_p50_us"] < 1e6  # measured, not assumed
+    assert two["floor"] == pytest.approx(two["compute_floor"] + two["allreduce_p50_us"] * 1e-6 * two["steps"])
+    assert cells["workers1-r0"]["floor"]["transport"] is None
+    text = (out / "floor-live" / "report.md").read_text()
+    row = next(line for line in text.split("## Against this machine's floor")[1].splitlines()
+               if line.startswith("| 2 |"))
+    assert float(row.split("|")[8]) > 0  # T(N)/floor
+    page = (out / "floor-live" / "report.html").read_text()
+    assert "T(N)/floor" in page and '"bound_kind": "floor"' in page  # the page draws T(1)/floor too
