@@ -70,24 +70,28 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
     largest memory a container used."""
     spec = make_spec(**fields, workers=workers, run_id=f"floor-{int(time.time() * 1000) % 10**10}-{workers}")
     paths = Paths(runs=runs, cache=default_paths().cache)
-    cpu = time.process_time()
+    orch_cpu = time.process_time()
     info = apply(plan(spec, paths, user=container_user(), host_cpus=host_cpus), paths=paths,
                  stats_interval=1.0 if sample else None)
-    cpu = time.process_time() - cpu
+    orch_cpu = time.process_time() - orch_cpu
     if info.state != "succeeded":
         raise SystemExit(f"{spec.run_id} ({fields}, {workers} workers) {info.state}: {info.error}")
     rundir = RunDir.of(paths, spec.run_id)
     stages: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # the CPU seconds each worker's process had used as the stage began
     done: list[float] = []
     for _key, event in rundir.events([("worker", i) for i in range(workers)]).read():
         if getattr(event, "event", "") == "start":
             stages.setdefault(event.stage, []).append(event.time)
+            if event.cpu_seconds is not None:
+                cpu.setdefault(event.stage, []).append(event.cpu_seconds)
         elif getattr(event, "event", "") == "done":
             done.append(event.time)
     steps = (info.workers[0].get("steps_per_epoch") or 0) * spec.epochs
     memory = max((row["mem_used_bytes"] for row in read_samples(rundir.path / STATS_FILE)), default=0)
     return {"train_seconds": info.train_seconds, "wall_seconds": info.wall_seconds, "started": info.started,
-            "steps": steps, "stages": stages, "done": done, "accuracy": info.test_accuracy, "orch_cpu_seconds": cpu,
+            "steps": steps, "stages": stages, "stage_cpu": cpu, "done": done, "accuracy": info.test_accuracy,
+            "orch_cpu_seconds": orch_cpu,
             "container_memory_mb": memory / 2**20}
 
 
@@ -99,20 +103,34 @@ def split(measured: dict) -> dict:
     training = max(s.get("training", [imported]))
     done = max(measured["done"] or [training])
     end = started + measured["wall_seconds"]
+    cpu = measured.get("stage_cpu") or {}
+    workers = len(s.get("training", []))
+    whole = len(cpu.get("training", [])) == len(cpu.get("connecting", [])) == len(cpu.get("importing", [])) == workers
     return {"create_and_start": first - started, "import": imported - first, "connect_and_load": training - imported,
             "train_and_test": done - training, "results_and_teardown": end - done,
-            "beyond_train": measured["wall_seconds"] - measured["train_seconds"]}
+            "beyond_train": measured["wall_seconds"] - measured["train_seconds"],
+            # Summed over the workers' processes: the CPU each had used on reaching a stage, so before importing
+            # (the interpreter, orch's trainer and, for MPI, joining the MPI job), importing, and connecting and
+            # loading the data (the framework's runtime, the data, the model, the first collective's wait).
+            "cpu_before_import": sum(cpu["importing"]) if whole else None,
+            "cpu_import": sum(cpu["connecting"]) - sum(cpu["importing"]) if whole else None,
+            "cpu_connect_and_load": sum(cpu["training"]) - sum(cpu["connecting"]) if whole else None,
+            "cpu_to_train": sum(cpu["training"]) if whole else None}
 
 
-def start_floor(image: str, module: str, n: int) -> float:
-    """Seconds for ``n`` containers of ``image``, started at once, to each import ``module`` and be removed."""
+def start_floor(image: str, module: str, n: int) -> tuple[float, float]:
+    """Seconds for ``n`` containers of ``image``, started at once, to each import ``module`` and be removed; and the
+    CPU seconds their processes used, summed."""
     errors: list[str] = []
+    cpu: list[float] = []
 
     def one() -> None:
         proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c",
-                               f"import {module}"], capture_output=True, text=True)
+                               f"import time, {module}; print(time.process_time())"], capture_output=True, text=True)
         if proc.returncode:
             errors.append(proc.stderr.strip()[-300:])
+        else:
+            cpu.append(float(proc.stdout.split()[-1]))
 
     threads = [threading.Thread(target=one) for _ in range(n)]
     started = time.monotonic()
@@ -120,9 +138,10 @@ def start_floor(image: str, module: str, n: int) -> float:
         t.start()
     for t in threads:
         t.join()
+    wall = time.monotonic() - started
     if errors:
         raise SystemExit(f"the start floor's containers failed: {errors[0]}")
-    return time.monotonic() - started
+    return wall, sum(cpu)
 
 
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path) -> dict:
@@ -164,11 +183,17 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
     three = next((r for r in rows if r["workers"] == 3), None) or rows[-1]
     image = frameworks.get(fields["framework"]).main_image()
     parts = [split(m) for m in three["runs"]]
+    floors = [start_floor(image, module, three["workers"]) for _ in range(repeats)]
     out["overhead"] = {"workers": three["workers"], "image": image, "module": module,
-                       **{k: statistics.median(p[k] for p in parts) for k in parts[0]},
-                       "start_floor": statistics.median(start_floor(image, module, three["workers"])
-                                                        for _ in range(repeats))}
+                       **{k: _median(p[k] for p in parts) for k in parts[0]},
+                       "start_floor": statistics.median(w for w, _ in floors),
+                       "start_floor_cpu": statistics.median(c for _, c in floors)}
     return out
+
+
+def _median(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def markdown(report: dict) -> str:
@@ -202,6 +227,20 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | {o['create_and_start']:.2f} | {o['import']:.2f} | {o['connect_and_load']:.2f} | "
                      f"{o['train_and_test']:.2f} | {o['results_and_teardown']:.2f} | {o['beyond_train']:.2f} | "
                      f"{o['start_floor']:.2f} | {o['beyond_train'] / o['start_floor']:.2f} |")
+    lines += ["", f"The CPU behind it: seconds of CPU the {n} workers' processes used until each began training, "
+              f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports; "
+              f"divided by the {CORES} cores, the least wall time that CPU takes:", "",
+              "| framework | before importing | importing | connecting and loading data | to training, all "
+              f"| on {CORES} cores | start floor's imports | on {CORES} cores |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, result in report["frameworks"].items():
+        o = result["overhead"]
+        if o.get("cpu_to_train") is None or o.get("start_floor_cpu") is None:
+            lines.append(f"| {name} | — | — | — | — | — | — | — |")
+            continue
+        lines.append(f"| {name} | {o['cpu_before_import']:.2f} | {o['cpu_import']:.2f} | "
+                     f"{o['cpu_connect_and_load']:.2f} | {o['cpu_to_train']:.2f} | {o['cpu_to_train'] / CORES:.2f} | "
+                     f"{o['start_floor_cpu']:.2f} | {o['start_floor_cpu'] / CORES:.2f} |")
     return "\n".join(lines) + "\n"
 
 

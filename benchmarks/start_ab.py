@@ -16,7 +16,6 @@ import json
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,8 @@ from orchestrator.paths import trainer_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FOLDERS = {"mpi": "mpi", "mwms": "tensorflow", "torch": "torch"}  # floor.py's names -> orch's framework folders
-STAGES = ("create_and_start", "import", "connect_and_load", "results_and_teardown", "beyond_train")
+STAGES = ("create_and_start", "import", "connect_and_load", "results_and_teardown", "beyond_train",
+          "cpu_connect_and_load", "cpu_to_train")
 
 
 def _trainer_sources() -> list[str]:
@@ -100,13 +100,13 @@ def main() -> int:
                     measured = floor.run(fields, args.workers, Path(runs))
                     splits[name].append(floor.split(measured))
                     floor.log(f"{name}, repeat {repeat + 1}/{args.repeats}: "
-                              + ", ".join(f"{k} {v:.2f}" for k, v in splits[name][-1].items()))
+                              + ", ".join(f"{k} {v:.2f}" for k, v in splits[name][-1].items() if v is not None))
     finally:
         _put(sources, now)
         _build(args.framework)
     report = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "framework": args.framework,
               "workers": args.workers, "repeats": args.repeats, "before": args.before, "workload": floor.WORKLOAD,
-              "medians": {name: {k: statistics.median(s[k] for s in splits[name]) for k in STAGES} for name in arms},
+              "medians": {name: {k: floor._median(s.get(k) for s in splits[name]) for k in STAGES} for name in arms},
               "runs": splits}
     lines = [f"# Start-up of {args.workers} {args.framework} containers: the trainer at {args.before} against "
              f"{args.label}", "",
@@ -114,10 +114,11 @@ def main() -> int:
              f"{args.framework}`, {report['when']}, "
              f"{args.repeats} repeats in alternating order (medians, seconds; each stage ends when the last worker "
              "leaves it, as in floor.py).", "",
-             "| trainer | create and start | import | connect and load data | results and teardown | wall − train |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+             "| trainer | create and start | import | connect and load data | results and teardown | wall − train | "
+             "CPU connecting and loading, all workers | CPU to training, all workers |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, m in report["medians"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.2f}" for k in STAGES) + " |")
+        lines.append(f"| {name} | " + " | ".join("—" if m[k] is None else f"{m[k]:.2f}" for k in STAGES) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)

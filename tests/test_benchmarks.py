@@ -61,3 +61,5 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0  # a measured all-reduce, and T(N)/floor
     [split] = [r for r in rows if len(r) == 9]
     assert all(float(x) >= 0 for x in split[1:]), split
+    [cpu] = [r for r in rows if len(r) == 8]  # the CPU of the start-up, from the workers' own events
+    assert all(float(x) > 0 for x in cpu[1:]), cpu

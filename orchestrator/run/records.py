@@ -57,6 +57,7 @@ class StartEvent(_Record):
     event: Literal["start"]
     stage: Literal["importing", "connecting", "training"]
     steps_per_epoch: Optional[Count] = None
+    cpu_seconds: Optional[Seconds] = None  # the CPU the worker's process had used when the stage began
 
 
 class ResumedEvent(_Record):
@@ -87,6 +88,7 @@ class EpochEvent(_Record):
 class DoneEvent(_Record):
     event: Literal["done"]
     train_seconds: Seconds
+    cpu_seconds: Optional[Seconds] = None
     test_accuracy: float = Field(ge=0, le=1)
 
 
