@@ -108,7 +108,7 @@ def split(measured: dict) -> dict:
     whole = len(cpu.get("training", [])) == len(cpu.get("connecting", [])) == len(cpu.get("importing", [])) == workers
     return {"create_and_start": first - started, "import": imported - first, "connect_and_load": training - imported,
             "train_and_test": done - training, "results_and_teardown": end - done,
-            "beyond_train": measured["wall_seconds"] - measured["train_seconds"],
+            "beyond_train": measured["wall_seconds"] - measured["train_seconds"], "train": measured["train_seconds"],
             # Summed over the workers' processes: the CPU each had used on reaching a stage, so before importing
             # (the interpreter, orch's trainer and, for MPI, joining the MPI job), importing, and connecting and
             # loading the data (the framework's runtime, the data, the model, the first collective's wait).

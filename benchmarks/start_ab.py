@@ -34,7 +34,7 @@ from orchestrator.paths import trainer_dir  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 FOLDERS = {"mpi": "mpi", "mwms": "tensorflow", "torch": "torch"}  # floor.py's names -> orch's framework folders
 STAGES = ("create_and_start", "import", "connect_and_load", "results_and_teardown", "beyond_train",
-          "cpu_connect_and_load", "cpu_to_train")
+          "cpu_connect_and_load", "cpu_to_train", "train")
 
 
 def _trainer_sources() -> list[str]:
@@ -115,8 +115,8 @@ def main() -> int:
              f"{args.repeats} repeats in alternating order (medians, seconds; each stage ends when the last worker "
              "leaves it, as in floor.py).", "",
              "| trainer | create and start | import | connect and load data | results and teardown | wall − train | "
-             "CPU connecting and loading, all workers | CPU to training, all workers |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "CPU connecting and loading, all workers | CPU to training, all workers | train |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, m in report["medians"].items():
         lines.append(f"| {name} | " + " | ".join("—" if m[k] is None else f"{m[k]:.2f}" for k in STAGES) + " |")
     text = "\n".join(lines) + "\n"

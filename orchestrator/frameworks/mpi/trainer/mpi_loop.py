@@ -26,6 +26,7 @@ from .session import Session
 CHECKPOINT_SUBDIR = "mpi"
 CHUNK = 50  # training steps per tf.function call
 VALIDATION_CHUNK = 1024  # samples per validation call: a CNN's activations of a whole split would not fit
+QUIET_POLL_S = 0.002  # how often a rank waiting in ``meet`` tests whether the others have come
 
 
 class _Alone:
@@ -55,6 +56,20 @@ def communicator(num_workers: int):
     return MPI.COMM_WORLD, MPI
 
 
+def meet(comm) -> None:
+    """Wait until every rank is here without holding a core: a non-blocking barrier, tested every QUIET_POLL_S.
+
+    For the waits outside the steps, where a rank can be early by seconds (the start, each epoch's end, the
+    last): MPICH's blocking calls poll, so an early rank takes the core a slower neighbour needs for its import,
+    data or checkpoint. Each step's all-reduce stays blocking: there the ranks arrive within a step of each
+    other, and sleeping between tests cost more than it saved (benchmarks/mpi_wait.py)."""
+    if comm.size == 1:
+        return
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(QUIET_POLL_S)
+
+
 def _allreduce(comm, mpi):
     """The gradients' sum over the ranks, as a NumPy function for the graph to call once per step. (Waiting with
     sched_yield between tests of a non-blocking Iallreduce, to give a core-mate the core, measured no better.)"""
@@ -82,6 +97,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
     optimizer.build(variables)
 
     weights = np.concatenate([v.numpy().ravel() for v in variables]).astype(np.float32)
+    meet(comm)  # the slowest rank may still be importing TensorFlow: wait for it without taking its core
     comm.Bcast(weights, root=0)  # one starting point for every rank
     for v, part, shape in zip(variables, np.split(weights, np.cumsum(sizes)[:-1]), shapes):
         v.assign(part.reshape(shape))
@@ -163,10 +179,10 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
         epoch.assign(e + 1)
         if manager is not None:
             manager.save()
-        comm.Barrier()  # no rank starts the next epoch, or ends, before rank 0's checkpoint of this one
+        meet(comm)  # no rank starts the next epoch, or ends, before rank 0's checkpoint of this one
 
     def leave() -> None:
-        comm.Barrier()  # every rank has written its result
+        meet(comm)  # every rank has written its result
         if mpi is not None:
             mpi.Finalize()
 
