@@ -248,3 +248,18 @@ def test_a_live_sweep_measures_the_floor_beside_its_cells(images, orch_env, tmp_
     assert float(row.split("|")[8]) > 0  # T(N)/floor
     page = (out / "floor-live" / "report.html").read_text()
     assert "T(N)/floor" in page and '"bound_kind": "floor"' in page  # the page draws T(1)/floor too
+
+
+def test_the_text_models_gradients_come_from_the_prepared_vocabulary(tmp_path):
+    import numpy as np
+
+    from orchestrator import contract
+
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache")
+    folder = paths.data / "vader-reviews"
+    folder.mkdir(parents=True)
+    np.savez(folder / contract.VADER_REVIEWS_FILE, x=np.zeros((4, 8), np.int32), y=np.zeros(4, np.uint8),
+             train=np.int64(2), vocabulary_size=np.int64(500))
+    spec = make_spec(run_id="x", framework="tensorflow", dataset="vader-reviews", model="text", workers=2,
+                     samples=10000)
+    assert floor.gradient_bytes(spec, paths) == 4 * floor.parameters("text", vocabulary=500)

@@ -19,7 +19,7 @@ import os
 from typing import Any, Callable, Optional
 
 from orchestrator import frameworks
-from orchestrator.data.prepare import dataset_dir
+from orchestrator.data.prepare import DATASETS, dataset_dir
 from orchestrator.jobspec import JobSpec, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import rank_cores
@@ -47,10 +47,11 @@ def parameters(model: str, vocabulary: int = 0) -> int:
 def gradient_bytes(spec: JobSpec, paths: Paths) -> int:
     """The bytes of ``spec``'s gradients (float32), all-reduced once a step."""
     vocabulary = 0
-    if spec.model == "text":
-        from orchestrator.trainer.data import vocabulary_size
+    if spec.model == "text":  # the prepared file's vocabulary, as the trainer reads it (trainer/data.py)
+        import numpy as np
 
-        vocabulary = vocabulary_size(spec.dataset, str(dataset_dir(paths.data, spec.dataset)))
+        with np.load(dataset_dir(paths.data, spec.dataset) / DATASETS[spec.dataset].file) as f:
+            vocabulary = int(f["vocabulary_size"])
     return 4 * parameters(spec.model, vocabulary)
 
 
