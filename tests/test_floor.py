@@ -263,3 +263,24 @@ def test_the_text_models_gradients_come_from_the_prepared_vocabulary(tmp_path):
     spec = make_spec(run_id="x", framework="tensorflow", dataset="vader-reviews", model="text", workers=2,
                      samples=10000)
     assert floor.gradient_bytes(spec, paths) == 4 * floor.parameters("text", vocabulary=500)
+
+
+@pytest.mark.parametrize("edit", [{"compute_floor": "fast"}, {"gradient_bytes": "80K"}, {"transport": "carrier"},
+                                  {"allreduce_p50_us": float("inf")}, {"compute_floor": True}])
+def test_a_floor_record_edited_by_hand_is_no_figure_and_stops_nothing(edit):
+    part = {"compute_floor": 2.0, "transport": "mpi-shm", "gradient_bytes": 80_700, "allreduce_p50_us": 40.0, **edit}
+    records = [_record(3, 3.0, part), _record(2, 2.0, {"compute_floor": 1.0, "transport": "mpi-shm",
+                                                       "gradient_bytes": 80_700, "allreduce_p50_us": 40.0})]
+    floor.transport_floors(records, _paths(), lambda _line: None, measure=lambda *a, **k: [])
+    assert "not one orch wrote" in records[0]["floor"]["error"] and "floor" not in records[0]["floor"]
+    assert records[1]["floor"]["floor"] == pytest.approx(1.0 + 40e-6 * 2000)
+
+
+def test_a_failed_floor_is_measured_again_on_resume_and_one_that_cannot_be_is_not():
+    assert floor.needed({}) and floor.needed({"floor": {"error": "its solo rank failed"}})
+    assert not floor.needed({"floor": {"none": "a script"}}) and not floor.needed({"floor": {"compute_floor": 1.0}})
+    records = [_record(2, 2.0, {"compute_floor": 1.0, "transport": "gloo", "gradient_bytes": 80_700,
+                                "allreduce_p50_us": None, "error": "the all-reduce was not measured: no image"})]
+    floor.transport_floors(records, _paths(), lambda _line: None, measure=lambda sizes, ranks, transports, *a, **k: [
+        bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=10.0)])
+    assert "error" not in records[0]["floor"] and records[0]["floor"]["floor"] == pytest.approx(1.0 + 0.02)

@@ -99,6 +99,9 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
         floor = record.get("floor")
         if not isinstance(floor, dict) or "compute_floor" not in floor:
             continue
+        if not _as_recorded(floor):  # cells.json edited by hand: no figure is made of it
+            record["floor"] = {"error": "its record is not one orch wrote; run the sweep with --force"}
+            continue
         if floor.get("transport") and floor.get("allreduce_p50_us") is None:
             ranks = int(record["fields"].get("workers", 1))
             wanted.setdefault((floor["transport"], ranks, int(floor["gradient_bytes"])), []).append(floor)
@@ -120,10 +123,34 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
             continue
         for floor in floors:
             floor["allreduce_p50_us"] = p50
+            floor.pop("error", None)  # an earlier sweep's failed measurement, now made
     for record in records:
         floor = record.get("floor")
         if isinstance(floor, dict) and "compute_floor" in floor and "error" not in floor:
             _complete(floor, record)
+
+
+def needed(record: dict[str, Any]) -> bool:
+    """Whether a cell's record lacks its solo rank: never measured, or failed (not: cannot have one)."""
+    floor = record.get("floor")
+    return not isinstance(floor, dict) or ("compute_floor" not in floor and "none" not in floor)
+
+
+def _as_recorded(floor: dict[str, Any]) -> bool:
+    """Whether a floor record has the shape ``solo`` gives it."""
+    from orchestrator import bench
+
+    def seconds(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e9
+
+    p50 = floor.get("allreduce_p50_us")
+    transport = floor.get("transport")
+    if transport is None:
+        return seconds(floor.get("compute_floor")) and p50 is None
+    size = floor.get("gradient_bytes")
+    return (seconds(floor.get("compute_floor")) and transport in {t.name for t in bench.known_transports()}
+            and isinstance(size, int) and not isinstance(size, bool) and 4 <= size <= 1 << 30
+            and (p50 is None or seconds(p50)))
 
 
 def _complete(floor: dict[str, Any], record: dict[str, Any]) -> None:

@@ -149,7 +149,7 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
         here = machine_of(cell, known)
         now = status(recorded.get(cell.key), cell, here["id"])
         if not force and now == DONE:
-            if experiment.report.floor and "floor" not in recorded[cell.key]:  # asked for after the cell ran
+            if experiment.report.floor and floor.needed(recorded[cell.key]):  # asked for later, or failed before
                 _floor_beside(experiment, cell, recorded[cell.key], out, recorded, paths, say)
             progress.done += 1
             progress.skipped += 1
