@@ -38,7 +38,9 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     with the same spec on this machine (unless --force), so an interrupted sweep resumes; cells measured
     on another machine (another processor, instruction set or core count) run again, so that no median
     mixes two machines. A failed cell is recorded and the sweep goes on; the report shows it, and the exit code
-    is 1.
+    is 1. With `report: {floor: true}` in FILE, each cell is followed by one rank alone at the per-rank batch,
+    and the transports' all-reduce is measured after the cells: the report shows T(N) against this machine's
+    floor.
     """
     from orchestrator import api
     from orchestrator.experiments import file as experiment_file
