@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence, TypeVar
 
+from orchestrator.run.records import MAX_SECONDS
+
 T = TypeVar("T")
 Index = Mapping[Hashable, Mapping[str, Any]]  # baselines by key, from run_baselines or point_baselines
 MedianRange = tuple[float, float, float]  # (median, min, max)
@@ -178,8 +180,9 @@ def _point(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_seconds(value: Any) -> bool:
-    """Whether ``value`` is a number of seconds a record may hold: finite and not negative."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+    """Whether ``value`` is a number of seconds a record may hold: not negative and at most MAX_SECONDS, as a
+    container's records are held (run/records.py)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_SECONDS
 
 
 def named_baseline(rows: list[dict[str, Any]], baseline: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:

@@ -19,6 +19,7 @@ import os
 from typing import Any, Callable, Optional
 
 from orchestrator import frameworks
+from orchestrator.analysis.metrics import is_seconds
 from orchestrator.data.prepare import DATASETS, dataset_dir
 from orchestrator.jobspec import JobSpec, make_spec
 from orchestrator.paths import Paths
@@ -140,17 +141,14 @@ def _as_recorded(floor: dict[str, Any]) -> bool:
     """Whether a floor record has the shape ``solo`` gives it."""
     from orchestrator import bench
 
-    def seconds(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e9
-
     p50 = floor.get("allreduce_p50_us")
     transport = floor.get("transport")
     if transport is None:
-        return seconds(floor.get("compute_floor")) and p50 is None
+        return is_seconds(floor.get("compute_floor")) and p50 is None
     size = floor.get("gradient_bytes")
-    return (seconds(floor.get("compute_floor")) and transport in {t.name for t in bench.known_transports()}
+    return (is_seconds(floor.get("compute_floor")) and transport in {t.name for t in bench.known_transports()}
             and isinstance(size, int) and not isinstance(size, bool) and 4 <= size <= 1 << 30
-            and (p50 is None or seconds(p50)))
+            and (p50 is None or is_seconds(p50)))
 
 
 def _complete(floor: dict[str, Any], record: dict[str, Any]) -> None:

@@ -34,9 +34,9 @@ def cpuset(index: int, workers: int, host_cpus: int) -> str:
     cores = max(1, host_cpus)
     if workers >= cores:
         return str(index % cores)
-    share = cores // workers
-    first = index * share
-    return str(first) if share == 1 else f"{first}-{first + share - 1}"
+    each, _ = rank_cores(workers, cores)
+    first = index * each
+    return str(first) if each == 1 else f"{first}-{first + each - 1}"
 
 
 def rank_cores(workers: int, host_cpus: int) -> tuple[int, int]:
