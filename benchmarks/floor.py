@@ -50,11 +50,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 1, "global_batch": 96, "model": "mlp"}
 GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
-# Each framework: its spec fields, its all-reduce transport (`orch bench allreduce`), and what its trainer imports.
+# Each framework: its spec fields and what its trainer imports. Its all-reduce transport is the one the framework
+# names for such a job (Framework.floor_transport), as an experiment's floor takes it.
 FRAMEWORKS = {
-    "mpi": ({"framework": "mpi"}, "mpi-shm", "tensorflow"),
-    "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tf-ring-bridge", "tensorflow"),
-    "torch": ({"framework": "torch"}, "gloo", "torch"),
+    "mpi": ({"framework": "mpi"}, "tensorflow"),
+    "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tensorflow"),
+    "torch": ({"framework": "torch"}, "torch"),
 }
 CORES = os.cpu_count() or 1
 
@@ -145,7 +146,8 @@ def start_floor(image: str, module: str, n: int) -> tuple[float, float]:
 
 
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path) -> dict:
-    fields, transport, module = FRAMEWORKS[name]
+    fields, module = FRAMEWORKS[name]
+    transport = frameworks.get(fields["framework"]).floor_transport(make_spec(**fields, workers=2, run_id="transport"))
     rows = []
     for n in counts:
         cores, share = rank_cores(n, CORES)

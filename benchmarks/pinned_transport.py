@@ -33,15 +33,10 @@ from orchestrator.safeio import read_json_bounded  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 SIZE = 4 * parameters("mlp")  # the MLP's gradients, as floor.py's transport floor uses
 # Run in place of the harness: pin this process (and so every thread it starts) to the cores orch gave the
-# replica, then run the harness as its own main.
+# replica, with the trainer's own pin() (the images carry orch_trainer), then run the harness as its own main.
 PINNED = '''import os, runpy, sys
-cpus = os.environ.get("ORCH_CPUS", "")
-wanted = set()
-for part in filter(None, cpus.split(",")):
-    first, _, last = part.partition("-")
-    wanted.update(range(int(first), int(last or first) + 1))
-if wanted:
-    os.sched_setaffinity(0, wanted)
+from orch_trainer.worker import pin
+pin(os.environ.get("ORCH_CPUS"))
 sys.argv[0] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce.py")
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
