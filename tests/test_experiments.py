@@ -93,6 +93,15 @@ def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
     assert status({"state": "failed", "fields": {"workers": 1, "epochs": 2}}, cell, "m1") == TO_RUN
 
 
+def test_the_estimate_counts_the_cells_left_and_says_nothing_once_they_are_done():
+    progress = experiments.Progress(total=3)
+    assert progress.eta_seconds is None  # no cell has run: nothing to go by
+    progress.done, progress.durations = 1, [10.0]
+    assert progress.eta_seconds == 20.0
+    progress.done, progress.durations = 3, [10.0, 20.0, 30.0]
+    assert progress.eta_seconds is None  # e.g. the transport floors after the cells: not "about 0 s to go"
+
+
 def test_the_machine_is_its_processor_its_vector_extensions_and_cores(tmp_path, monkeypatch):
     from orchestrator.analysis import machine
 

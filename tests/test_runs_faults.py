@@ -126,12 +126,13 @@ def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, 
 
 
 def test_worker_starved_of_memory_is_named_as_such(images, orch_env, tmp_path, cleanup):
-    """TensorFlow alone fits in 256 MiB, barely. Whether the worker then crawls at its limit (and stalls) or is
-    OOM-killed depends on how much of the page cache the kernel charges to it, which differs between runs and
-    machines; either way the one error line names the worker, its memory limit and the flag to raise."""
+    """TensorFlow alone fits in 256 MiB, barely. Whether the worker then crawls at its limit (importing, so that it
+    never joins, or training, so that it stalls) or is OOM-killed depends on how much of the page cache the kernel
+    charges to it, which differs between runs and machines; either way the one error line names the worker, its
+    memory limit and the flag to raise."""
     cleanup.append("fault-starved")
     proc = run_orch(["up", "--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--memory", "256",
-                     "--stall-timeout", "15", "--run-id", "fault-starved"], orch_env)
+                     "--stall-timeout", "15", "--startup-timeout", "90", "--run-id", "fault-starved"], orch_env)
     assert proc.returncode == 1
     error = [line for line in proc.stderr.splitlines() if line.startswith("orch: error:")]
     assert len(error) == 1, proc.stderr

@@ -339,6 +339,17 @@ def test_blame_memory_ignores_an_unknown_limit_and_no_samples():
     assert blame_memory(d, {}) == d
 
 
+def test_blame_memory_names_a_replica_that_never_joined_because_it_starved():
+    """Under too small a limit the framework's import re-reads its libraries' pages for minutes: no kill, no join."""
+    late = decide(spec(), Watch(), obs(running(), events=joined(0, 2), elapsed=6))
+    assert late.verdict == Verdict.TIMED_OUT and late.stalled
+    d = blame_memory(late, {("worker", 0): _mem(100 * MiB, 2048 * MiB), ("worker", 1): _mem(254 * MiB, 256 * MiB)})
+    assert d.verdict == Verdict.FAILED and d.replica == ("worker", 1) and not d.retryable
+    assert d.message == ("worker-1 did not join the cluster within the startup timeout of 5 s; the other workers "
+                         "were stopped; worker-1 is using 254 MiB of its 256 MiB memory limit; raise --memory")
+    assert blame_memory(late, {("worker", 1): _mem(100 * MiB, 2048 * MiB)}) == late  # merely slow
+
+
 def test_blame_memory_leaves_other_decisions_alone():
     starved = {("worker", 0): _mem(255 * MiB, 256 * MiB)}
     failure = decide(spec(), Watch(), obs([failed(0, 3), rs(1), rs(2)]))

@@ -78,7 +78,9 @@ class Progress:
 
     @property
     def eta_seconds(self) -> Optional[float]:
-        if not self.durations:
+        """Seconds until the last cell ends, from the cells so far; None before the first and after the last
+        (what follows the cells, such as the transport floors, is not estimated)."""
+        if not self.durations or self.done >= self.total:
             return None
         remaining = self.total - self.done
         return remaining * sum(self.durations) / len(self.durations)

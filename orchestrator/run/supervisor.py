@@ -19,6 +19,8 @@ from orchestrator.run.disk import DiskUse
 FINISH_GRACE = 2.0  # seconds a replica may take to exit after every result is written
 STARVED_SHARE = 0.9  # a working set at this share of the limit counts as starved
 PINNED_SHARE = 0.98  # so does a charge (working set and page cache) held at the limit by reclaim
+STUCK = "a worker is stuck (see `orch logs`)"
+SLOW = "raise --startup-timeout if start-up is just slow here"
 
 
 class Verdict(str, enum.Enum):
@@ -87,7 +89,8 @@ class Decision:
     message: str = ""
     exit_code: Optional[int] = None
     retryable: bool = False
-    stalled: bool = False  # a stall with no known culprit: the caller may look at memory
+    stalled: bool = False  # a stall or a late join with no known culprit: the caller may look at memory
+    unexplained: str = ""  # the words of ``message`` that a culprit found in memory replaces
 
     @property
     def is_final(self) -> bool:
@@ -185,26 +188,26 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
         watch = replace(watch, joined_at=watch.joined_at if watch.joined_at is not None else obs.now)
         last = max([obs.heartbeats.get(key, 0.0) for key in expected] + [watch.joined_at])
         if obs.now - last > spec.stall_timeout:
-            culprit = f"{_name(paused[0])}'s container is paused" if paused else "a worker is stuck (see `orch logs`)"
+            culprit = f"{_name(paused[0])}'s container is paused" if paused else STUCK
             return _fail(spec, watch, restarts, replica=paused[0] if paused else None, retryable=True,
-                         stalled=not paused,
+                         stalled=not paused, unexplained="" if paused else STUCK,
                          message=f"training stalled: no worker made progress for {spec.stall_timeout:g} s; "
                                  f"{culprit}{others}")
     elif obs.elapsed > spec.startup_timeout:
         missing = sorted(expected - joined)
         never = [key for key in missing if key not in watch.stages or key in paused]
         names = ", ".join(_name(key) for key in never or missing)
-        return Decision(Verdict.TIMED_OUT, watch, replica=(never or missing)[0],
+        return Decision(Verdict.TIMED_OUT, watch, replica=(never or missing)[0], stalled=True, unexplained=SLOW,
                         message=f"{names} did not join the cluster within the startup timeout of "
-                                f"{spec.startup_timeout:g} s{others}; raise --startup-timeout if start-up is "
-                                "just slow here")
+                                f"{spec.startup_timeout:g} s{others}; {SLOW}")
     return Decision(Verdict.WAIT, watch)
 
 
 def blame_memory(decision: Decision, memory: dict[Key, Memory]) -> Decision:
-    """A stall with no known culprit, blamed on a replica at its memory limit, if one is.
+    """A stall or a late join with no known culprit, blamed on a replica at its memory limit, if one is.
 
-    A starved worker crawls rather than being OOM-killed, and from outside that looks like a stall.
+    A starved worker crawls rather than being OOM-killed: importing its framework under too small a limit,
+    it re-reads the libraries' pages for minutes and never joins; training, it stops making progress.
     ``memory`` holds each running replica's memory.
     """
     if not decision.stalled:
@@ -214,7 +217,7 @@ def blame_memory(decision: Decision, memory: dict[Key, Memory]) -> Decision:
         if used is not None:
             culprit = (f"{_name(key)} is using {used / 2**20:.0f} MiB of its {memory[key].limit / 2**20:.0f} MiB "
                        "memory limit; raise --memory")
-            head, _, tail = decision.message.partition("a worker is stuck (see `orch logs`)")
+            head, _, tail = decision.message.partition(decision.unexplained)
             # Like an out-of-memory kill, a starved worker would starve again after a restart.
             return replace(decision, verdict=Verdict.FAILED, replica=key, message=head + culprit + tail,
                            stalled=False, retryable=False)
