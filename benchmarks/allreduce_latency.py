@@ -32,8 +32,10 @@ def measure(workers: int, network: str, threads: int, calls: int, pinned: bool =
     return run_probe(PROBE, workers, network, threads, calls, pinned)["ms_per_allreduce"]
 
 
-def run_probe(probe: Path, workers: int, network: str, threads: int, calls: int, pinned: bool = False) -> dict:
-    """Run ``probe`` in N trainer containers forming one cluster; return worker 0's JSON line."""
+def run_probe(probe: Path, workers: int, network: str, threads: int, calls: int, pinned: bool = False,
+              env: dict[str, str] | None = None, cpus: str | None = None) -> dict:
+    """Run ``probe`` in N trainer containers forming one cluster; return worker 0's JSON line. ``env`` adds to
+    each container's environment; ``cpus`` pins every container to those cores instead of orch's share."""
     tag = f"probe-{int(time.time() * 1000) % 10**8}"
     ids: list[str] = []
     net = tag
@@ -50,7 +52,9 @@ def run_probe(probe: Path, workers: int, network: str, threads: int, calls: int,
             ids.append(subprocess.run(
                 ["docker", "run", "-d", *where, "--label", f"orch.run={tag}", "-e", f"TF_CONFIG={tf_config}",
                  "-e", f"PROBE_THREADS={threads}", "-e", f"PROBE_CALLS={calls}", "-e", "TF_CPP_MIN_LOG_LEVEL=2",
-                 *(["--cpuset-cpus", cpuset(i, workers, os.cpu_count() or 1)] if pinned else []),
+                 *[arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")],
+                 *(["--cpuset-cpus", cpus] if cpus else
+                   ["--cpuset-cpus", cpuset(i, workers, os.cpu_count() or 1)] if pinned else []),
                  "-v", f"{probe}:/probe.py:ro", "--entrypoint", "python3", image_ref("multi"), "/probe.py"],
                 check=True, capture_output=True, text=True).stdout.strip())
         subprocess.run(["docker", "wait", *ids], check=True, capture_output=True, timeout=600)
