@@ -15,7 +15,8 @@ alternating order:
   outside the timing).
 
 Each container runs a Python that sleeps instead of the trainer (rank 0's namespaces must outlive the ranks'
-creation), so what is timed is only creating and starting the containers, and killing and removing them. The difference between the arms is the most each lever could save a run.
+creation), so what is timed is only creating and starting the containers, and killing and removing them.
+The difference between the arms is the most each lever could save a run.
 Writes benchmarks/results/create_ab.json and .md.
 """
 from __future__ import annotations
@@ -104,7 +105,8 @@ def measure(workers: int, repeats: int, paths: Paths, folder: Path) -> dict:
 
 
 def table(results: dict) -> str:
-    lines = ["| containers | how | create and start s | remove s | up and down s |", "| ---: | --- | ---: | ---: | ---: |"]
+    lines = ["| containers | how | create and start s | remove s | up and down s |",
+             "| ---: | --- | ---: | ---: | ---: |"]
     for workers, arms in results.items():
         for arm, t in arms.items():
             both = [u + d for u, d in zip(t["up"], t["down"])]

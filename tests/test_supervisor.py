@@ -348,6 +348,9 @@ def test_blame_memory_names_a_replica_that_never_joined_because_it_starved():
     assert d.message == ("worker-1 did not join the cluster within the startup timeout of 5 s; the other workers "
                          "were stopped; worker-1 is using 254 MiB of its 256 MiB memory limit; raise --memory")
     assert blame_memory(late, {("worker", 1): _mem(100 * MiB, 2048 * MiB)}) == late  # merely slow
+    # worker-0 joined: near its limit or not, it is not why worker-1 did not
+    joined_starved = {("worker", 0): _mem(255 * MiB, 256 * MiB), ("worker", 1): _mem(100 * MiB, 2048 * MiB)}
+    assert blame_memory(late, joined_starved) == late
 
 
 def test_blame_memory_leaves_other_decisions_alone():

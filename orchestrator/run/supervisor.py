@@ -91,6 +91,7 @@ class Decision:
     retryable: bool = False
     stalled: bool = False  # a stall or a late join with no known culprit: the caller may look at memory
     unexplained: str = ""  # the words of ``message`` that a culprit found in memory replaces
+    suspects: Optional[frozenset[Key]] = None  # the replicas memory may be blamed on (None: any)
 
     @property
     def is_final(self) -> bool:
@@ -198,6 +199,7 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
         never = [key for key in missing if key not in watch.stages or key in paused]
         names = ", ".join(_name(key) for key in never or missing)
         return Decision(Verdict.TIMED_OUT, watch, replica=(never or missing)[0], stalled=True, unexplained=SLOW,
+                        suspects=frozenset(missing),
                         message=f"{names} did not join the cluster within the startup timeout of "
                                 f"{spec.startup_timeout:g} s{others}; {SLOW}")
     return Decision(Verdict.WAIT, watch)
@@ -213,6 +215,8 @@ def blame_memory(decision: Decision, memory: dict[Key, Memory]) -> Decision:
     if not decision.stalled:
         return decision
     for key in sorted(memory):
+        if decision.suspects is not None and key not in decision.suspects:
+            continue  # e.g. a replica that joined: it is not why the others did not
         used = memory[key].starved()
         if used is not None:
             culprit = (f"{_name(key)} is using {used / 2**20:.0f} MiB of its {memory[key].limit / 2**20:.0f} MiB "
