@@ -93,7 +93,23 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
     return {"train_seconds": info.train_seconds, "wall_seconds": info.wall_seconds, "started": info.started,
             "steps": steps, "stages": stages, "stage_cpu": cpu, "done": done, "accuracy": info.test_accuracy,
             "orch_cpu_seconds": orch_cpu,
-            "container_memory_mb": memory / 2**20}
+            "container_memory_mb": memory / 2**20,
+            "in_place": in_place([rundir.result(("worker", i)) for i in range(workers)], steps)}
+
+
+IN_PLACE = ("compute_seconds", "allreduce_wait_seconds", "allreduce_in_flight_seconds")
+
+
+def in_place(results: list, steps: int) -> dict | None:
+    """Milliseconds per step of what a trainer measures of its own steps, from each worker's result.json, where it
+    does (PyTorch's): its compute (the step less its wait for the all-reduce), that wait (the part backward did
+    not hide) and the all-reduce in flight (handed over to done, so with any wait for a peer still computing);
+    each the median of the workers. None for a trainer that does not measure them, or a single worker."""
+    epochs = [getattr(r, "epochs", None) or [] for r in results]  # each worker's result.json
+    if len(epochs) < 2 or not steps or not all(all(k in e for e in w) and w for w in epochs for k in IN_PLACE):
+        return None
+    sums = [{k: sum(e[k] for e in w) for k in IN_PLACE} for w in epochs]
+    return {k: statistics.median(s[k] for s in sums) / steps * 1000 for k in IN_PLACE}
 
 
 def split(measured: dict) -> dict:
@@ -176,6 +192,7 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
                      "transport_floor": transport_s, "floor": compute + transport_s,
                      "accuracy": together[0]["accuracy"], "runs": together,
                      "container_memory_mb": max(m["container_memory_mb"] for m in together),
+                     "in_place_ms": _in_place_median([m.get("in_place") for m in together]),
                      "orch_cpu_seconds": statistics.median(m["orch_cpu_seconds"] for m in together)})
     one = next((r["train_seconds"] for r in rows if r["workers"] == 1), None)
     for r in rows:
@@ -191,6 +208,11 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
                        "start_floor": statistics.median(w for w, _ in floors),
                        "start_floor_cpu": statistics.median(c for _, c in floors)}
     return out
+
+
+def _in_place_median(runs: list[dict | None]) -> dict | None:
+    known = [r for r in runs if r]
+    return {k: statistics.median(r[k] for r in known) for k in IN_PLACE} if known else None
 
 
 def _median(values) -> float | None:
@@ -217,6 +239,21 @@ def markdown(report: dict) -> str:
                          f"{r['compute_floor']:.2f} | {r['allreduce_p50_us']:.0f} | {r['transport_floor']:.2f} | "
                          f"{r['floor']:.2f} | {r['vs_floor']:.2f} | {r['wall_seconds'] - r['train_seconds']:.1f} | "
                          f"{r['container_memory_mb']:.0f} | {r['orch_cpu_seconds']:.1f} |")
+    measured = [(name, r) for name, result in report["frameworks"].items() for r in result["rows"]
+                if r.get("in_place_ms")]
+    if measured:
+        lines += ["", "Each step as the trainer measures it in place (PyTorch's: its compute, its wait for the "
+                  "all-reduce that backward did not hide, and the all-reduce in flight, which holds any wait for a "
+                  "peer still computing), milliseconds per step, beside the floors' per step:", "",
+                  "| framework | N | T(N) per step | compute in place | all-reduce wait | all-reduce in flight | "
+                  "compute floor per step | all-reduce p50 |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for name, r in measured:
+            m = r["in_place_ms"]
+            lines.append(f"| {name} | {r['workers']} | {r['train_seconds'] / r['steps'] * 1000:.2f} | "
+                         f"{m['compute_seconds']:.2f} | {m['allreduce_wait_seconds']:.2f} | "
+                         f"{m['allreduce_in_flight_seconds']:.2f} | {r['compute_floor'] / r['steps'] * 1000:.2f} | "
+                         f"{r['allreduce_p50_us'] / 1000:.2f} |")
     n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
               f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "
