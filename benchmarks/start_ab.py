@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -110,8 +111,7 @@ def main() -> int:
               "runs": splits}
     lines = [f"# Start-up of {args.workers} {args.framework} containers: the trainer at {args.before} against "
              f"{args.label}", "",
-             f"`python benchmarks/start_ab.py --before {args.before} --label '{args.label}' --framework "
-             f"{args.framework}`, {report['when']}, "
+             f"`python benchmarks/start_ab.py {shlex.join(sys.argv[1:])}`, {report['when']}, "
              f"{args.repeats} repeats in alternating order (medians, seconds; each stage ends when the last worker "
              "leaves it, as in floor.py).", "",
              "| trainer | create and start | import | connect and load data | results and teardown | wall − train | "
