@@ -89,9 +89,13 @@ class Decision:
     message: str = ""
     exit_code: Optional[int] = None
     retryable: bool = False
-    stalled: bool = False  # a stall or a late join with no known culprit: the caller may look at memory
-    unexplained: str = ""  # the words of ``message`` that a culprit found in memory replaces
+    unexplained: str = ""  # the words of ``message`` that a culprit found in memory would replace
     suspects: Optional[frozenset[Key]] = None  # the replicas memory may be blamed on (None: any)
+
+    @property
+    def stalled(self) -> bool:
+        """A stall or a late join with no known culprit: the caller may look at memory."""
+        return bool(self.unexplained)
 
     @property
     def is_final(self) -> bool:
@@ -191,14 +195,14 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
         if obs.now - last > spec.stall_timeout:
             culprit = f"{_name(paused[0])}'s container is paused" if paused else STUCK
             return _fail(spec, watch, restarts, replica=paused[0] if paused else None, retryable=True,
-                         stalled=not paused, unexplained="" if paused else STUCK,
+                         unexplained="" if paused else STUCK,
                          message=f"training stalled: no worker made progress for {spec.stall_timeout:g} s; "
                                  f"{culprit}{others}")
     elif obs.elapsed > spec.startup_timeout:
         missing = sorted(expected - joined)
         never = [key for key in missing if key not in watch.stages or key in paused]
         names = ", ".join(_name(key) for key in never or missing)
-        return Decision(Verdict.TIMED_OUT, watch, replica=(never or missing)[0], stalled=True, unexplained=SLOW,
+        return Decision(Verdict.TIMED_OUT, watch, replica=(never or missing)[0], unexplained=SLOW,
                         suspects=frozenset(missing),
                         message=f"{names} did not join the cluster within the startup timeout of "
                                 f"{spec.startup_timeout:g} s{others}; {SLOW}")
@@ -224,5 +228,5 @@ def blame_memory(decision: Decision, memory: dict[Key, Memory]) -> Decision:
             head, _, tail = decision.message.partition(decision.unexplained)
             # Like an out-of-memory kill, a starved worker would starve again after a restart.
             return replace(decision, verdict=Verdict.FAILED, replica=key, message=head + culprit + tail,
-                           stalled=False, retryable=False)
+                           unexplained="", retryable=False)
     return decision
