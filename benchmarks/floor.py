@@ -106,7 +106,8 @@ def in_place(results: list, steps: int) -> dict | None:
     not hide) and the all-reduce in flight (handed over to done, so with any wait for a peer still computing);
     each the median of the workers. None for a trainer that does not measure them, or a single worker."""
     epochs = [getattr(r, "epochs", None) or [] for r in results]  # each worker's result.json
-    if len(epochs) < 2 or not steps or not all(all(k in e for e in w) and w for w in epochs for k in IN_PLACE):
+    measured = all(w and all(k in e for e in w for k in IN_PLACE) for w in epochs)
+    if len(epochs) < 2 or not steps or not measured:
         return None
     sums = [{k: sum(e[k] for e in w) for k in IN_PLACE} for w in epochs]
     return {k: statistics.median(s[k] for s in sums) / steps * 1000 for k in IN_PLACE}
