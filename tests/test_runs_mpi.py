@@ -34,6 +34,13 @@ def test_one_and_three_ranks_reach_the_same_model_each_on_its_share(images, orch
     run = tmp_path / "runs" / "live-mpi-3"
     for i in range(3):  # each rank's output is in its own container's log, not all in rank 0's
         assert f"worker {i}/3:" in (run / "logs" / f"worker-{i}.log").read_text()
+        # Each rank measures its steps: the time in the all-reduce (blocking, so all of it a wait) and the rest.
+        for epoch in json.loads((run / f"worker-{i}" / "result.json").read_text())["epochs"]:
+            assert epoch["compute_seconds"] > 0 and epoch["allreduce_wait_seconds"] > 0
+            assert epoch["allreduce_in_flight_seconds"] == epoch["allreduce_wait_seconds"]
+            assert epoch["compute_seconds"] + epoch["allreduce_wait_seconds"] <= epoch["seconds"]
+    serial = json.loads((tmp_path / "runs" / "live-mpi-1" / "worker-0" / "result.json").read_text())
+    assert all(e["allreduce_wait_seconds"] == 0 and e["compute_seconds"] > 0 for e in serial["epochs"])
     compose = (run / "compose.yml").read_text()
     assert 'ipc: "service:worker-0"' in compose and 'pid: "service:worker-0"' in compose
     for run_id in ("live-mpi-1", "live-mpi-3", "live-mpi-3-tcp"):

@@ -23,22 +23,24 @@ from orch_trainer.train import main  # noqa: E402
 if way.startswith("sleep:") or way == "yield":
     nap = float(way.split(":", 1)[1]) * 1e-6 if ":" in way else None
 
-    def _sleepy(comm, mpi):
-        import numpy as np
+    class _Waiting(loop._Allreduce):
+        """The trainer's all-reduce, timed as the trainer times it, waiting between tests instead of polling."""
 
-        def allreduce(flat):
+        def __call__(self, flat):
+            import numpy as np
+
             out = np.empty_like(flat)
-            request = comm.Iallreduce(flat, out, op=mpi.SUM)
+            began = time.perf_counter()
+            request = self.comm.Iallreduce(flat, out, op=self.sum)
             while not request.Test():
                 if nap is None:
                     os.sched_yield()
                 else:
                     time.sleep(nap)
+            self.seconds += time.perf_counter() - began
             return out
 
-        return allreduce
-
-    loop._allreduce = _sleepy
+    loop._Allreduce = _Waiting
 elif way != "block":
     for pair in way.split(","):
         name, _, value = pair.partition("=")

@@ -53,8 +53,9 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
                     "samples/s is every worker's own samples over its own train time, summed. Figures are the median over "
                     "repeats with the min–max range in brackets; the speedup's range is each repeat's time against "
                     "the median one-process time. Compute is the "
-                    "first worker's training steps less the time backward waited for the gradients' all-reduce "
-                    "(the part it could not overlap with computing), per step.", ""]
+                    "first worker's training steps less the time it waited for the gradients' all-reduce "
+                    "(with PyTorch, the part backward could not overlap with computing; with MPI, the whole "
+                    "blocking call), per step, where the trainer measures them.", ""]
 
 
 def _median_range(value: Optional[metrics.MedianRange], spec: str, scale: float = 1.0) -> str:

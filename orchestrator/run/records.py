@@ -79,8 +79,8 @@ class EpochEvent(_Record):
     validation_seconds: Optional[Seconds] = None
     reduction_seconds: Optional[Seconds] = None
     checkpoint_seconds: Optional[Seconds] = None
-    # Of the training steps' time, where the trainer measures them (PyTorch): the steps' own work, and the wait
-    # for the gradients' all-reduce that backward could not hide.
+    # Of the training steps' time, where the trainer measures them (PyTorch, MPI): the steps' own work, and the wait
+    # for the gradients' all-reduce (PyTorch's backward hides part of it; MPI's blocking call hides none).
     compute_seconds: Optional[Seconds] = None
     allreduce_wait_seconds: Optional[Seconds] = None
 

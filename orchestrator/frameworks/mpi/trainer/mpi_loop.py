@@ -70,16 +70,21 @@ def meet(comm) -> None:
         time.sleep(QUIET_POLL_S)
 
 
-def _allreduce(comm, mpi):
-    """The gradients' sum over the ranks, as a NumPy function for the graph to call once per step. (Waiting with
-    sched_yield between tests of a non-blocking Iallreduce, to give a core-mate the core, measured no better.)"""
+class _Allreduce:
+    """The gradients' sum over the ranks, as a NumPy function for the graph to call once per step, and the seconds
+    spent in it: the all-reduce with any wait for a rank still computing, measured by each rank, not assumed.
+    (Waiting with sched_yield between tests of a non-blocking Iallreduce, to give a core-mate the core, measured
+    no better.)"""
 
-    def allreduce(flat: np.ndarray) -> np.ndarray:
+    def __init__(self, comm, mpi) -> None:
+        self.comm, self.sum, self.seconds = comm, mpi.SUM, 0.0
+
+    def __call__(self, flat: np.ndarray) -> np.ndarray:
         out = np.empty_like(flat)
-        comm.Allreduce(flat, out, op=mpi.SUM)
+        began = time.perf_counter()
+        self.comm.Allreduce(flat, out, op=self.sum)
+        self.seconds += time.perf_counter() - began
         return out
-
-    return allreduce
 
 
 def train_with_mpi(s: Session, comm, mpi) -> None:
@@ -117,7 +122,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
     x_tr, y_tr = tf.constant(s.train[0]), tf.constant(s.train[1].astype(np.int64))
     x_va, y_va = (tf.constant(a[comm.rank::comm.size]) for a in (s.validation[0], s.validation[1].astype(np.int64)))
     totals = tf.Variable(tf.zeros([6], tf.float64), trainable=False)  # train loss, correct, samples; validation's
-    allreduce = _allreduce(comm, mpi)
+    allreduce = _Allreduce(comm, mpi) if comm.size > 1 else None
 
     def correct_of(out, y):
         return tf.reduce_sum(tf.cast(tf.equal(tf.argmax(out, 1, output_type=y.dtype), y), tf.float64))
@@ -161,25 +166,33 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
         order = np.random.default_rng(job["seed"] + e).permutation(int(x_tr.shape[0]))
         steps = s.steps_per_epoch
         batches = order[:steps * s.global_batch].reshape(steps, s.global_batch)[:, comm.rank::comm.size]
+        waited = allreduce.seconds if allreduce else 0.0
         for first in range(0, s.steps_per_epoch, chunk):
             train_steps(tf.constant(batches[first:first + chunk]))
             now = time.time()
             if now - beat >= 1.0:  # progress the orchestrator can see; a dead peer stops it on every rank
                 beat = now
                 reporter.heartbeat(now)
+        trained = time.perf_counter() - began
+        waited = (allreduce.seconds if allreduce else 0.0) - waited  # this epoch's: the blocking call hides nothing
         for rows in range(0, int(x_va.shape[0]), VALIDATION_CHUNK):  # the whole share, in bounded pieces
             validate(x_va[rows:rows + VALIDATION_CHUNK], y_va[rows:rows + VALIDATION_CHUNK])
         mine = totals.numpy()
         summed = mine.copy()
         if comm.size > 1:
             comm.Allreduce(mpi.IN_PLACE, summed, op=mpi.SUM)
-        s.epoch_done({"epoch": e + 1, "seconds": time.perf_counter() - began, "samples": int(mine[2]),
-                      "loss": summed[0] / max(summed[2], 1), "accuracy": summed[1] / max(summed[2], 1),
-                      "val_loss": summed[3] / max(summed[5], 1), "val_accuracy": summed[4] / max(summed[5], 1)})
+        checkpoint_began = time.perf_counter()
         epoch.assign(e + 1)
         if manager is not None:
             manager.save()
         meet(comm)  # no rank starts the next epoch, or ends, before rank 0's checkpoint of this one
+        # The epoch is reported once it is checkpointed; its seconds hold the checkpoint and the wait for it.
+        s.epoch_done({"epoch": e + 1, "seconds": time.perf_counter() - began, "samples": int(mine[2]),
+                      "loss": summed[0] / max(summed[2], 1), "accuracy": summed[1] / max(summed[2], 1),
+                      "val_loss": summed[3] / max(summed[5], 1), "val_accuracy": summed[4] / max(summed[5], 1),
+                      "compute_seconds": trained - waited, "allreduce_wait_seconds": waited,
+                      "allreduce_in_flight_seconds": waited,
+                      "checkpoint_seconds": time.perf_counter() - checkpoint_began})
 
     def leave() -> None:
         meet(comm)  # every rank has written its result
