@@ -48,7 +48,7 @@ from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
-TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 1, "global_batch": 96, "model": "mlp"}
+TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 2, "global_batch": 96, "model": "mlp"}
 GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
 # Each framework: its spec fields and what its trainer imports. Its all-reduce transport is the one the framework
 # names for such a job (Framework.floor_transport), as an experiment's floor takes it.
@@ -89,12 +89,13 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
         elif getattr(event, "event", "") == "done":
             done.append(event.time)
     steps = (info.workers[0].get("steps_per_epoch") or 0) * spec.epochs
+    results = [rundir.result(("worker", i)) for i in range(workers)]
     memory = max((row["mem_used_bytes"] for row in read_samples(rundir.path / STATS_FILE)), default=0)
     return {"train_seconds": info.train_seconds, "wall_seconds": info.wall_seconds, "started": info.started,
             "steps": steps, "stages": stages, "stage_cpu": cpu, "done": done, "accuracy": info.test_accuracy,
             "orch_cpu_seconds": orch_cpu,
             "container_memory_mb": memory / 2**20,
-            "in_place": in_place([rundir.result(("worker", i)) for i in range(workers)], steps)}
+            "in_place": in_place(results, steps), "epochs_split": epochs_split(results)}
 
 
 IN_PLACE = ("compute_seconds", "allreduce_wait_seconds", "allreduce_in_flight_seconds")
@@ -102,15 +103,47 @@ IN_PLACE = ("compute_seconds", "allreduce_wait_seconds", "allreduce_in_flight_se
 
 def in_place(results: list, steps: int) -> dict | None:
     """Milliseconds per step of what a trainer measures of its own steps, from each worker's result.json, where it
-    does (PyTorch's): its compute (the step less its wait for the all-reduce), that wait (the part backward did
-    not hide) and the all-reduce in flight (handed over to done, so with any wait for a peer still computing);
-    each the median of the workers. None for a trainer that does not measure them, or a single worker."""
+    does (PyTorch's and MPI's): its compute (the step less its wait for the all-reduce), that wait (the part
+    PyTorch's backward did not hide; all of MPI's blocking call) and the all-reduce in flight (handed over to done,
+    so with any wait for a peer still computing); each the median of the workers. None for a trainer that does
+    not measure them, or a single worker."""
     epochs = [getattr(r, "epochs", None) or [] for r in results]  # each worker's result.json
     measured = all(w and all(k in e for e in w for k in IN_PLACE) for w in epochs)
     if len(epochs) < 2 or not steps or not measured:
         return None
     sums = [{k: sum(e[k] for e in w) for k in IN_PLACE} for w in epochs]
     return {k: statistics.median(s[k] for s in sums) / steps * 1000 for k in IN_PLACE}
+
+
+SPLIT = ("steady_steps", "first_epoch_extra", "epoch_ends", "outside_epochs")
+
+
+def epochs_split(results: list) -> dict | None:
+    """Where a run's train seconds go, from each worker's result.json, the median of the workers: the training steps
+    as the later epochs run them (``steady_steps``), what the first epoch's steps took beyond a later epoch's (the
+    tracing of the step, the collectives' first connection), each epoch's end (validation, the metrics read across
+    workers, the checkpoint and the ranks' wait for it) and what the train clock holds outside the epochs' own
+    seconds (Keras' set-up in fit() before the first epoch). The four add up to the worker's train seconds. A
+    step's time is the trainer's own where it measures it (PyTorch, MPI: compute and all-reduce), else the epoch's
+    seconds less its end (Keras'). None without two epochs of figures."""
+    parts = []
+    for r in results:
+        epochs = getattr(r, "epochs", None) or []
+        if len(epochs) < 2 or not getattr(r, "train_seconds", None):
+            return None
+        steps = []
+        for e in epochs:
+            if "compute_seconds" in e and "allreduce_wait_seconds" in e:
+                steps.append(e["compute_seconds"] + e["allreduce_wait_seconds"])
+            elif all(k in e for k in ("seconds", "validation_seconds", "reduction_seconds", "checkpoint_seconds")):
+                steps.append(e["seconds"] - e["validation_seconds"] - e["reduction_seconds"] - e["checkpoint_seconds"])
+            else:
+                return None
+        first_extra = steps[0] - statistics.median(steps[1:])
+        parts.append({"steady_steps": sum(steps) - first_extra, "first_epoch_extra": first_extra,
+                      "epoch_ends": sum(e["seconds"] for e in epochs) - sum(steps),
+                      "outside_epochs": r.train_seconds - sum(e["seconds"] for e in epochs)})
+    return {k: statistics.median(p[k] for p in parts) for k in SPLIT} if parts else None
 
 
 def split(measured: dict) -> dict:
@@ -194,6 +227,8 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
                      "accuracy": together[0]["accuracy"], "runs": together,
                      "container_memory_mb": max(m["container_memory_mb"] for m in together),
                      "in_place_ms": _in_place_median([m.get("in_place") for m in together]),
+                     "epochs_split": _split_median([m.get("epochs_split") for m in together]),
+                     "solo_epochs_split": _split_median([m.get("epochs_split") for m in alone]),
                      "orch_cpu_seconds": statistics.median(m["orch_cpu_seconds"] for m in together)})
     one = next((r["train_seconds"] for r in rows if r["workers"] == 1), None)
     for r in rows:
@@ -214,6 +249,11 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
 def _in_place_median(runs: list[dict | None]) -> dict | None:
     known = [r for r in runs if r]
     return {k: statistics.median(r[k] for r in known) for k in IN_PLACE} if known else None
+
+
+def _split_median(runs: list[dict | None]) -> dict | None:
+    known = [r for r in runs if r]
+    return {k: statistics.median(r[k] for r in known) for k in SPLIT} if len(known) == len(runs) else None
 
 
 def _median(values) -> float | None:
@@ -243,9 +283,10 @@ def markdown(report: dict) -> str:
     measured = [(name, r) for name, result in report["frameworks"].items() for r in result["rows"]
                 if r.get("in_place_ms")]
     if measured:
-        lines += ["", "Each step as the trainer measures it in place (PyTorch's: its compute, its wait for the "
-                  "all-reduce that backward did not hide, and the all-reduce in flight, which holds any wait for a "
-                  "peer still computing), milliseconds per step, beside the floors' per step:", "",
+        lines += ["", "Each step as the trainer measures it in place (PyTorch's and MPI's: its compute, its wait for "
+                  "the all-reduce that PyTorch's backward did not hide or MPI's blocking call took, and the all-reduce "
+                  "in flight, which holds any wait for a peer still computing), milliseconds per step, beside the "
+                  "floors' per step:", "",
                   "| framework | N | T(N) per step | compute in place | all-reduce wait | all-reduce in flight | "
                   "compute floor per step | all-reduce p50 |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -255,6 +296,29 @@ def markdown(report: dict) -> str:
                          f"{m['compute_seconds']:.2f} | {m['allreduce_wait_seconds']:.2f} | "
                          f"{m['allreduce_in_flight_seconds']:.2f} | {r['compute_floor'] / r['steps'] * 1000:.2f} | "
                          f"{r['allreduce_p50_us'] / 1000:.2f} |")
+    split_rows = [(name, r) for name, result in report["frameworks"].items() for r in result["rows"]
+                  if r.get("epochs_split") and r.get("solo_epochs_split")]
+    if split_rows:
+        lines += ["", "Where T(N) goes, from each worker's result.json (the median of the workers), beside the same "
+                  "split of the floor: the training steps as the later epochs run them, against the solo rank's "
+                  "steps times the ranks that share a core plus the transport floor; and the rest (the first "
+                  "epoch's steps beyond a later epoch's, each epoch's end with its validation, metrics and "
+                  "checkpoint, and what the train clock holds outside the epochs), against the solo rank's rest "
+                  "times the ranks that share a core. Seconds:", "",
+                  "| framework | N | T(N) | steps | their floor | steps / floor | first epoch's extra | epoch ends | "
+                  "outside the epochs | the rest | its floor | rest / floor | T(N)/floor |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for name, r in split_rows:
+            here, solo, share = r["epochs_split"], r["solo_epochs_split"], r["ranks_per_core"]
+            steps_floor = solo["steady_steps"] * share + r["transport_floor"]
+            rest = here["first_epoch_extra"] + here["epoch_ends"] + here["outside_epochs"]
+            rest_floor = (solo["first_epoch_extra"] + solo["epoch_ends"] + solo["outside_epochs"]) * share
+            rest_ratio = f"{rest / rest_floor:.2f}" if rest_floor > 0 else "—"
+            lines.append(f"| {name} | {r['workers']} | {r['train_seconds']:.2f} | {here['steady_steps']:.2f} | "
+                         f"{steps_floor:.2f} | {here['steady_steps'] / steps_floor:.2f} | "
+                         f"{here['first_epoch_extra']:.2f} | {here['epoch_ends']:.2f} | {here['outside_epochs']:.2f} | "
+                         f"{rest:.2f} | {rest_floor:.2f} | {rest_ratio} | "
+                         f"{r['vs_floor']:.2f} |")
     n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
               f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "

@@ -61,5 +61,15 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0  # a measured all-reduce, and T(N)/floor
     [split] = [r for r in rows if len(r) == 9]
     assert all(float(x) >= 0 for x in split[1:]), split
-    [cpu] = [r for r in rows if len(r) == 8]  # the CPU of the start-up, from the workers' own events
+    [cpu] = [r for r in rows if len(r) == 8 and not r[1].strip().isdigit()]  # the start-up's CPU, from its events
     assert all(float(x) > 0 for x in cpu[1:]), cpu
+    # Each rank's step as it measured it in place (compute, the blocking all-reduce), and T(2) split into its
+    # steps and the rest, each beside its floor.
+    [step] = [r for r in rows if len(r) == 8 and r[1].strip() == "2"]
+    assert all(float(x) > 0 for x in step[2:5]) and float(step[4]) == float(step[5]), step
+    [epochs] = [r for r in rows if len(r) == 13 and r[1].strip() == "2"]
+    t, steps, rest = float(epochs[2]), float(epochs[3]), float(epochs[9])
+    # The parts are the workers' medians, T(N) the slowest worker's: they add up to about T(N). Each epoch's end
+    # (validation, metrics, checkpoint) takes time, so the steps are less than T(N).
+    assert 0 < steps < t and float(epochs[4]) > 0 and float(epochs[7]) > 0, epochs
+    assert steps + rest == pytest.approx(t, rel=0.1), epochs

@@ -1,7 +1,9 @@
 """An experiment's floor (report: {floor: true}): its arithmetic, its plumbing through a sweep with the runs faked,
 its report; and a live sweep that measures it beside real cells."""
+import importlib.util
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -284,3 +286,52 @@ def test_a_failed_floor_is_measured_again_on_resume_and_one_that_cannot_be_is_no
     floor.transport_floors(records, _paths(), lambda _line: None, measure=lambda sizes, ranks, transports, *a, **k: [
         bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=10.0)])
     assert "error" not in records[0]["floor"] and records[0]["floor"]["floor"] == pytest.approx(1.0 + 0.02)
+
+
+def _floor_benchmark():
+    spec = importlib.util.spec_from_file_location("floor_benchmark", ROOT / "benchmarks" / "floor.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_floor_benchmark_splits_a_run_into_its_steps_and_the_rest():
+    split = _floor_benchmark().epochs_split
+    # Keras' epochs: the steps are what is left of an epoch's seconds after its end (validation, metrics, checkpoint).
+    keras = SimpleNamespace(train_seconds=10.0, epochs=[
+        {"seconds": 4.0, "validation_seconds": 0.3, "reduction_seconds": 0.1, "checkpoint_seconds": 0.1},
+        {"seconds": 2.5, "validation_seconds": 0.3, "reduction_seconds": 0.1, "checkpoint_seconds": 0.1},
+        {"seconds": 2.7, "validation_seconds": 0.3, "reduction_seconds": 0.2, "checkpoint_seconds": 0.2}])
+    got = split([keras])
+    assert got == pytest.approx({"steady_steps": 6.0, "first_epoch_extra": 1.5, "epoch_ends": 1.7,
+                                 "outside_epochs": 0.8})
+    assert sum(got.values()) == pytest.approx(keras.train_seconds)
+    # A trainer that measures its steps (PyTorch, MPI): compute and the all-reduce wait; the median of the workers.
+    ranks = [SimpleNamespace(train_seconds=t, epochs=[
+        {"seconds": 3.0, "compute_seconds": 1.0 + w, "allreduce_wait_seconds": 1.5},
+        {"seconds": 2.0, "compute_seconds": 1.0, "allreduce_wait_seconds": 0.5}]) for t, w in ((5.5, 0.2), (5.7, 0.4))]
+    assert split(ranks) == pytest.approx({"steady_steps": 3.0, "first_epoch_extra": 1.3, "epoch_ends": 0.7,
+                                          "outside_epochs": 0.6})
+    # Without two epochs, or without the figures, no split is made up.
+    assert split([SimpleNamespace(train_seconds=3.0, epochs=keras.epochs[:1])]) is None
+    assert split([SimpleNamespace(train_seconds=3.0, epochs=[{"seconds": 1.0}, {"seconds": 1.0}])]) is None
+
+
+def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor():
+    row = {"workers": 3, "train_seconds": 10.0, "vs_one": 2.0, "solo_seconds": 3.0, "solo_batch": 32, "solo_cores": 1,
+           "ranks_per_core": 2, "compute_floor": 6.0, "allreduce_p50_us": 500.0, "transport_floor": 1.0,
+           "floor": 7.0, "vs_floor": 10.0 / 7.0, "wall_seconds": 18.0, "container_memory_mb": 500.0,
+           "orch_cpu_seconds": 0.3, "steps": 2000, "in_place_ms": None,
+           "epochs_split": {"steady_steps": 6.0, "first_epoch_extra": 1.5, "epoch_ends": 2.0, "outside_epochs": 0.5},
+           "solo_epochs_split": {"steady_steps": 2.0, "first_epoch_extra": 0.5, "epoch_ends": 0.4,
+                                 "outside_epochs": 0.1}}
+    overhead = {"workers": 3, "create_and_start": 1.0, "import": 4.0, "connect_and_load": 1.5, "train_and_test": 10.5,
+                "results_and_teardown": 0.6, "beyond_train": 8.0, "start_floor": 5.0, "cpu_to_train": None}
+    text = _floor_benchmark().markdown({"when": "now", "repeats": 1, "workload": {}, "frameworks": {
+        "mpi": {"rows": [row], "overhead": overhead}}})
+    [split] = [line.split("|")[1:-1] for line in text.splitlines()
+               if line.startswith("| mpi |") and len(line.split("|")) == 15]
+    # The steps against the solo rank's steps on the shared core plus the transport: 6.0 / (2 × 2.0 + 1.0); the rest
+    # (1.5 + 2.0 + 0.5) against the solo rank's rest on the shared core, 2 × 1.0.
+    assert [c.strip() for c in split] == ["mpi", "3", "10.00", "6.00", "5.00", "1.20", "1.50", "2.00", "0.50",
+                                          "4.00", "2.00", "2.00", "1.43"]
