@@ -139,4 +139,11 @@ def test_the_ddp_scaling_study_runs_in_its_quick_form(torch_image, orch_env, tmp
     assert "## Scaling" in text and "| 8 | global_batch 64 | 64 |" in text and "| 8 | batch_per_worker 64 | 512 |" in text
     for name in ("loss-curves", "speedup", "efficiency", "training-comparison"):
         assert (out / f"{name}.png").stat().st_size > 10_000
+    # The study asks for the floor (report: {floor: true}): every cell has a solo rank beside it, and every cell
+    # of several ranks gloo's all-reduce of the CNN's gradients at its rank count.
+    floors = {c["params"]["workers"]: c["floor"] for c in cells.values() if "batch_per_worker" in c["params"]}
+    assert {n: f["solo_batch"] for n, f in floors.items()} == {1: 64, 2: 64, 4: 64, 8: 64}
+    assert all(f["transport"] == "gloo" and f["allreduce_p50_us"] > 0 for n, f in floors.items() if n > 1)
+    rows = text.split("## Against this machine's floor")[1].split("\n\n")[1].splitlines()[2:]
+    assert len(rows) == 8 and all(float(row.split("|")[8]) > 0 for row in rows), rows  # T(N)/floor in each
     assert all(orch_containers(c["run_id"]) == [] for c in cells.values())
