@@ -6,8 +6,12 @@ Usage (one core, as a rank sharing a core with nothing):
 
 The MLP's step as mpi_loop.py runs it (gather the batch, forward, backward, the flat gradients through a NumPy
 function where the Allreduce would be, Adam), K steps to one tf.function call, at a rank's batch of 32 (3 ranks,
-global batch 96) and 96 (1 rank). With 3 ranks on 2 cores two ranks share a core, so a step there costs at
-least twice the batch-32 figure, against the batch-96 figure for one rank: the floor of T(3)/T(1).
+global batch 96), 48 (2 ranks) and 96 (1 rank). With 3 ranks on 2 cores two ranks share a core, so a step there
+costs at least twice the batch-32 figure, against the batch-96 figure for one rank: the floor of T(3)/T(1).
+
+Each is timed twice: with the NumPy function (a rank of several) and without it, the gradients staying in the
+graph (one rank alone, as the floor's solo rank runs): the difference is what leaving the graph for the
+Allreduce costs a step, before any peer.
 """
 import os
 import time
@@ -37,11 +41,11 @@ def copy(flat: np.ndarray) -> np.ndarray:
     return out
 
 
-for batch in (32, 96):
+for batch in (32, 48, 96):
     x_all = tf.constant(np.random.rand(batch * STEPS, 784).astype(np.float32))
     y_all = tf.constant(np.random.randint(0, 10, batch * STEPS).astype(np.int64))
     loss_sum = tf.Variable(0.0)
-    for per_call in (1, 10, 50):
+    for per_call, leave in ((1, True), (10, True), (50, True), (50, False)):
         @tf.function
         def steps(batches):
             for k in tf.range(tf.shape(batches)[0]):
@@ -50,7 +54,8 @@ for batch in (32, 96):
                     losses = per_example(y, net(x, training=True))
                     loss = tf.reduce_sum(losses) / 96.0
                 flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)], 0)
-                flat = tf.numpy_function(copy, [flat], tf.float32, stateful=True)
+                if leave:
+                    flat = tf.numpy_function(copy, [flat], tf.float32, stateful=True)
                 grads = [tf.reshape(g, s) for g, s in zip(tf.split(flat, sizes), shapes)]
                 optimizer.apply_gradients(zip(grads, variables))
                 loss_sum.assign_add(tf.reduce_sum(losses))
@@ -61,4 +66,5 @@ for batch in (32, 96):
             for first in range(0, STEPS, per_call):
                 steps(tf.constant(order[first:first + per_call]))
             ms = (time.perf_counter() - started) / STEPS * 1e3
-            print(f"batch {batch}, {per_call} steps a call, pass {repeat + 1}: {ms:.3f} ms a step", flush=True)
+            print(f"batch {batch}, {per_call} steps a call, {'through NumPy' if leave else 'in the graph'}, "
+                  f"pass {repeat + 1}: {ms:.3f} ms a step", flush=True)
