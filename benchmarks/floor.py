@@ -226,9 +226,9 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
                      "transport_floor": transport_s, "floor": compute + transport_s,
                      "accuracy": together[0]["accuracy"], "runs": together,
                      "container_memory_mb": max(m["container_memory_mb"] for m in together),
-                     "in_place_ms": _in_place_median([m.get("in_place") for m in together]),
-                     "epochs_split": _split_median([m.get("epochs_split") for m in together]),
-                     "solo_epochs_split": _split_median([m.get("epochs_split") for m in alone]),
+                     "in_place_ms": _medians([m.get("in_place") for m in together], IN_PLACE),
+                     "epochs_split": _medians([m.get("epochs_split") for m in together], SPLIT, every=True),
+                     "solo_epochs_split": _medians([m.get("epochs_split") for m in alone], SPLIT, every=True),
                      "orch_cpu_seconds": statistics.median(m["orch_cpu_seconds"] for m in together)})
     one = next((r["train_seconds"] for r in rows if r["workers"] == 1), None)
     for r in rows:
@@ -246,14 +246,13 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
     return out
 
 
-def _in_place_median(runs: list[dict | None]) -> dict | None:
+def _medians(runs: list[dict | None], keys: tuple[str, ...], every: bool = False) -> dict | None:
+    """Each of ``keys``' median over the repeats that measured it; None if none did (or, with ``every``, if one
+    did not)."""
     known = [r for r in runs if r]
-    return {k: statistics.median(r[k] for r in known) for k in IN_PLACE} if known else None
-
-
-def _split_median(runs: list[dict | None]) -> dict | None:
-    known = [r for r in runs if r]
-    return {k: statistics.median(r[k] for r in known) for k in SPLIT} if len(known) == len(runs) else None
+    if not known or (every and len(known) < len(runs)):
+        return None
+    return {k: statistics.median(r[k] for r in known) for k in keys}
 
 
 def _median(values) -> float | None:
