@@ -97,6 +97,32 @@ def test_the_solo_rank_runs_the_per_rank_batch_on_its_shard_pinned_as_a_rank_is(
         floor.solo(fields, "fl-z", paths, lambda *a, **k: _Info(None, "failed"), host_cpus=2)
 
 
+def test_mirrored_replicas_count_as_ranks_and_one_rank_is_its_own_floor(tmp_path):
+    ran = []
+
+    def run(spec, paths=None, host_cpus=None, stats_interval=1.0):
+        ran.append((spec, host_cpus))
+        return _Info(2.0)
+
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    fields = {"framework": "tensorflow", "strategy": "mirrored", "replicas": 4, "dataset": "synthetic",
+              "samples": 6000, "global_batch": 96}
+    assert floor.ranks(make_spec(run_id="x", **fields)) == 4
+    got = floor.solo(fields, "fl-m", paths, run, host_cpus=2)
+    [(alone, cores)] = ran
+    assert (alone.workers, alone.framework.replicas, alone.samples, alone.global_batch) == (1, 1, 1500, 24)
+    assert cores == 1 and got["ranks_per_core"] == 2.0 and got["compute_floor"] == 4.0  # 4 threads on 2 cores
+    assert got["transport"] is None  # the replicas reduce in memory
+    three = floor.solo({**fields, "replicas": 3}, "fl-3", paths, run, host_cpus=2)
+    assert three["ranks_per_core"] == 1.5  # threads, not pinned: the cores share 3 replicas evenly at best
+    assert floor.why_none(make_spec(run_id="x", **fields)) is None
+    spec = make_spec(run_id="cell-1", framework="mpi", workers=1, dataset="synthetic", samples=6000, global_batch=96)
+    assert floor.ranks(spec) == 1
+    own = floor.itself(spec, 3.5, host_cpus=2)
+    assert own["itself"] and own["run_id"] == "cell-1" and own["compute_floor"] == 3.5 and own["solo_cores"] == 2
+    assert floor._as_recorded(own) and not floor.needed({"floor": own})
+
+
 def _paths(root="/nonexistent"):
     return Paths(runs=f"{root}/runs", cache=f"{root}/cache")
 
@@ -177,6 +203,35 @@ def test_the_report_has_the_floor_table_and_says_why_a_row_has_none(tmp_path, mo
     assert "| 0.50 |" in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))  # the bound
 
 
+def _setup(params, seconds, floor_seconds=None):
+    record = _record(params.get("workers", 1), seconds, {"floor": floor_seconds, "compute_floor": floor_seconds,
+                                                         "transport_floor": 0.0} if floor_seconds else None)
+    return {**record, "params": params, "fields": params}
+
+
+def test_the_results_table_bounds_every_speedup_and_a_sweep_of_one_container_has_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+    exp = parse("name: s\nbase: {dataset: synthetic}\nsetups:\n  - {strategy: single}\n"
+                "  - {strategy: mirrored, replicas: 2}\nreport: {baseline: {strategy: single}, floor: true}\n")
+    cells = {"single": _setup({"strategy": "single"}, 2.0, 2.0),
+             "mirrored": _setup({"strategy": "mirrored", "replicas": 2}, 6.0, 1.6)}
+    text = report.write_experiment_report(exp, False, cells, metrics.aggregate(cells, baseline={"strategy": "single"}),
+                                          tmp_path).read_text()
+    table = text.split("## Results")[1].split("\n\n")[1].splitlines()
+    heads = [h.strip() for h in table[0].strip("|").split("|")]
+    row = [c.strip() for c in next(line for line in table if "mirrored" in line).strip("|").split("|")]
+    assert row[heads.index("speedup")] == "0.333" and row[heads.index("bound")] == "1.25"  # T(1)/floor: 2.0 / 1.6
+    assert "T(1) over the floor measured beside the point" in text
+    batches = parse("name: b\nbase: {dataset: synthetic}\ngrid: {batch_size: [64, 512]}\n"
+                    "report: {baseline: {batch_size: 512}}\n")
+    cells = {"64": _setup({"batch_size": 64}, 3.0), "512": _setup({"batch_size": 512}, 2.0)}
+    text = report.write_experiment_report(batches, False, cells,
+                                          metrics.aggregate(cells, baseline={"batch_size": 512}), tmp_path).read_text()
+    heads = text.split("## Results")[1].split("\n\n")[1].splitlines()[0]
+    assert "T/T(baseline)" in heads and "speedup" not in heads and "bound" not in heads
+    assert "no speedup to bound" in text
+
+
 def test_an_experiment_without_the_floor_has_no_floor_section(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
     exp = parse("name: f\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3]}\n")
@@ -220,14 +275,16 @@ def test_the_sweep_runs_a_solo_rank_beside_each_cell_and_the_transports_once(mon
     assert not solos and not asked and all("floor" not in c for c in cells.values())
     out, cells = experiments.run(parse(text + "report: {floor: true}\n"), paths=paths)  # asked later: solos only
     cores = os.cpu_count() or 1
-    assert sorted(solos) == [(48, 3000, rank_cores(2, cores)[0]), (96, 6000, cores)] and asked == [(2, "mpi-shm")]
+    assert solos == [(48, 3000, rank_cores(2, cores)[0])] and asked == [(2, "mpi-shm")]
+    one = cells["workers1-r0"]["floor"]  # one rank: the cell is its own floor, not run again
+    assert one["itself"] and one["run_id"] == cells["workers1-r0"]["run_id"] and one["floor"] == 1.0
     two = cells["workers2-r0"]["floor"]
     assert two["compute_floor"] == 1.0 * rank_cores(2, cores)[1]
     assert two["floor"] == pytest.approx(two["compute_floor"] + 50e-6 * 2000)
     assert json.loads((out / "cells.json").read_text())["workers2-r0"]["floor"]["floor"] == two["floor"]
     assert "## Against this machine's floor" in (out / "report.md").read_text()
     experiments.run(parse(text + "report: {floor: true}\n"), paths=paths)  # all there: nothing runs again
-    assert len(solos) == 2 and len(asked) == 1
+    assert len(solos) == 1 and len(asked) == 1
 
 
 @pytest.mark.docker

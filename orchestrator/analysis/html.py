@@ -25,7 +25,7 @@ from orchestrator.safeio import atomic_write
 from orchestrator.tracking import figures as read_figures
 
 COLUMNS = [("run", "run"), ("state", "state"), ("framework", "framework"), ("strategy", "strategy"),
-           ("workers", "N"), ("train_seconds", "train s"), ("wall_seconds", "wall s"),
+           ("n", "N"), ("train_seconds", "train s"), ("wall_seconds", "wall s"),
            ("test_accuracy", "test acc"), ("time_ratio", "T(N)/T(1)"), ("speedup", "speedup"),
            ("efficiency", "efficiency"), ("samples_per_second", "samples/s"), ("cpu_mean_percent", "mean CPU %"),
            ("net_mb", "network MB"), ("floor_seconds", "floor s"), ("vs_floor", "T(N)/floor")]
@@ -65,16 +65,23 @@ def _thinned(series: list[Any]) -> list[Any]:
     return out
 
 
+Against = dict[str, tuple[int, Optional[float], Optional[float]]]  # run id: (N, T(1), the CPU bound)
+
+
 def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]],
-                  floors: Optional[dict[str, float]] = None) -> None:
-    """Each row's time ratio, speedup and efficiency against the 1-worker run of the same work, and the bound this
-    machine allows it: T(1) over its floor (``floors``, by run id), else the CPU bound."""
+                  floors: Optional[dict[str, float]] = None, against: Optional[Against] = None) -> None:
+    """Each row's N, time ratio, speedup and efficiency against the 1-worker run of the same work (or what
+    ``against`` gives, by run id: an experiment's own N and baseline), and the bound this machine allows it: T(1)
+    over its floor (``floors``, by run id), else the CPU bound."""
     index = metrics.run_baselines(summaries)
     for row, summary in zip(rows, summaries):
-        base = metrics.run_baseline(summary, index)
-        t_1 = (base or {}).get("train_seconds")
-        row.update(metrics.scaling(summary.get("train_seconds"), t_1, metrics.run_workers(summary)).to_dict())
-        row["cpu_bound"] = metrics.cpu_bound(row["workers"], (base or {}).get("cpu_mean_percent"))
+        if against is not None:
+            row["n"], t_1, row["cpu_bound"] = against.get(row["run_id"], (row["workers"], None, None))
+        else:
+            base = metrics.run_baseline(summary, index)
+            row["n"], t_1 = row["workers"], (base or {}).get("train_seconds")
+            row["cpu_bound"] = metrics.cpu_bound(row["workers"], (base or {}).get("cpu_mean_percent"))
+        row.update(metrics.scaling(summary.get("train_seconds"), t_1, row["n"]).to_dict())
         row["floor_seconds"] = (floors or {}).get(row["run_id"])
         row["vs_floor"] = metrics.time_ratio(summary.get("train_seconds"), row["floor_seconds"])
         row["floor_bound"] = metrics.speedup(row["floor_seconds"], t_1)
@@ -82,18 +89,23 @@ def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]],
 
 
 def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "",
-          floors: Optional[dict[str, float]] = None) -> Path:
+          floors: Optional[dict[str, float]] = None, against: Optional[Against] = None,
+          axis: Optional[str] = "containers") -> Path:
     """Write ``out`` (an .html file) for the runs collected into ``folders`` ((folder, label) pairs); ``floors``:
-    the floor measured beside a run, by run id (an experiment's ``report: {floor: true}``)."""
-    return write_figures(out, title, [(read_figures.read(folder), label) for folder, label in folders], note, floors)
+    the floor measured beside a run, by run id (an experiment's ``report: {floor: true}``); ``against``: each
+    run's N, T(1) and CPU bound as its experiment reckons them; ``axis``: what N counts in the charts against it,
+    None for none (an experiment of setups against a named one)."""
+    return write_figures(out, title, [(read_figures.read(folder), label) for folder, label in folders], note, floors,
+                         against, axis)
 
 
 def write_figures(out: Path, title: str, figures: list[tuple[read_figures.RunFigures, Optional[str]]],
-                  note: str = "", floors: Optional[dict[str, float]] = None) -> Path:
+                  note: str = "", floors: Optional[dict[str, float]] = None, against: Optional[Against] = None,
+                  axis: Optional[str] = "containers") -> Path:
     """``write`` for runs already read (``tracking.figures.read``), each with its label."""
     runs = [_run(fig, label) for fig, label in figures]
-    _with_scaling(runs, [fig.summary for fig, _ in figures], floors)
-    data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count()}
+    _with_scaling(runs, [fig.summary for fig, _ in figures], floors, against)
+    data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count(), "axis": axis}
     script = (Path(__file__).parent / "report.js").read_text()
     # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.
     blob = json.dumps(data, default=str, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e") \

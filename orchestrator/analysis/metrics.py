@@ -262,6 +262,7 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
             base = point_baseline(row, index, axis)
             n = point_scale(row, axis)
         t_1 = base["train_seconds"][0] if base else None
+        row["n"], row["base_seconds"] = n, t_1
         row.update(scaling(row["train_seconds"][0] if row["train_seconds"] else None, t_1, n).to_dict())
         row["speedup_range"], row["efficiency_range"] = speedup_range(row["train_seconds"], t_1, n)
         row["cpu_bound"] = cpu_bound(n, base["cpu_mean_percent"][0] if base and base["cpu_mean_percent"] else None,

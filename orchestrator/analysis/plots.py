@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -98,21 +98,28 @@ def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray
 
 
 def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
-              path: Path) -> Path:
-    """One line per named (x, y) series."""
+              path: Path, dotted: Sequence[str] = ()) -> Path:
+    """One line per named (x, y) series; those named in ``dotted`` (bounds, not measurements) dotted."""
     fig, ax = _pyplot().subplots(figsize=(7, 4))
     for name, (x, y) in series.items():
-        ax.plot(x, y, marker="o", label=name)
+        ax.plot(x, y, marker="o", label=name, **({"linestyle": ":", "color": "grey"} if name in dotted else {}))
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
 
-def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path) -> Path:
-    """One bar per named value, in the given order."""
+def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path,
+             marks: Optional[dict[str, float]] = None, mark_label: str = "") -> Path:
+    """One bar per named value, in the given order; ``marks`` (a bound per bar) as a line across its bar."""
     fig, ax = _pyplot().subplots(figsize=(max(6, 1.3 * len(values)), 4))
     ax.bar(list(values), list(values.values()), color="tab:blue")
+    marked = [(i, marks[name]) for i, name in enumerate(values) if marks and name in marks]
+    if marked:
+        xs, ys = zip(*marked)
+        ax.hlines(ys, [x - 0.4 for x in xs], [x + 0.4 for x in xs], colors="black", linestyles="dashed",
+                  label=mark_label)
+        ax.legend(fontsize=8)
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(alpha=0.3, axis="y")
@@ -192,19 +199,25 @@ def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
     """Per line of the plot, the median of ``metric`` against the scaling ``axis``."""
     out = {}
     for label, group in by_line.items():
-        points = sorted((metrics.point_scale(r, axis), r[metric][0]) for r in group if r[metric])
+        points = sorted((metrics.point_scale(r, axis), r[metric][0]) for r in group if r.get(metric))
         if points:
             out[label] = ([p[0] for p in points], [p[1] for p in points])
     return out
 
 
+FLOOR_LABEL = "this machine's floor (measured beside it)"
+
+
 def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, named: bool = False) -> list[Path]:
+    """Train time and test accuracy per setup (``named``: bars) or against the scaling ``axis`` (lines); the
+    train time's figure draws the floor measured beside each point where the experiment asked for it."""
     if named:  # setups, not a scaling axis: one bar each
         timed = [r for r in rows if r["train_seconds"]]
         if not timed:
             return []
+        floors = {_setup_label(r): r["floor_seconds"][0] for r in timed if r.get("floor_seconds")}
         return [bar_plot({_setup_label(r): r["train_seconds"][0] for r in timed}, "train time, s (median)",
-                         "Train time per setup", out / "time-per-setup.png"),
+                         "Train time per setup", out / "time-per-setup.png", marks=floors, mark_label=FLOOR_LABEL),
                 bar_plot({_setup_label(r): r["test_accuracy"][0] for r in timed if r["test_accuracy"]},
                          "test accuracy (median)", "Test accuracy per setup", out / "accuracy-per-setup.png")]
     by_line: dict[str, list[dict[str, Any]]] = {}
@@ -212,7 +225,10 @@ def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, na
         by_line.setdefault(", ".join(f"{k} {r['params'][k]}" for k in axes if k in r['params']) or "all", []).append(r)
     if not any(r["train_seconds"] for r in rows):
         return []
-    return [line_plot(_series(by_line, "train_seconds", axis), axis, "train time, s (median)", f"Time vs {axis}",
-                      out / f"time-vs-{axis}.png"),
+    times = _series(by_line, "train_seconds", axis)
+    floors = {(f"{FLOOR_LABEL}, {label}" if len(by_line) > 1 else FLOOR_LABEL): xy
+              for label, xy in _series(by_line, "floor_seconds", axis).items()}
+    return [line_plot({**times, **floors}, axis, "train time, s (median)", f"Time vs {axis}",
+                      out / f"time-vs-{axis}.png", dotted=list(floors)),
             line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median)", f"Accuracy vs {axis}",
                       out / f"accuracy-vs-{axis}.png")]

@@ -123,27 +123,28 @@ function main() {
               runs.map(r => ({name: r.run, points: (r.curves[name] || [])})));
   }
   const scaled = runs.filter(r => r.train_seconds !== null && r.train_seconds !== undefined);
-  if (new Set(scaled.map(r => r.workers)).size > 1) {
-    const scale = section("Against the number of containers");
+  const axis = data.axis;  // what N counts; null: setups against a named one, no chart against N
+  if (axis && new Set(scaled.map(r => r.n)).size > 1) {
+    const scale = section(`Against the number of ${axis}`);
     const byN = key => {
       const groups = {};
-      for (const r of scaled) if (r[key] !== null && r[key] !== undefined) (groups[r.workers] = groups[r.workers] || []).push(r[key]);
+      for (const r of scaled) if (r[key] !== null && r[key] !== undefined) (groups[r.n] = groups[r.n] || []).push(r[key]);
       return Object.keys(groups).map(Number).sort((a, b) => a - b).map(n => {
         const v = groups[n].slice().sort((a, b) => a - b);
         return [n, v[Math.floor((v.length - 1) / 2)]];
       });
     };
-    const ns = [...new Set(scaled.map(r => r.workers))].sort((a, b) => a - b);
+    const ns = [...new Set(scaled.map(r => r.n))].sort((a, b) => a - b);
     const bound = byN("bound");
     const kinds = new Set(scaled.map(r => r.bound_kind).filter(k => k));
     const boundName = kinds.has("floor") ? (kinds.has("cpu") ? "this host's bound (floor, or CPU)" : "T(1)/floor of this host")
       : `CPU bound of this host (${data.cores} cores)`;
-    lineChart(scale, "train time (median)", "containers N", "seconds", [{name: "train s", points: byN("train_seconds")}]);
-    lineChart(scale, "speedup T(1)/T(N)", "containers N", "speedup", [
+    lineChart(scale, "train time (median)", `${axis} N`, "seconds", [{name: "train s", points: byN("train_seconds")}]);
+    lineChart(scale, "speedup T(1)/T(N)", `${axis} N`, "speedup", [
       {name: "measured", points: byN("speedup")},
       {name: "N× (ideal)", points: ns.map(n => [n, n]), dash: true, color: "#999"},
       {name: boundName, points: bound, dash: true, color: "#d62728"}]);
-    lineChart(scale, "efficiency speedup/N", "containers N", "efficiency", [
+    lineChart(scale, "efficiency speedup/N", `${axis} N`, "efficiency", [
       {name: "measured", points: byN("efficiency")},
       {name: "1 (ideal)", points: ns.map(n => [n, 1]), dash: true, color: "#999"},
       {name: boundName + " / N", points: bound.map(([n, b]) => [n, b / n]), dash: true, color: "#d62728"}]);

@@ -110,24 +110,53 @@ def machine_description() -> str:
             f"{platform.system()} {platform.release()}, Docker engine {engine}, orch {__version__}")
 
 
+def _parallel(r: Mapping[str, Any], axis: str, named: bool) -> int:
+    """N of a row: the workers times the replicas against a named baseline, else its value on the scaling axis."""
+    return int(r["params"].get("workers", 1)) * int(r["params"].get("replicas", 1)) if named \
+        else metrics.point_scale(r, axis)
+
+
 def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named: bool = False) -> list[str]:
-    lines = [
-        "| " + " | ".join([*([axis] + axes), "runs", "test accuracy", "val loss", "val accuracy", "train s",
-                          "s per epoch", "wall s", "T/T(baseline)" if named else "T(N)/T(1)",
-                          "speedup", "efficiency", "CPU % per container", "network MB per worker"]) + " |",
-        "|" + " --- |" * (len(axes) + 13),
-    ]
+    """One line per grid point; speedup, the bound this machine allows and efficiency where some point runs in
+    parallel (a sweep of one container and one replica, such as of batch sizes, compares times only)."""
+    parallel = any(_parallel(r, axis, named) > 1 for r in rows)
+    scaled = ["speedup", "bound", "efficiency"] if parallel else []
+    heads = [*([axis] + axes), "runs", "test accuracy", "val loss", "val accuracy", "train s", "s per epoch", "wall s",
+             "T/T(baseline)" if named else "T(N)/T(1)", *scaled, "CPU % per container", "network MB per worker"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for r in rows:
         runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
+        figures = [_opt(r["speedup"], ".3f"), _opt(metrics.machine_bound(r)[0], ".2f"), _opt(r["efficiency"], ".3f")]
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), *(str(r["params"].get(a, "-")) for a in axes), runs,
             _median_range(r["test_accuracy"], ".4f"), _median_range(r.get("val_loss"), ".4f"),
             _median_range(r.get("val_accuracy"), ".4f"), _median_range(r["train_seconds"], ".2f"),
-            _median_range(r.get("epoch_seconds"), ".2f"), _median_range(r["wall_seconds"], ".1f"), _opt(r["time_ratio"], ".2f", "x"), _opt(r["speedup"], ".3f"),
-            _opt(r["efficiency"], ".3f"), _median_range(r["cpu_mean_percent"], ".0f"),
-            _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
+            _median_range(r.get("epoch_seconds"), ".2f"), _median_range(r["wall_seconds"], ".1f"),
+            _opt(r["time_ratio"], ".2f", "x"), *(figures if parallel else []),
+            _median_range(r["cpu_mean_percent"], ".0f"), _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
         ]) + " |")
     return lines
+
+
+def _results_note(rows: list[dict[str, Any]], axis: str, baseline: Mapping[str, Any]) -> str:
+    """What the results table's columns are."""
+    named = bool(baseline)
+    parallel = any(_parallel(r, axis, named) > 1 for r in rows)
+    kinds = {metrics.machine_bound(r)[1] for r in rows} - {""}
+    bound = " Bound is the best speedup this machine allows: " + " or ".join(
+        [*(["T(1) over the floor measured beside the point (see the floor's section)"] if "floor" in kinds else []),
+         *(["its cores over the CPU the one-process run used (never more than N)"] if "cpu" in kinds else [])]) + "." \
+        if kinds else ""
+    if named:
+        text = ("T/T(baseline) is the median train time over that of the baseline "
+                f"({_setup_label({'params': baseline})}), on the same data.")
+        text += (" Speedup is its inverse; efficiency is speedup / N, with N the workers times the replicas." + bound
+                 if parallel else " Every setup runs one container of one replica, so there is no speedup to bound.")
+    else:
+        text = (f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: 1.0 means "
+                "no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N." + bound)
+    return text + (" Val loss and accuracy are after the last epoch; s per epoch is the mean epoch time. CPU is in "
+                   "percent of one core per container. Network is bytes received plus sent by each worker.")
 
 
 def _floor_section(rows: list[dict[str, Any]], axis: str) -> list[str]:
@@ -154,7 +183,12 @@ def _floor_section(rows: list[dict[str, Any]], axis: str) -> list[str]:
                     "the most ranks that share a core. The transport floor is the all-reduce p50 of the cell's "
                     "transport (`orch bench allreduce`) at N ranks and the gradients' size, times the steps. No "
                     "orch on these cores can train the cell in less than their sum, the floor: T(N)/floor is what "
-                    "orch adds, and T(1)/floor the best speedup this machine allows.", "", *notes,
+                    "orch adds, and T(1)/floor the best speedup this machine allows. MirroredStrategy's replicas "
+                    "count as ranks: the solo rank is one replica, and as replicas are threads of one process, not "
+                    "pinned, its time counts the replicas over the cores; their reduction is in memory, with no "
+                    "transport floor. "
+                    "A point of one rank is its own floor (T/floor 1.00): the solo rank would be the same run.",
+                    "", *notes,
                     *([""] if notes else [])]
 
 
@@ -216,13 +250,7 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
         "## Results",
         "",
         *_results_table(rows, axes, axis, named=bool(baseline)),
-        "", (f"T/T(baseline) is the median train time over that of the baseline ({_setup_label({'params': baseline})}), "
-             "on the same data. Speedup is its inverse; efficiency is speedup / N, with N the workers times "
-             "the replicas." if baseline else
-             f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: "
-             "1.0 means no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N.")
-        + " Val loss and accuracy are after the last epoch; s per epoch is the mean epoch time. CPU is in "
-        "percent of one core per container. Network is bytes received plus sent by each worker.", "",
+        "", _results_note(rows, axis, baseline), "",
     ]
     if scaling:
         lines += _scaling_section(rows, axis, cells)

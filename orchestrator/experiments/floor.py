@@ -10,6 +10,12 @@ For a cell of N containers, as `benchmarks/floor.py` measures it:
   floor      compute + transport: no orch on these cores can train the cell faster. The report shows T(N)/floor
              beside T(N)/T(1), and T(1)/floor(N) as the best speedup this machine allows.
 
+MirroredStrategy's replicas in one container count as its ranks: the solo rank is one replica at the per-replica
+batch, and as the replicas are threads of one process, not pinned, the compute floor is its time times the replicas
+over the cores (at least 1); their reduction is in memory and has no transport floor. A cell of one rank and one
+replica is its own floor: one rank alone at the whole batch, pinned as the cell's is, is the cell, so it is not run
+again (a second run would measure only the host's noise).
+
 The solo run is recorded in the cell's record (``record["floor"]``), the p50 once per transport, rank count and
 size, after the cells. What cannot have a floor (a script of the user's, a parameter server, a swarm) says why.
 """
@@ -68,19 +74,35 @@ def why_none(spec: JobSpec) -> Optional[str]:
     return None
 
 
+def ranks(spec: JobSpec) -> int:
+    """The ranks that share ``spec``'s work: its containers, times MirroredStrategy's replicas in each."""
+    return spec.workers * int(getattr(spec.framework, "replicas", 1) or 1)
+
+
+def itself(spec: JobSpec, train_seconds: float, host_cpus: Optional[int] = None) -> dict[str, Any]:
+    """The floor record of a cell of one rank (``ranks(spec) == 1``): the cell itself, taking ``train_seconds``."""
+    return {"run_id": spec.run_id, "itself": True, "solo_seconds": train_seconds, "solo_batch": spec.global_batch,
+            "solo_samples": spec.samples, "solo_cores": rank_cores(1, host_cpus or os.cpu_count() or 1)[0],
+            "ranks_per_core": 1, "compute_floor": train_seconds, "transport": None, "gradient_bytes": None,
+            "allreduce_p50_us": None}
+
+
 def solo(fields: dict[str, Any], run_id: str, paths: Paths, run: Callable[..., Any],
          host_cpus: Optional[int] = None) -> dict[str, Any]:
     """Run the solo rank of the cell of ``fields`` (``run`` is ``runner.up``) and return the cell's floor record,
     its transport p50 still to be measured (``transport_floors``). Raises what the run raises."""
     spec = make_spec(**fields, run_id=run_id)
-    n = spec.workers
-    cores, share = rank_cores(n, host_cpus or os.cpu_count() or 1)
-    alone = make_spec(**{**fields, "workers": 1, "samples": spec.samples // n, "global_batch": spec.global_batch // n},
-                      run_id=run_id)
+    n, host = ranks(spec), host_cpus or os.cpu_count() or 1
+    cores, share = rank_cores(n, host)
+    one = {"workers": 1, "samples": spec.samples // n, "global_batch": spec.global_batch // n}
+    if spec.workers == 1 and n > 1:  # replicas: threads of one process, which the cores share out evenly at best
+        one["replicas"] = 1
+        share = max(1.0, n / host)
+    alone = make_spec(**{**fields, **one}, run_id=run_id)
     info = run(alone, paths=paths, host_cpus=cores, stats_interval=None)
     if info.state != "succeeded" or not info.train_seconds:
         raise RuntimeError(f"its solo rank {info.state}: {info.error or 'no train time'}")
-    transport = frameworks.get(spec.framework.name).floor_transport(spec) if n > 1 else None
+    transport = frameworks.get(spec.framework.name).floor_transport(spec) if spec.workers > 1 else None
     return {"run_id": run_id, "solo_seconds": info.train_seconds, "solo_batch": alone.global_batch,
             "solo_samples": alone.samples, "solo_cores": cores, "ranks_per_core": share,
             "compute_floor": info.train_seconds * share, "transport": transport,

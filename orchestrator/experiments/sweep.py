@@ -5,6 +5,7 @@ cells, records each in cells.json, and writes the report.
 """
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,13 @@ from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
 from orchestrator.experiments import floor
-from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
+from orchestrator.experiments.file import (
+    TOKEN_HEX,
+    Cell,
+    Experiment,
+    cell_run_id,
+    expand,
+)
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import runner
@@ -111,24 +118,36 @@ def run(
         _sweep(experiment, cells, recorded, out, force, paths, say or (lambda _m: None),
                on_progress or (lambda _p: None))
         current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
-        report.write_experiment_report(experiment, quick, current, metrics.aggregate(current, experiment.report.scale, experiment.report.baseline), out)
-        _html_report(experiment, quick, current, out, say or (lambda _m: None))
+        rows = metrics.aggregate(current, experiment.report.scale, experiment.report.baseline)
+        report.write_experiment_report(experiment, quick, current, rows, out)
+        _html_report(experiment, quick, current, rows, out, say or (lambda _m: None))
     return out, current
 
 
-def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], out: Path,
+def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], rows: list[dict[str, Any]], out: Path,
                  say: Callable[[str], None]) -> None:
-    """report.html beside report.md: every collected cell, interactive; skipped (with report.md intact) if a
-    cell's folder cannot be read."""
+    """report.html beside report.md: every collected cell, interactive, its N, speedup and bound reckoned as
+    report.md's (``rows``, from ``metrics.aggregate``); skipped (with report.md intact) if a cell's folder cannot be
+    read."""
     from orchestrator.analysis import html
 
     folders = [(out / "runs" / str(c["run_id"]), key) for key, c in sorted(cells.items())
                if isinstance(c, dict) and c.get("run_id") and (out / "runs" / str(c["run_id"]) / "summary.json").is_file()]
     title = (experiment.report.title or experiment.name) + (" (quick mode)" if quick else "")
+    by_point = {json.dumps(r["params"], sort_keys=True, default=str): r for r in rows}
+    against = {}
+    for c in cells.values():
+        key = json.dumps(c.get("params"), sort_keys=True, default=str) if isinstance(c, dict) else ""
+        row = by_point.get(key)
+        if row is not None and c.get("run_id"):
+            against[str(c["run_id"])] = (row["n"], row["base_seconds"], row["cpu_bound"])
+    axis = None if experiment.report.baseline else "containers" if experiment.report.scale == metrics.SCALE \
+        else experiment.report.scale
     try:
         floors = {str(c["run_id"]): c["floor"]["floor"] for c in cells.values() if isinstance(c, dict)
                   and isinstance(c.get("floor"), dict) and metrics.is_seconds(c["floor"].get("floor"))}
-        html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000], floors=floors)
+        html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000], floors=floors,
+                   against=against, axis=axis)
     except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
         (out / "report.html").unlink(missing_ok=True)
         say(f"no HTML report: {_reason(exc)}")
@@ -202,11 +221,16 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
 
 def _floor_beside(experiment: Experiment, cell: Cell, record: dict[str, Any], out: Path, recorded: dict[str, Any],
                   paths: Paths, say: Callable[[str], None]) -> None:
-    """Run the solo rank of ``cell``'s floor right after it (``floor.solo``) and record it in ``record["floor"]``;
-    a floor that cannot be had records why, and the sweep goes on."""
-    reason = floor.why_none(make_spec(**cell.fields, run_id=record["run_id"]))
+    """Run the solo rank of ``cell``'s floor right after it (``floor.solo``) and record it in ``record["floor"]``
+    (a cell of one rank is its own: ``floor.itself``); a floor that cannot be had records why, and the sweep goes
+    on."""
+    spec = make_spec(**cell.fields, run_id=record["run_id"])
+    reason = floor.why_none(spec)
+    seconds = (record.get("summary") or {}).get("train_seconds")
     if reason:
         record["floor"] = {"none": reason}
+    elif floor.ranks(spec) == 1 and metrics.is_seconds(seconds) and seconds:  # one rank: the cell is its own floor
+        record["floor"] = floor.itself(spec, seconds)
     else:
         run_id = cell_run_id(experiment.name, cell.key + "-floor", cell.repeat, secrets.token_hex(TOKEN_HEX // 2))
         say(f"cell {cell.key}: its floor, one rank alone at the per-rank batch ({run_id})")
