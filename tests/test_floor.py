@@ -392,3 +392,17 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
     # (1.5 + 2.0 + 0.5) against the solo rank's rest on the shared core, 2 × 1.0.
     assert [c.strip() for c in split] == ["mpi", "3", "10.00", "6.00", "5.00", "1.20", "1.50", "2.00", "0.50",
                                           "4.00", "2.00", "2.00", "1.43"]
+
+
+def test_the_html_report_of_an_experiment_reckons_n_and_speedup_as_report_md_does():
+    from orchestrator.analysis import html
+
+    rows = [{"run_id": "one", "workers": 1}, {"run_id": "four", "workers": 1}, {"run_id": "other", "workers": 2}]
+    summaries = [{"train_seconds": 2.0, "spec": {"workers": 1}}, {"train_seconds": 4.0, "spec": {"workers": 1}},
+                 {"train_seconds": 3.0, "spec": {"workers": 2}}]
+    # mirrored-mnist's replicas: both runs are one container; its N is the replicas, against the 1-replica point
+    html._with_scaling(rows, summaries, floors={"four": 2.5}, against={"one": (1, 2.0, 1.0), "four": (4, 2.0, 2.0)})
+    assert [r["n"] for r in rows] == [1, 4, 2]
+    assert rows[1]["speedup"] == 0.5 and rows[1]["efficiency"] == 0.125
+    assert rows[1]["bound"] == 0.8 and rows[1]["bound_kind"] == "floor"  # T(1) 2.0 over its floor 2.5
+    assert rows[2]["speedup"] is None  # a run the experiment does not reckon has no baseline

@@ -26,7 +26,7 @@ from orchestrator.tracking import figures as read_figures
 
 COLUMNS = [("run", "run"), ("state", "state"), ("framework", "framework"), ("strategy", "strategy"),
            ("n", "N"), ("train_seconds", "train s"), ("wall_seconds", "wall s"),
-           ("test_accuracy", "test acc"), ("time_ratio", "T(N)/T(1)"), ("speedup", "speedup"),
+           ("test_accuracy", "test acc"), ("time_ratio", "T(N)/T(1)"), ("speedup", "speedup"), ("bound", "bound"),
            ("efficiency", "efficiency"), ("samples_per_second", "samples/s"), ("cpu_mean_percent", "mean CPU %"),
            ("net_mb", "network MB"), ("floor_seconds", "floor s"), ("vs_floor", "T(N)/floor")]
 

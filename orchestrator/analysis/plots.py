@@ -113,7 +113,8 @@ def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path,
              marks: Optional[dict[str, float]] = None, mark_label: str = "") -> Path:
     """One bar per named value, in the given order; ``marks`` (a bound per bar) as a line across its bar."""
     fig, ax = _pyplot().subplots(figsize=(max(6, 1.3 * len(values)), 4))
-    ax.bar(list(values), list(values.values()), color="tab:blue")
+    ax.bar(range(len(values)), list(values.values()), color="tab:blue")
+    ax.set_xticks(range(len(values)), [name.replace(", ", "\n") for name in values])  # a setup's parts, one a line
     marked = [(i, marks[name]) for i, name in enumerate(values) if marks and name in marks]
     if marked:
         xs, ys = zip(*marked)
