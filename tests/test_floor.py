@@ -300,13 +300,33 @@ def test_a_live_sweep_measures_the_floor_beside_its_cells(images, orch_env, tmp_
     assert two["solo_batch"] == 48 and two["solo_samples"] == 3000 and two["transport"] == "mpi-shm"
     assert 0 < two["solo_seconds"] < 600 and 0 < two["allreduce_p50_us"] < 1e6  # measured, not assumed
     assert two["floor"] == pytest.approx(two["compute_floor"] + two["allreduce_p50_us"] * 1e-6 * two["steps"])
-    assert cells["workers1-r0"]["floor"]["transport"] is None
+    one = cells["workers1-r0"]["floor"]
+    assert one["itself"] and one["transport"] is None
+    assert one["floor"] == cells["workers1-r0"]["summary"]["train_seconds"]  # the cell is its own floor
     text = (out / "floor-live" / "report.md").read_text()
     row = next(line for line in text.split("## Against this machine's floor")[1].splitlines()
                if line.startswith("| 2 |"))
     assert float(row.split("|")[8]) > 0  # T(N)/floor
     page = (out / "floor-live" / "report.html").read_text()
     assert "T(N)/floor" in page and '"bound_kind": "floor"' in page  # the page draws T(1)/floor too
+
+
+@pytest.mark.docker
+def test_a_live_sweep_of_mirrored_replicas_runs_one_replica_alone_for_their_floor(images, orch_env, tmp_path):
+    exp = tmp_path / "replicas.yaml"
+    exp.write_text("name: replicas-live\nbase: {strategy: mirrored, dataset: synthetic, epochs: 1, samples: 3000}\n"
+                   "grid: {replicas: [2]}\nreport: {scale: replicas, floor: true}\n")
+    out = tmp_path / "results"
+    proc = run_orch(["experiment", "run", str(exp), "--out", str(out)], orch_env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    [cell] = json.loads((out / "replicas-live" / "cells.json").read_text()).values()
+    floor_part = cell["floor"]
+    assert floor_part["solo_batch"] == 48 and floor_part["solo_samples"] == 1500 and floor_part["solo_cores"] == 1
+    assert floor_part["transport"] is None and floor_part["ranks_per_core"] == 1.0  # 2 replicas on 2 cores
+    assert 0 < floor_part["solo_seconds"] < 600 and floor_part["floor"] == floor_part["solo_seconds"]
+    assert floor_part["run_id"] != cell["run_id"]  # a run of its own, not the cell again
+    text = (out / "replicas-live" / "report.md").read_text()
+    assert "| 2 | all |" in text.split("## Against this machine's floor")[1]
 
 
 def test_the_text_models_gradients_come_from_the_prepared_vocabulary(tmp_path):
