@@ -95,7 +95,7 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
             "steps": steps, "stages": stages, "stage_cpu": cpu, "done": done, "accuracy": info.test_accuracy,
             "orch_cpu_seconds": orch_cpu,
             "container_memory_mb": memory / 2**20,
-            "in_place": in_place(results, steps), "epochs_split": epochs_split(results)}
+            "in_place": in_place(results, steps), "epochs_split": epochs_split(results), "ends": epoch_ends(results)}
 
 
 IN_PLACE = ("compute_seconds", "allreduce_wait_seconds", "allreduce_in_flight_seconds")
@@ -144,6 +144,21 @@ def epochs_split(results: list) -> dict | None:
                       "epoch_ends": sum(e["seconds"] for e in epochs) - sum(steps),
                       "outside_epochs": r.train_seconds - sum(e["seconds"] for e in epochs)})
     return {k: statistics.median(p[k] for p in parts) for k in SPLIT} if parts else None
+
+
+ENDS = ("validation_seconds", "reduction_seconds", "checkpoint_seconds")
+
+
+def epoch_ends(results: list) -> dict | None:
+    """What an epoch's end holds, seconds per epoch, the median of the workers: its validation, the metrics read
+    across the workers and the checkpoint, where the trainer times each (Keras'); None where it does not."""
+    parts = []
+    for r in results:
+        epochs = getattr(r, "epochs", None) or []
+        if not epochs or not all(e.get(k) is not None for e in epochs for k in ENDS):
+            return None
+        parts.append({k: sum(e[k] for e in epochs) / len(epochs) for k in ENDS})
+    return {k: statistics.median(p[k] for p in parts) for k in ENDS} if parts else None
 
 
 def split(measured: dict) -> dict:
@@ -229,6 +244,8 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
                      "in_place_ms": _medians([m.get("in_place") for m in together], IN_PLACE),
                      "epochs_split": _medians([m.get("epochs_split") for m in together], SPLIT, every=True),
                      "solo_epochs_split": _medians([m.get("epochs_split") for m in alone], SPLIT, every=True),
+                     "ends": _medians([m.get("ends") for m in together], ENDS, every=True),
+                     "solo_ends": _medians([m.get("ends") for m in alone], ENDS, every=True),
                      "orch_cpu_seconds": statistics.median(m["orch_cpu_seconds"] for m in together)})
     one = next((r["train_seconds"] for r in rows if r["workers"] == 1), None)
     for r in rows:
@@ -318,6 +335,20 @@ def markdown(report: dict) -> str:
                          f"{here['first_epoch_extra']:.2f} | {here['epoch_ends']:.2f} | {here['outside_epochs']:.2f} | "
                          f"{rest:.2f} | {rest_floor:.2f} | {rest_ratio} | "
                          f"{r['vs_floor']:.2f} |")
+    ends = [(name, r) for name, result in report["frameworks"].items() for r in result["rows"]
+            if r.get("ends") and r.get("solo_ends")]
+    if ends:
+        lines += ["", "An epoch's end, where the trainer times its parts (Keras'), seconds per epoch, the median of "
+                  "the workers, beside the solo rank's: its validation on the worker's own weights, the metrics read "
+                  "across the workers, and the checkpoint (with the workers' wait for it):", "",
+                  "| framework | N | validation | metrics across workers | checkpoint | an epoch's end | the solo "
+                  "rank's | its validation | its metrics | its checkpoint |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for name, r in ends:
+            here, solo = r["ends"], r["solo_ends"]
+            lines.append(f"| {name} | {r['workers']} | " + " | ".join(f"{here[k]:.3f}" for k in ENDS)
+                         + f" | {sum(here.values()):.3f} | {sum(solo.values()):.3f} | "
+                         + " | ".join(f"{solo[k]:.3f}" for k in ENDS) + " |")
     n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
               f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "

@@ -383,6 +383,11 @@ def test_the_floor_benchmark_splits_a_run_into_its_steps_and_the_rest():
     assert got == pytest.approx({"steady_steps": 6.0, "first_epoch_extra": 1.5, "epoch_ends": 1.7,
                                  "outside_epochs": 0.8})
     assert sum(got.values()) == pytest.approx(keras.train_seconds)
+    # Its epochs' ends, each part per epoch: 0.3 validation, 0.4 / 3 metrics, 0.4 / 3 checkpoint.
+    ends = _floor_benchmark().epoch_ends([keras])
+    assert ends == pytest.approx({"validation_seconds": 0.3, "reduction_seconds": 0.4 / 3,
+                                  "checkpoint_seconds": 0.4 / 3})
+    assert sum(ends.values()) * 3 == pytest.approx(got["epoch_ends"])
     # A trainer that measures its steps (PyTorch, MPI): compute and the all-reduce wait; the median of the workers.
     ranks = [SimpleNamespace(train_seconds=t, epochs=[
         {"seconds": 3.0, "compute_seconds": 1.0 + w, "allreduce_wait_seconds": 1.5},
@@ -401,7 +406,9 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
            "orch_cpu_seconds": 0.3, "steps": 2000, "in_place_ms": None,
            "epochs_split": {"steady_steps": 6.0, "first_epoch_extra": 1.5, "epoch_ends": 2.0, "outside_epochs": 0.5},
            "solo_epochs_split": {"steady_steps": 2.0, "first_epoch_extra": 0.5, "epoch_ends": 0.4,
-                                 "outside_epochs": 0.1}}
+                                 "outside_epochs": 0.1},
+           "ends": {"validation_seconds": 0.2, "reduction_seconds": 0.1, "checkpoint_seconds": 0.1},
+           "solo_ends": {"validation_seconds": 0.05, "reduction_seconds": 0.01, "checkpoint_seconds": 0.02}}
     overhead = {"workers": 3, "create_and_start": 1.0, "import": 4.0, "connect_and_load": 1.5, "train_and_test": 10.5,
                 "results_and_teardown": 0.6, "beyond_train": 8.0, "start_floor": 5.0, "cpu_to_train": None}
     text = _floor_benchmark().markdown({"when": "now", "repeats": 1, "workload": {}, "frameworks": {
@@ -412,6 +419,10 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
     # (1.5 + 2.0 + 0.5) against the solo rank's rest on the shared core, 2 × 1.0.
     assert [c.strip() for c in split] == ["mpi", "3", "10.00", "6.00", "5.00", "1.20", "1.50", "2.00", "0.50",
                                           "4.00", "2.00", "2.00", "1.43"]
+    [ends] = [line.split("|")[1:-1] for line in text.splitlines()
+              if line.startswith("| mpi |") and len(line.split("|")) == 12]
+    assert [c.strip() for c in ends] == ["mpi", "3", "0.200", "0.100", "0.100", "0.400", "0.080", "0.050", "0.010",
+                                         "0.020"]
 
 
 def test_the_html_report_of_an_experiment_reckons_n_and_speedup_as_report_md_does():
