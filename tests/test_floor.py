@@ -222,6 +222,13 @@ def test_the_results_table_bounds_every_speedup_and_a_sweep_of_one_container_has
     row = [c.strip() for c in next(line for line in table if "mirrored" in line).strip("|").split("|")]
     assert row[heads.index("speedup")] == "0.333" and row[heads.index("bound")] == "1.25"  # T(1)/floor: 2.0 / 1.6
     assert "T(1) over the floor measured beside the point" in text
+    # A point with no floor of its own (a parameter server) has the CPU bound, marked as such beside floors.
+    ps = {**_setup({"strategy": "ps", "workers": 2}, 4.0), "floor": {"none": "a parameter server"}}
+    cells = {**cells, "ps": ps}
+    text = report.write_experiment_report(exp, False, cells, metrics.aggregate(cells, baseline={"strategy": "single"}),
+                                          tmp_path).read_text()
+    row = [c.strip() for c in next(line for line in text.splitlines() if "| ps |" in line).strip("|").split("|")]
+    assert row[heads.index("bound")].endswith("(CPU)") and "marked CPU" in text
     batches = parse("name: b\nbase: {dataset: synthetic}\ngrid: {batch_size: [64, 512]}\n"
                     "report: {baseline: {batch_size: 512}}\n")
     cells = {"64": _setup({"batch_size": 64}, 3.0), "512": _setup({"batch_size": 512}, 2.0)}
@@ -321,8 +328,10 @@ def test_a_live_sweep_of_mirrored_replicas_runs_one_replica_alone_for_their_floo
     assert proc.returncode == 0, proc.stderr
     [cell] = json.loads((out / "replicas-live" / "cells.json").read_text()).values()
     floor_part = cell["floor"]
-    assert floor_part["solo_batch"] == 48 and floor_part["solo_samples"] == 1500 and floor_part["solo_cores"] == 1
-    assert floor_part["transport"] is None and floor_part["ranks_per_core"] == 1.0  # 2 replicas on 2 cores
+    cores = os.cpu_count() or 1
+    assert floor_part["solo_batch"] == 48 and floor_part["solo_samples"] == 1500
+    assert floor_part["solo_cores"] == rank_cores(2, cores)[0]  # the cores one of 2 replicas would have
+    assert floor_part["transport"] is None and floor_part["ranks_per_core"] == max(1.0, 2 / cores)
     assert 0 < floor_part["solo_seconds"] < 600 and floor_part["floor"] == floor_part["solo_seconds"]
     assert floor_part["run_id"] != cell["run_id"]  # a run of its own, not the cell again
     text = (out / "replicas-live" / "report.md").read_text()
@@ -437,3 +446,26 @@ def test_the_html_report_of_an_experiment_reckons_n_and_speedup_as_report_md_doe
     assert rows[1]["speedup"] == 0.5 and rows[1]["efficiency"] == 0.125
     assert rows[1]["bound"] == 0.8 and rows[1]["bound_kind"] == "floor"  # T(1) 2.0 over its floor 2.5
     assert rows[2]["speedup"] is None  # a run the experiment does not reckon has no baseline
+
+
+def test_the_sweep_gives_report_html_each_cells_n_and_baseline_from_report_mds_rows():
+    from orchestrator.experiments.sweep import against
+
+    cells = {"r1-0": {**_record(1, 2.0), "run_id": "a"}, "r1-1": {**_record(1, 2.2), "run_id": "b"},
+             "r3-0": {**_record(3, 6.0), "run_id": "c"}, "bad": {"params": {"workers": 2}, "fields": {"workers": 2},
+                                                                   "state": "failed"}}
+    rows = metrics.aggregate(cells)
+    got = against(cells, rows)
+    assert set(got) == {"a", "b", "c"}  # the failed cell without a run has none
+    assert got["c"][0] == 3 and got["c"][1] == pytest.approx(2.1)  # N, and T(1): the median of the 1-worker runs
+    assert got["a"][:2] == (1, pytest.approx(2.1))
+
+
+def test_a_page_of_one_container_runs_shows_no_speedup():
+    from orchestrator.analysis import html
+
+    runs = [{"run_id": "x", "workers": 1, "n": 1}]
+    assert html._columns(runs, axis=None) == [(k, "T/T(baseline)" if k == "time_ratio" else name)
+                                              for k, name in html.COLUMNS
+                                              if k not in ("speedup", "bound", "efficiency")]
+    assert html._columns([*runs, {"run_id": "y", "workers": 2, "n": 2}], axis="containers") == html.COLUMNS

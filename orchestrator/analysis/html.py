@@ -88,6 +88,14 @@ def _with_scaling(rows: list[dict[str, Any]], summaries: list[dict[str, Any]],
         row["bound"], row["bound_kind"] = metrics.machine_bound(row)
 
 
+def _columns(runs: list[dict[str, Any]], axis: Optional[str]) -> list[tuple[str, str]]:
+    """The table's columns: no speedup, bound or efficiency where no run is parallel (nothing to speed up), and
+    the time ratio against the baseline where the runs are setups against a named one (``axis`` None)."""
+    parallel = any((r.get("n") or 0) > 1 for r in runs)
+    return [(key, "T/T(baseline)" if key == "time_ratio" and axis is None else name) for key, name in COLUMNS
+            if parallel or key not in ("speedup", "bound", "efficiency")]
+
+
 def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], note: str = "",
           floors: Optional[dict[str, float]] = None, against: Optional[Against] = None,
           axis: Optional[str] = "containers") -> Path:
@@ -105,7 +113,8 @@ def write_figures(out: Path, title: str, figures: list[tuple[read_figures.RunFig
     """``write`` for runs already read (``tracking.figures.read``), each with its label."""
     runs = [_run(fig, label) for fig, label in figures]
     _with_scaling(runs, [fig.summary for fig, _ in figures], floors, against)
-    data = {"title": title, "note": note, "columns": COLUMNS, "runs": runs, "cores": os.cpu_count(), "axis": axis}
+    data = {"title": title, "note": note, "columns": _columns(runs, axis), "runs": runs, "cores": os.cpu_count(),
+            "axis": axis}
     script = (Path(__file__).parent / "report.js").read_text()
     # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.
     blob = json.dumps(data, default=str, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e") \

@@ -98,11 +98,16 @@ def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray
 
 
 def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
-              path: Path, dotted: Sequence[str] = ()) -> Path:
-    """One line per named (x, y) series; those named in ``dotted`` (bounds, not measurements) dotted."""
+              path: Path, dotted: Optional[dict[str, str]] = None) -> Path:
+    """One line per named (x, y) series; those named in ``dotted`` (bounds, not measurements) dotted, each in the
+    colour of the series it names."""
     fig, ax = _pyplot().subplots(figsize=(7, 4))
+    colours = {name: f"C{i}" for i, name in enumerate(n for n in series if n not in (dotted or {}))}
     for name, (x, y) in series.items():
-        ax.plot(x, y, marker="o", label=name, **({"linestyle": ":", "color": "grey"} if name in dotted else {}))
+        if name in (dotted or {}):
+            ax.plot(x, y, marker=".", label=name, linestyle=":", color=colours.get(dotted[name], "grey"))
+        else:
+            ax.plot(x, y, marker="o", label=name, color=colours[name])
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -125,6 +130,9 @@ def bar_plot(values: dict[str, float], ylabel: str, title: str, path: Path,
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, path)
+
+
+FLOOR_LABEL = "this machine's floor (measured beside it)"
 
 
 def _line_of(row: Mapping[str, Any], axis: str) -> str:
@@ -183,7 +191,11 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Pat
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for label, group in lines.items():
         n = [metrics.point_scale(r, axis) for r in group]
-        left.plot(n, [r["train_seconds"][0] for r in group], marker="o", label=label)
+        line = left.plot(n, [r["train_seconds"][0] for r in group], marker="o", label=label)
+        floored = [(x, r["floor_seconds"][0]) for x, r in zip(n, group) if r.get("floor_seconds")]
+        if floored:  # the floor measured beside each point, in the line's colour
+            left.plot(*zip(*floored), marker=".", linestyle=":", color=line[0].get_color(),
+                      label=f"{FLOOR_LABEL}, {label}")
         if all(r["samples_per_second"] for r in group):
             right.plot(n, [r["samples_per_second"][0] for r in group], marker="o", label=label)
     left.set(xlabel=axis, ylabel="train time, s (median)", title="Training time")
@@ -206,9 +218,6 @@ def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
     return out
 
 
-FLOOR_LABEL = "this machine's floor (measured beside it)"
-
-
 def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, named: bool = False) -> list[Path]:
     """Train time and test accuracy per setup (``named``: bars) or against the scaling ``axis`` (lines); the
     train time's figure draws the floor measured beside each point where the experiment asked for it."""
@@ -227,9 +236,9 @@ def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, na
     if not any(r["train_seconds"] for r in rows):
         return []
     times = _series(by_line, "train_seconds", axis)
-    floors = {(f"{FLOOR_LABEL}, {label}" if len(by_line) > 1 else FLOOR_LABEL): xy
-              for label, xy in _series(by_line, "floor_seconds", axis).items()}
-    return [line_plot({**times, **floors}, axis, "train time, s (median)", f"Time vs {axis}",
-                      out / f"time-vs-{axis}.png", dotted=list(floors)),
+    floors = _series(by_line, "floor_seconds", axis)
+    named = {(f"{FLOOR_LABEL}, {label}" if len(by_line) > 1 else FLOOR_LABEL): label for label in floors}
+    return [line_plot({**times, **{name: floors[label] for name, label in named.items()}}, axis,
+                      "train time, s (median)", f"Time vs {axis}", out / f"time-vs-{axis}.png", dotted=named),
             line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median)", f"Accuracy vs {axis}",
                       out / f"accuracy-vs-{axis}.png")]

@@ -110,23 +110,30 @@ def machine_description() -> str:
             f"{platform.system()} {platform.release()}, Docker engine {engine}, orch {__version__}")
 
 
-def _parallel(r: Mapping[str, Any], axis: str, named: bool) -> int:
-    """N of a row: the workers times the replicas against a named baseline, else its value on the scaling axis."""
-    return int(r["params"].get("workers", 1)) * int(r["params"].get("replicas", 1)) if named \
-        else metrics.point_scale(r, axis)
+def _parallel(rows: list[dict[str, Any]]) -> bool:
+    """Whether some grid point runs in parallel (its N, ``metrics.aggregate``'s, above 1): only then has the table a
+    speedup, and a bound on it."""
+    return any(r.get("n", 1) > 1 for r in rows)
+
+
+def _bound(r: Mapping[str, Any], mixed: bool) -> str:
+    """The bound of a row, marked as the CPU bound where others in the table are floors."""
+    value, kind = metrics.machine_bound(r)
+    return _opt(value, ".2f") + (" (CPU)" if mixed and kind == "cpu" else "")
 
 
 def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named: bool = False) -> list[str]:
     """One line per grid point; speedup, the bound this machine allows and efficiency where some point runs in
     parallel (a sweep of one container and one replica, such as of batch sizes, compares times only)."""
-    parallel = any(_parallel(r, axis, named) > 1 for r in rows)
+    parallel = _parallel(rows)
+    mixed = {metrics.machine_bound(r)[1] for r in rows} >= {"floor", "cpu"}
     scaled = ["speedup", "bound", "efficiency"] if parallel else []
     heads = [*([axis] + axes), "runs", "test accuracy", "val loss", "val accuracy", "train s", "s per epoch", "wall s",
              "T/T(baseline)" if named else "T(N)/T(1)", *scaled, "CPU % per container", "network MB per worker"]
     lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for r in rows:
         runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
-        figures = [_opt(r["speedup"], ".3f"), _opt(metrics.machine_bound(r)[0], ".2f"), _opt(r["efficiency"], ".3f")]
+        figures = [_opt(r["speedup"], ".3f"), _bound(r, mixed), _opt(r["efficiency"], ".3f")]
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), *(str(r["params"].get(a, "-")) for a in axes), runs,
             _median_range(r["test_accuracy"], ".4f"), _median_range(r.get("val_loss"), ".4f"),
@@ -140,21 +147,24 @@ def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named
 
 def _results_note(rows: list[dict[str, Any]], axis: str, baseline: Mapping[str, Any]) -> str:
     """What the results table's columns are."""
-    named = bool(baseline)
-    parallel = any(_parallel(r, axis, named) > 1 for r in rows)
     kinds = {metrics.machine_bound(r)[1] for r in rows} - {""}
-    bound = " Bound is the best speedup this machine allows: " + " or ".join(
-        [*(["T(1) over the floor measured beside the point (see the floor's section)"] if "floor" in kinds else []),
-         *(["its cores over the CPU the one-process run used (never more than N)"] if "cpu" in kinds else [])]) + "." \
-        if kinds else ""
-    if named:
+    what = []
+    if "floor" in kinds:
+        what.append("T(1) over the floor measured beside the point (see the floor's section)")
+    if "cpu" in kinds:
+        what.append("its cores over the CPU the one-process run used (never more than N" +
+                    (", marked CPU)" if "floor" in kinds else ")"))
+    bound = f" Bound is the best speedup this machine allows: {' or '.join(what)}." if what else ""
+    if baseline:
         text = ("T/T(baseline) is the median train time over that of the baseline "
                 f"({_setup_label({'params': baseline})}), on the same data.")
-        text += (" Speedup is its inverse; efficiency is speedup / N, with N the workers times the replicas." + bound
-                 if parallel else " Every setup runs one container of one replica, so there is no speedup to bound.")
+        scaled = " Speedup is its inverse; efficiency is speedup / N, with N the workers times the replicas."
     else:
         text = (f"T(N)/T(1) is the median train time with N {axis} over that with one, on the same data: 1.0 means "
-                "no cost for distributing. Speedup is T(1)/T(N); efficiency is speedup / N." + bound)
+                "no cost for distributing.")
+        scaled = " Speedup is T(1)/T(N); efficiency is speedup / N."
+    text += scaled + bound if _parallel(rows) else \
+        " Every point runs one container of one replica, so there is no speedup to bound."
     return text + (" Val loss and accuracy are after the last epoch; s per epoch is the mean epoch time. CPU is in "
                    "percent of one core per container. Network is bytes received plus sent by each worker.")
 

@@ -68,6 +68,8 @@ def why_none(spec: JobSpec) -> Optional[str]:
         return "a script or image of the user's: orch does not know its model or its all-reduce"
     if spec.backend != "compose":
         return f"the {spec.backend} backend: the floor is measured on this host's cores"
+    if spec.gpus and ranks(spec) > spec.workers:
+        return "replicas on GPUs: the floor is measured on this host's cores"
     if spec.workers > 1 and frameworks.get(spec.framework.name).floor_transport(spec) is None:
         return f"{spec.framework.name} with strategy {spec.framework.resolved_strategy(spec.workers)} all-reduces " \
                "no gradients between containers"
@@ -126,21 +128,21 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
             record["floor"] = {"error": "its record is not one orch wrote; run the sweep with --force"}
             continue
         if floor.get("transport") and floor.get("allreduce_p50_us") is None:
-            ranks = int(record["fields"].get("workers", 1))
-            wanted.setdefault((floor["transport"], ranks, int(floor["gradient_bytes"])), []).append(floor)
+            workers = int(record["fields"].get("workers", 1))
+            wanted.setdefault((floor["transport"], workers, int(floor["gradient_bytes"])), []).append(floor)
         else:
             _complete(floor, record)
-    for (transport, ranks, size), floors in sorted(wanted.items()):
-        say(f"the transport floor: {transport}'s all-reduce of {size:,} bytes on {ranks} ranks")
+    for (transport, workers, size), floors in sorted(wanted.items()):
+        say(f"the transport floor: {transport}'s all-reduce of {size:,} bytes on {workers} ranks")
         try:
-            rows = [r for r in measure([size], [ranks], [transport], ITERATIONS, WARMUP, host=False, paths=paths,
+            rows = [r for r in measure([size], [workers], [transport], ITERATIONS, WARMUP, host=False, paths=paths,
                                        say=say) if r.placement == "containers"]
             p50 = rows[0].p50_us if rows else None
             if p50 is None:
                 raise RuntimeError(rows[0].note if rows else "not measured")
         except Exception as exc:  # noqa: BLE001 - a floor is extra: the cells' figures stand without it
             note = one_line(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
-            say(f"no transport floor for {transport} on {ranks} ranks: {note}")
+            say(f"no transport floor for {transport} on {workers} ranks: {note}")
             for floor in floors:
                 floor["error"] = f"the all-reduce was not measured: {note}"
             continue

@@ -17,13 +17,7 @@ from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
 from orchestrator.experiments import floor
-from orchestrator.experiments.file import (
-    TOKEN_HEX,
-    Cell,
-    Experiment,
-    cell_run_id,
-    expand,
-)
+from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import runner
@@ -134,23 +128,28 @@ def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], row
     folders = [(out / "runs" / str(c["run_id"]), key) for key, c in sorted(cells.items())
                if isinstance(c, dict) and c.get("run_id") and (out / "runs" / str(c["run_id"]) / "summary.json").is_file()]
     title = (experiment.report.title or experiment.name) + (" (quick mode)" if quick else "")
-    by_point = {json.dumps(r["params"], sort_keys=True, default=str): r for r in rows}
-    against = {}
-    for c in cells.values():
-        key = json.dumps(c.get("params"), sort_keys=True, default=str) if isinstance(c, dict) else ""
-        row = by_point.get(key)
-        if row is not None and c.get("run_id"):
-            against[str(c["run_id"])] = (row["n"], row["base_seconds"], row["cpu_bound"])
     axis = None if experiment.report.baseline else "containers" if experiment.report.scale == metrics.SCALE \
         else experiment.report.scale
     try:
         floors = {str(c["run_id"]): c["floor"]["floor"] for c in cells.values() if isinstance(c, dict)
                   and isinstance(c.get("floor"), dict) and metrics.is_seconds(c["floor"].get("floor"))}
         html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000], floors=floors,
-                   against=against, axis=axis)
+                   against=against(cells, rows), axis=axis)
     except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
         (out / "report.html").unlink(missing_ok=True)
         say(f"no HTML report: {_reason(exc)}")
+
+
+def against(cells: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, tuple[int, Any, Any]]:
+    """Each cell's run id: its grid point's N, T(1) and CPU bound, as report.md reckons them (``rows``, from
+    ``metrics.aggregate``), for report.html."""
+    by_point = {json.dumps(r["params"], sort_keys=True, default=str): r for r in rows}
+    out = {}
+    for c in cells.values():
+        row = by_point.get(json.dumps(c.get("params"), sort_keys=True, default=str)) if isinstance(c, dict) else None
+        if row is not None and c.get("run_id"):
+            out[str(c["run_id"])] = (row["n"], row["base_seconds"], row["cpu_bound"])
+    return out
 
 
 def _reason(exc: Exception) -> str:
