@@ -86,10 +86,12 @@ def train_with_custom_loop(s: Session) -> None:
         record = {f"{prefix}{name}": float(m.result()) for prefix, pair in metrics.items()
                   for name, m in zip(("loss", "accuracy"), pair)}
         local = strategy.experimental_local_results(samples)
-        record.update(epoch=e + 1, seconds=time.perf_counter() - began, samples=int(sum(int(v) for v in local)))
+        record.update(epoch=e + 1, samples=int(sum(int(v) for v in local)))
         for v in local:
             v.assign(0)
-        s.epoch_done(record)
         epoch.assign(e + 1)
-        manager.save()
+        saving = time.perf_counter()
+        manager.save()  # before the epoch is reported, as the other trainers do: a reported epoch is checkpointed
+        s.epoch_done({**record, "seconds": time.perf_counter() - began,
+                      "checkpoint_seconds": time.perf_counter() - saving})
     s.finish(net, started)

@@ -154,9 +154,11 @@ def train_with_ps(s: Session) -> None:
         record = {"loss": float(loss_metric.result()), "accuracy": float(accuracy_metric.result()),
                   "val_loss": models.cross_entropy(logits, y_val),
                   "val_accuracy": float((logits.argmax(axis=1) == y_val).mean()) if len(y_val) else 0.0,
-                  "epoch": e + 1, "seconds": time.perf_counter() - began, "samples": sum(by_worker),
+                  "epoch": e + 1, "samples": sum(by_worker),
                   **{f"samples_worker_{i}": n for i, n in enumerate(by_worker)}}
-        s.epoch_done(record)
         epoch.assign(e + 1)
-        manager.save()
+        saving = time.perf_counter()
+        manager.save()  # before the epoch is reported: a group restarted after a reported epoch resumes after it
+        s.epoch_done({**record, "seconds": time.perf_counter() - began,
+                      "checkpoint_seconds": time.perf_counter() - saving})
     s.finish(net, started, extra={"workers": workers, "parameter_servers": servers})
