@@ -106,9 +106,14 @@ def run_baseline(summary: Mapping[str, Any], index: Index) -> Optional[Mapping[s
 SCALE = "workers"  # the axis a sweep's scaling figures are taken along, unless its report names another
 
 
+def point_id(params: Mapping[str, Any]) -> str:
+    """A grid point's identity: its parameters, in one text (the cells of one point, its repeats, share it)."""
+    return json.dumps(dict(params), sort_keys=True, default=str)
+
+
 def point_key(params: Mapping[str, Any], axis: str = SCALE) -> str:
     """What a grid point must share with its baseline: every parameter but the scaling ``axis``."""
-    return json.dumps({k: v for k, v in params.items() if k != axis}, sort_keys=True, default=str)
+    return point_id({k: v for k, v in params.items() if k != axis})
 
 
 def point_scale(row: Mapping[str, Any], axis: str = SCALE) -> int:
@@ -204,7 +209,7 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
     cores = max(set(recorded), key=recorded.count) if recorded and all(isinstance(n, int) for n in recorded) else None
     groups: dict[str, dict[str, Any]] = {}
     for record in cells.values():
-        group = groups.setdefault(json.dumps(record["params"], sort_keys=True, default=str), _point(record))
+        group = groups.setdefault(point_id(record["params"]), _point(record))
         group["runs"] += 1
         summary = record.get("summary") or {}
         spec = summary.get("spec") or {}

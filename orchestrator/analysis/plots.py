@@ -101,10 +101,11 @@ def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel
               path: Path, dotted: Optional[dict[str, str]] = None) -> Path:
     """One line per named (x, y) series; those named in ``dotted`` (bounds, not measurements) dotted, each in the
     colour of the series it names."""
+    dotted = dotted or {}
     fig, ax = _pyplot().subplots(figsize=(7, 4))
-    colours = {name: f"C{i}" for i, name in enumerate(n for n in series if n not in (dotted or {}))}
+    colours = {name: f"C{i}" for i, name in enumerate(n for n in series if n not in dotted)}
     for name, (x, y) in series.items():
-        if name in (dotted or {}):
+        if name in dotted:
             ax.plot(x, y, marker=".", label=name, linestyle=":", color=colours.get(dotted[name], "grey"))
         else:
             ax.plot(x, y, marker="o", label=name, color=colours[name])

@@ -6,7 +6,6 @@ report.md is written atomically (``safeio``): an interrupted or failed write lea
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -25,14 +24,14 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
         workers = ((c.get("summary") or {}).get("workers") or [{}])
         spec = (c.get("summary") or {}).get("spec") or {}
         if workers[0].get("steps_per_epoch"):
-            steps[json.dumps(c["params"], sort_keys=True, default=str)] = workers[0]["steps_per_epoch"] * int(
+            steps[metrics.point_id(c["params"])] = workers[0]["steps_per_epoch"] * int(
                 spec.get("epochs", 1))
     lines = ["## Scaling", "",
              f"| {axis} | setup | global batch | train s | speedup | bound | efficiency | samples/s | test accuracy | "
              "compute ms/step | all-reduce wait ms/step | wait share |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
-        total = steps.get(json.dumps(r["params"], sort_keys=True, default=str))
+        total = steps.get(metrics.point_id(r["params"]))
         per_step = 1000 / total if total else None
         compute = r["compute_seconds"][0] * per_step if r["compute_seconds"] and per_step else None
         wait = r["allreduce_wait_seconds"][0] * per_step if r["allreduce_wait_seconds"] and per_step else None

@@ -81,12 +81,19 @@ def ranks(spec: JobSpec) -> int:
     return spec.workers * int(getattr(spec.framework, "replicas", 1) or 1)
 
 
+def _record(run_id: str, seconds: float, alone: JobSpec, cores: int, share: float,
+            transport: Optional[str] = None, size: Optional[int] = None) -> dict[str, Any]:
+    """A cell's floor record: its solo rank (``alone``, on ``cores``, taking ``seconds``) and the transport whose
+    p50 ``transport_floors`` measures later."""
+    return {"run_id": run_id, "solo_seconds": seconds, "solo_batch": alone.global_batch, "solo_samples": alone.samples,
+            "solo_cores": cores, "ranks_per_core": share, "compute_floor": seconds * share, "transport": transport,
+            "gradient_bytes": size, "allreduce_p50_us": None}
+
+
 def itself(spec: JobSpec, train_seconds: float, host_cpus: Optional[int] = None) -> dict[str, Any]:
     """The floor record of a cell of one rank (``ranks(spec) == 1``): the cell itself, taking ``train_seconds``."""
-    return {"run_id": spec.run_id, "itself": True, "solo_seconds": train_seconds, "solo_batch": spec.global_batch,
-            "solo_samples": spec.samples, "solo_cores": rank_cores(1, host_cpus or os.cpu_count() or 1)[0],
-            "ranks_per_core": 1, "compute_floor": train_seconds, "transport": None, "gradient_bytes": None,
-            "allreduce_p50_us": None}
+    return {**_record(spec.run_id, train_seconds, spec, rank_cores(1, host_cpus or os.cpu_count() or 1)[0], 1),
+            "itself": True}
 
 
 def solo(fields: dict[str, Any], run_id: str, paths: Paths, run: Callable[..., Any],
@@ -105,10 +112,8 @@ def solo(fields: dict[str, Any], run_id: str, paths: Paths, run: Callable[..., A
     if info.state != "succeeded" or not info.train_seconds:
         raise RuntimeError(f"its solo rank {info.state}: {info.error or 'no train time'}")
     transport = frameworks.get(spec.framework.name).floor_transport(spec) if spec.workers > 1 else None
-    return {"run_id": run_id, "solo_seconds": info.train_seconds, "solo_batch": alone.global_batch,
-            "solo_samples": alone.samples, "solo_cores": cores, "ranks_per_core": share,
-            "compute_floor": info.train_seconds * share, "transport": transport,
-            "gradient_bytes": gradient_bytes(spec, paths) if transport else None, "allreduce_p50_us": None}
+    return _record(run_id, info.train_seconds, alone, cores, share, transport,
+                   gradient_bytes(spec, paths) if transport else None)
 
 
 def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[[str], None],

@@ -5,7 +5,6 @@ cells, records each in cells.json, and writes the report.
 """
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -143,10 +142,10 @@ def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], row
 def against(cells: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, tuple[int, Any, Any]]:
     """Each cell's run id: its grid point's N, T(1) and CPU bound, as report.md reckons them (``rows``, from
     ``metrics.aggregate``), for report.html."""
-    by_point = {json.dumps(r["params"], sort_keys=True, default=str): r for r in rows}
+    by_point = {metrics.point_id(r["params"]): r for r in rows}
     out = {}
     for c in cells.values():
-        row = by_point.get(json.dumps(c.get("params"), sort_keys=True, default=str)) if isinstance(c, dict) else None
+        row = by_point.get(metrics.point_id(c["params"])) if isinstance(c, dict) and c.get("params") else None
         if row is not None and c.get("run_id"):
             out[str(c["run_id"])] = (row["n"], row["base_seconds"], row["cpu_bound"])
     return out
