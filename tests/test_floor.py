@@ -201,6 +201,9 @@ def test_the_report_has_the_floor_table_and_says_why_a_row_has_none(tmp_path, mo
     assert "8 workers, all: no floor: the swarm backend" in section
     scaling = text.split("## Scaling")[1].split("##")[0]
     assert "| 0.50 |" in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))  # the bound
+    # The row with no floor has the CPU bound, marked as such beside the floors, as in the results table.
+    assert "(CPU)" in next(line for line in scaling.splitlines() if line.startswith("| 8 |")) and "marked CPU" in scaling
+    assert "(CPU)" not in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))
 
 
 def _setup(params, seconds, floor_seconds=None):

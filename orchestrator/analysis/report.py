@@ -30,6 +30,7 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
              f"| {axis} | setup | global batch | train s | speedup | bound | efficiency | samples/s | test accuracy | "
              "compute ms/step | all-reduce wait ms/step | wait share |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    mixed = _mixed(rows)
     for r in sorted(rows, key=lambda r: (_line_of(r, axis), metrics.point_scale(r, axis))):
         total = steps.get(metrics.point_id(r["params"]))
         per_step = 1000 / total if total else None
@@ -39,7 +40,7 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), _line_of(r, axis), str(r["global_batch"] or "-"),
             _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
-            _opt(metrics.machine_bound(r)[0], ".2f"), _median_range(r["efficiency_range"], ".2f"),
+            _bound(r, mixed), _median_range(r["efficiency_range"], ".2f"),
             _median_range(r["samples_per_second"], ".0f"),
             _median_range(r["test_accuracy"], ".4f"),
             _median_range(r["compute_seconds"], ".2f", per_step) if per_step else "-",
@@ -48,7 +49,8 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
     return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; bound is the best speedup "
                     "this machine allows at equal work: T(1) over the floor measured beside the cell where the "
                     "experiment asks for it (`report: {floor: true}`, see the floor's section), else its cores over "
-                    "the CPU the one-process run used (never more than N); efficiency is speedup / N; "
+                    "the CPU the one-process run used (never more than N" + (", marked CPU" if mixed else "") +
+                    "); efficiency is speedup / N; "
                     "samples/s is every worker's own samples over its own train time, summed. Figures are the median over "
                     "repeats with the min–max range in brackets; the speedup's range is each repeat's time against "
                     "the median one-process time. Compute is the "
@@ -115,6 +117,11 @@ def _parallel(rows: list[dict[str, Any]]) -> bool:
     return any(r.get("n", 1) > 1 for r in rows)
 
 
+def _mixed(rows: list[dict[str, Any]]) -> bool:
+    """Whether a table holds both kinds of bound, floors measured beside the cells and CPU bounds."""
+    return {metrics.machine_bound(r)[1] for r in rows} >= {"floor", "cpu"}
+
+
 def _bound(r: Mapping[str, Any], mixed: bool) -> str:
     """The bound of a row, marked as the CPU bound where others in the table are floors."""
     value, kind = metrics.machine_bound(r)
@@ -125,7 +132,7 @@ def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named
     """One line per grid point; speedup, the bound this machine allows and efficiency where some point runs in
     parallel (a sweep of one container and one replica, such as of batch sizes, compares times only)."""
     parallel = _parallel(rows)
-    mixed = {metrics.machine_bound(r)[1] for r in rows} >= {"floor", "cpu"}
+    mixed = _mixed(rows)
     scaled = ["speedup", "bound", "efficiency"] if parallel else []
     heads = [*([axis] + axes), "runs", "test accuracy", "val loss", "val accuracy", "train s", "s per epoch", "wall s",
              "T/T(baseline)" if named else "T(N)/T(1)", *scaled, "CPU % per container", "network MB per worker"]
