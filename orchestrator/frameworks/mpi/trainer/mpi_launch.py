@@ -4,7 +4,9 @@
 
 Replica 0 runs ``mpiexec -launcher manual``, which prints the command of one Hydra proxy per host and waits for
 the proxies to call back. Replica 0 runs the first itself and hands each other replica its own over a TCP port;
-each replica runs it in place of this process, and the proxy starts the rank. The container's exit status is the
+each replica runs it in place of this process, and the proxy starts the rank. Replica 0 starts mpiexec only once
+every other replica has called (``_gather``): mpiexec looks up every host's name, and on the job's internal network
+a name whose container does not exist yet takes 5 seconds per try to fail. The container's exit status is the
 proxy's (mpiexec's on replica 0), so a dead rank, which makes Hydra end the job, fails the containers.
 
 Hydra forwards every rank's output to mpiexec, which would put every rank's lines in replica 0's log. Each proxy
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Optional
 
 ENV_HOSTS = "ORCH_MPI_HOSTS"
 ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
@@ -84,6 +87,8 @@ def _lead(hosts: list[str], port: int, command: list[str]) -> int:
     # -genvnone: each rank keeps its own container's environment (its index, its folders), not replica 0's.
     # The rank starts in /tmp, which every replica has, and ``--rank`` then moves it to its own folder.
     per = int(os.environ.get(ENV_PROCS, "1"))
+    server = socket.create_server(("", port), reuse_port=False)
+    waiting = _gather(server, len(hosts))
     argv = ["mpiexec", "-launcher", "manual", "-localhost", hosts[0], "-hosts", ",".join(hosts), "-n",
             str(len(hosts) * per), "-ppn", str(per), "-genvnone", "-wdir", "/tmp", sys.executable, "-m", "orch_trainer.mpi_launch",
             "--rank", *command]
@@ -103,7 +108,12 @@ def _lead(hosts: list[str], port: int, command: list[str]) -> int:
         if sorted(lines) != list(range(len(hosts))):
             print(f"[orch] mpiexec printed no launch line for every host: {sorted(lines)}", file=sys.stderr)
             return 1
-        server = socket.create_server(("", port), reuse_port=False)
+        for index, conn in waiting.items():  # each replica that called is waiting on its connection for its line
+            with conn:
+                try:
+                    conn.sendall((lines[index] + "\n").encode())
+                except OSError:
+                    pass  # it asks again (``_follow``), and ``_serve`` answers
         threading.Thread(target=_serve, args=(server, lines), daemon=True).start()
         proxy = subprocess.Popen(proxy_argv(lines[0], 0, hosts[0]), pass_fds=_spare_streams())
         threading.Thread(target=_end_with, args=(proxy, mpiexec), daemon=True).start()
@@ -147,6 +157,34 @@ def _wait_for_other_proxies(timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def _asked(conn: socket.socket) -> Optional[int]:
+    """The replica index a caller asks for (one line), or None."""
+    conn.settimeout(5)
+    try:
+        asked = conn.recv(16).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(asked) if asked.isdigit() else None
+
+
+def _gather(server: socket.socket, replicas: int) -> dict[int, socket.socket]:
+    """Replica 0, before mpiexec: accept until every other replica has called, and keep each one's connection (the
+    latest, if it called twice) to send it its line. A replica that never calls never started; orch's startup timeout
+    ends the job, as it would while mpiexec waited for its proxy."""
+    waiting: dict[int, socket.socket] = {}
+    while len(waiting) < replicas - 1:
+        conn, _ = server.accept()
+        index = _asked(conn)
+        if index is None or not 0 < index < replicas:
+            conn.close()
+            continue
+        if index in waiting:
+            waiting[index].close()
+        conn.settimeout(None)
+        waiting[index] = conn
+    return waiting
+
+
 def _serve(server: socket.socket, lines: dict[int, str]) -> None:
     """Answer each replica that asks (its index, one line) with its proxy command."""
     while True:
@@ -156,20 +194,22 @@ def _serve(server: socket.socket, lines: dict[int, str]) -> None:
             print(f"[orch] the launch server failed: {exc}", file=sys.stderr, flush=True)
             os._exit(1)
         with conn:
-            conn.settimeout(5)
-            try:
-                asked = conn.recv(16).decode("ascii", "replace").strip()
-                if asked.isdigit() and 0 < int(asked) in lines:
-                    conn.sendall((lines[int(asked)] + "\n").encode())
-            except OSError:
-                continue
+            index = _asked(conn)
+            if index is not None and 0 < index in lines:
+                try:
+                    conn.sendall((lines[index] + "\n").encode())
+                except OSError:
+                    continue
 
 
 def _follow(leader: str, port: int, index: int) -> list[str]:
-    """Replica ``index``: ask replica 0 for this replica's proxy command until it answers."""
+    """Replica ``index``: ask replica 0 for this replica's proxy command until it answers. Replica 0 answers once
+    every replica has asked and mpiexec has started, so the answer is waited for without a time limit (orch's
+    startup timeout bounds it); a connection replica 0 closes is asked again."""
     while True:
         try:
             with socket.create_connection((leader, port), timeout=5) as conn:
+                conn.settimeout(None)
                 conn.sendall(f"{index}\n".encode())
                 data = b""
                 while not data.endswith(b"\n") and len(data) <= LINE_LIMIT:
