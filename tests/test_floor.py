@@ -462,6 +462,10 @@ def test_the_sweep_gives_report_html_each_cells_n_and_baseline_from_report_mds_r
     assert set(got) == {"a", "b", "c"}  # the failed cell without a run has none
     assert got["c"][0] == 3 and got["c"][1] == pytest.approx(2.1)  # N, and T(1): the median of the 1-worker runs
     assert got["a"][:2] == (1, pytest.approx(2.1))
+    # A sweep of one point (repeats alone, no grid) has empty parameters: its runs are that point's all the same;
+    # a hand-edited record whose parameters are not a mapping has none.
+    one = {"r0": {**_record(1, 2.0), "params": {}, "run_id": "d"}, "odd": {"params": [1], "run_id": "e"}}
+    assert set(against(one, metrics.aggregate({"r0": one["r0"]}))) == {"d"}
 
 
 def test_a_page_of_one_container_runs_shows_no_speedup():

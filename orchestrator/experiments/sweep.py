@@ -145,7 +145,8 @@ def against(cells: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, tupl
     by_point = {metrics.point_id(r["params"]): r for r in rows}
     out = {}
     for c in cells.values():
-        row = by_point.get(metrics.point_id(c["params"])) if isinstance(c, dict) and c.get("params") else None
+        params = c.get("params") if isinstance(c, dict) else None
+        row = by_point.get(metrics.point_id(params)) if isinstance(params, dict) else None  # {} too: one point
         if row is not None and c.get("run_id"):
             out[str(c["run_id"])] = (row["n"], row["base_seconds"], row["cpu_bound"])
     return out
