@@ -110,10 +110,7 @@ def _lead(hosts: list[str], port: int, command: list[str]) -> int:
             return 1
         for index, conn in waiting.items():  # each replica that called is waiting on its connection for its line
             with conn:
-                try:
-                    conn.sendall((lines[index] + "\n").encode())
-                except OSError:
-                    pass  # it asks again (``_follow``), and ``_serve`` answers
+                _answer(conn, lines[index])  # if this fails, it asks again (``_follow``) and ``_serve`` answers
         threading.Thread(target=_serve, args=(server, lines), daemon=True).start()
         proxy = subprocess.Popen(proxy_argv(lines[0], 0, hosts[0]), pass_fds=_spare_streams())
         threading.Thread(target=_end_with, args=(proxy, mpiexec), daemon=True).start()
@@ -167,6 +164,14 @@ def _asked(conn: socket.socket) -> Optional[int]:
     return int(asked) if asked.isdigit() else None
 
 
+def _answer(conn: socket.socket, line: str) -> None:
+    """Send a replica its proxy command, one line; a replica that has gone asks again or never needed it."""
+    try:
+        conn.sendall((line + "\n").encode())
+    except OSError:
+        pass
+
+
 def _gather(server: socket.socket, replicas: int) -> dict[int, socket.socket]:
     """Replica 0, before mpiexec: accept until every other replica has called, and keep each one's connection (the
     latest, if it called twice) to send it its line. A replica that never calls never started; orch's startup timeout
@@ -196,10 +201,7 @@ def _serve(server: socket.socket, lines: dict[int, str]) -> None:
         with conn:
             index = _asked(conn)
             if index is not None and 0 < index in lines:
-                try:
-                    conn.sendall((lines[index] + "\n").encode())
-                except OSError:
-                    continue
+                _answer(conn, lines[index])
 
 
 def _follow(leader: str, port: int, index: int) -> list[str]:
