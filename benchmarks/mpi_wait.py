@@ -29,12 +29,13 @@ from orchestrator.run.runner import up  # noqa: E402
 PROBE = ROOT / "benchmarks" / "probes" / "mpi_wait.py"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 WAYS = {
-    "block": "a blocking Allreduce, polled by MPICH (orch's)",
-    "sleep:50": "Iallreduce, tested every 50 µs with a sleep between",
-    "yield": "Iallreduce, tested with sched_yield between",
+    "block": "the all-reduce op in the graph: a blocking MPI_Allreduce, polled by MPICH (orch's)",
+    "numpy": "out of the graph (tf.numpy_function) to mpi4py's blocking Allreduce (orch's before the op)",
+    "sleep:50": "out of the graph, Iallreduce tested every 50 µs with a sleep between",
+    "yield": "out of the graph, Iallreduce tested with sched_yield between",
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE=1,MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT=64":
-        "MPICH's progress throttle: usleep(1) after 64 idle polls",
-    "MPIR_CVAR_POSIX_POLL_FREQUENCY=1": "MPICH yields the core at every poll of shared memory",
+        "the op, with MPICH's progress throttle: usleep(1) after 64 idle polls",
+    "MPIR_CVAR_POSIX_POLL_FREQUENCY=1": "the op, with MPICH yielding the core at every poll of shared memory",
 }
 
 

@@ -43,6 +43,22 @@ def test_image_has_tf_keras_and_no_network_install():
     assert proc.stdout.split() == ["2.21.0", "2.21.0", "1"]
 
 
+@docker
+def test_the_image_has_orch_s_mpi_op_and_no_compiler(images):
+    """The op the MPI loop all-reduces with is in the image and sums (over one rank here, MPI started alone), and
+    the image carries neither the compiler nor the headers it was built with."""
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", f"orch-trainer:{__version__}-multi",
+         "-c", "import glob, shutil, tensorflow as tf; from mpi4py import MPI; import orch_trainer.mpi_loop as m; "
+               "summed, seconds = m.allreduce_op(tf)(tf.constant([1.5, -2.0])); "
+               "print(summed.numpy().tolist(), float(seconds) >= 0, shutil.which('g++'), shutil.which('cc'), "
+               "glob.glob('/opt/venv/lib/python3*/site-packages/tensorflow/include'))"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[1.5, -2.0] True None None []"
+
+
 def _inspect(ref: str) -> dict:
     import json
 
@@ -324,6 +340,63 @@ def test_the_build_context_has_the_lock_and_only_its_wheels(tmp_path):
         names = tar.getnames()
     assert names == ["Dockerfile", "requirements.lock", *[f"wheelhouse/{n}" for n in sorted(files)]]
     assert "--require-hashes --no-deps -r /tmp/req/requirements.lock" in (IMAGES / "Dockerfile").read_text()
+
+
+def test_the_recipe_s_ops_are_inputs_of_the_image_and_so_is_the_build_base(tmp_path):
+    images = _fake_images(tmp_path)
+    assert images_mod.compiles(images)
+    assert ("ops/mpi_allreduce.cc", images / "ops" / "mpi_allreduce.cc") in images_mod._runtime_files(images)
+    digests = [images_mod._inputs_digest(images, "sha256:base", with_trainer=False, build_base_id="sha256:cc")]
+    digests.append(images_mod._inputs_digest(images, "sha256:base", with_trainer=False, build_base_id="sha256:cc2"))
+    (images / "ops" / "mpi_allreduce.cc").write_text("// changed\n")
+    digests.append(images_mod._inputs_digest(images, "sha256:base", with_trainer=False, build_base_id="sha256:cc"))
+    assert len(set(digests)) == 3
+    dockerfile = (IMAGES / "Dockerfile").read_text()
+    assert "FROM ${BUILD_BASE} AS deps" in dockerfile and "FROM ${BASE} AS runtime" in dockerfile
+
+
+class _Images:
+    """An engine with some images present; records what it was asked to build."""
+
+    def __init__(self, present):
+        self.present, self.built = set(present), []
+
+    def ping(self):
+        pass
+
+    def image_labels(self, ref):
+        return {} if ref in self.present else None
+
+    def image_id(self, ref):
+        return f"sha256:{ref}"
+
+    def build(self, context, tag, target, args, labels):
+        self.built.append(args)
+        return iter([{"error": "stop here"}])
+
+
+def test_a_missing_build_base_is_a_one_line_error_that_says_how_to_make_it():
+    engine = _Images({images_mod.DEFAULT_BASE})
+    with pytest.raises(OrchError) as err:
+        images_mod.build(IMAGES, {"multi": "x:multi"}, engine=engine)
+    assert "\n" not in err.value.message and images_mod.DEFAULT_BUILD_BASE in err.value.message
+    assert "--bootstrap-base" in err.value.message and engine.built == []
+
+
+@pytest.mark.parametrize("build_base, expected", [(None, "python:3.11"), ("python:3.11-cc", "python:3.11-cc")])
+def test_with_a_base_of_yours_the_build_stage_runs_on_it_or_on_build_base(build_base, expected, monkeypatch):
+    engine = _Images({"python:3.11", "python:3.11-cc"})
+    monkeypatch.setattr(images_mod, "wheelhouse", lambda *_a: None)  # no download: the context is not the point
+    monkeypatch.setattr(images_mod, "_runtime_context", lambda *_a: None)
+    with pytest.raises(BuildError, match="stop here"):
+        images_mod.build(IMAGES, {"multi": "x:multi"}, base="python:3.11", build_base=build_base, engine=engine)
+    assert engine.built == [{"BASE": "python:3.11", "BUILD_BASE": expected}]
+
+
+def test_the_build_base_is_the_base_with_a_compiler():
+    cmd = images_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), images_mod.DEFAULT_MIRROR,
+                                         packages=images_mod.BUILD_BASE_PACKAGES)
+    assert "--include=python3,python3-venv,g++" in cmd and "--force-check-gpg" in cmd
 
 
 # -- debootstrap: signatures checked, and only it runs as root -------------------------------------------------

@@ -29,9 +29,14 @@ def index_takers() -> list:
 
 @click.command()
 @click.option("--base", help="Base image with python3.11 (e.g. python:3.11-slim-bookworm). [default: orch-base:bookworm]")
+@click.option("--build-base", metavar="IMAGE",
+              help="Image with python3.11 and g++, of --base's distribution, where the TensorFlow image's build "
+                   "stage compiles orch's MPI all-reduce op (e.g. python:3.11-bookworm); the image itself has no "
+                   "compiler. [default: orch-build-base:bookworm with orch's base, else --base]")
 @click.option("--bootstrap-base", is_flag=True,
-              help="Create orch-base:bookworm with debootstrap if it is missing, checking the Debian archive's "
-                   "signatures; only debootstrap runs as root (through sudo when orch is not root).")
+              help="Create orch-base:bookworm, and orch-build-base:bookworm (the same with g++), with debootstrap "
+                   "if they are missing, checking the Debian archive's signatures; only debootstrap runs as root "
+                   "(through sudo when orch is not root).")
 @click.option("--mirror", default="http://deb.debian.org/debian", show_default=True, help="Debian mirror for --bootstrap-base.")
 @click.option("--force", is_flag=True, help="Rebuild even if the images are up to date.")
 @click.option("--framework", "chosen", multiple=True, type=click.Choice(framework_names()),
@@ -57,9 +62,9 @@ def index_takers() -> list:
                    "container). Repeatable.")
 @format_option
 @pass_env
-def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: str, force: bool,
-          chosen: tuple[str, ...], index: Optional[str], requirements: Optional[str], allow_insecure_index: bool,
-          datasets: tuple[str, ...], fmt: str) -> None:
+def build(env: Environment, base: Optional[str], build_base: Optional[str], bootstrap_base: bool, mirror: str,
+          force: bool, chosen: tuple[str, ...], index: Optional[str], requirements: Optional[str],
+          allow_insecure_index: bool, datasets: tuple[str, ...], fmt: str) -> None:
     """Build the trainer images, offline: every framework's but those built on demand (--framework NAME).
 
     Python packages are downloaded by the host's pip into a cached wheelhouse and installed in the
@@ -94,7 +99,7 @@ def build(env: Environment, base: Optional[str], bootstrap_base: bool, mirror: s
                                    f"; --framework {', '.join(f.name for f in wanted)} takes none")
         check(Path(requirements), allow_insecure_index)  # an option line or a plain-http URL, before any build
     options = frameworks.BuildOptions(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, index=index,
-                                      allow_insecure_index=allow_insecure_index)
+                                      allow_insecure_index=allow_insecure_index, build_base=build_base)
     with status:
         results: list = []
         if bootstrap_base and base is None:

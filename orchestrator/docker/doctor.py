@@ -11,7 +11,7 @@ from orchestrator import frameworks
 from orchestrator.data import prepare as datasets
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import ComposeMissing, EngineUnreachable
-from orchestrator.images.builder import DEFAULT_BASE
+from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE
 from orchestrator.paths import Paths, default_paths
 
 MIN_FREE_GB = 5.0
@@ -94,7 +94,8 @@ def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[P
                             f"free at least {MIN_FREE_GB:.0f} GiB (images need about 2 GiB, MNIST 50 MB)"))
 
     if engine_ok:
-        wanted = {DEFAULT_BASE: "orch build --bootstrap-base"}  # the images a plain `orch build` makes
+        # the images a plain `orch build` makes, the build base among them (TensorFlow's image compiles an op)
+        wanted = {ref: "orch build --bootstrap-base" for ref in (DEFAULT_BASE, DEFAULT_BUILD_BASE)}
         for framework in (frameworks.get(name) for name in frameworks.names()):
             if not framework.on_demand:
                 wanted.update({ref: framework.build_command() for ref in framework.image_refs()})

@@ -59,6 +59,7 @@ class BuildOptions:
 
     base: Optional[str] = None  # the base image; None: orch's own (orch-base:bookworm)
     bootstrap: bool = False  # make orch's base image with debootstrap when it is missing
+    build_base: Optional[str] = None  # the base with a C++ compiler for a recipe's build stage; None: orch's own
     force: bool = False
     mirror: str = "http://deb.debian.org/debian"
     index: Optional[str] = None  # an extra package index for the framework's wheels (PyTorch's CPU-only one)

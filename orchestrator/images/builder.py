@@ -22,15 +22,20 @@ from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
 from orchestrator.paths import Paths, default_paths, trainer_dir
 
 DEFAULT_BASE = "orch-base:bookworm"
+# The base plus a C++ compiler, for a recipe that compiles (its ops/ folder): only its build stage runs on it.
+DEFAULT_BUILD_BASE = "orch-build-base:bookworm"
 # The interpreter, packages and environment: every trainer image is this plus the trainer code.
 RUNTIME_TAG = f"orch-trainer-runtime:{__version__}"
 # The trainer lands in /opt/orch/trainer, the image's PYTHONPATH.
 TRAINER_PARENT = "/opt"
+# A recipe's own C++ sources, which its Dockerfile compiles on the build base (see compiles()).
+OPS = "ops"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # debootstrap checks the Release file's signature against Debian's archive keys, then every package
 # against the signed checksums, so a plain-http mirror cannot slip in anything else.
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 BASE_PACKAGES = ("python3", "python3-venv")
+BUILD_BASE_PACKAGES = (*BASE_PACKAGES, "g++")
 # Parts of a minbase tree no container needs; left out of the imported tar, they keep the base small.
 BASE_PRUNE = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt/archives",
               "var/lib/apt/lists")
@@ -98,9 +103,10 @@ def _debootstrap(mirror: str) -> tuple[str, str]:
     return found, str(KEYRING)
 
 
-def debootstrap_command(debootstrap: str, target: Path, mirror: str, keyring: str = str(KEYRING)) -> list[str]:
+def debootstrap_command(debootstrap: str, target: Path, mirror: str, keyring: str = str(KEYRING),
+                        packages: tuple[str, ...] = BASE_PACKAGES) -> list[str]:
     return [debootstrap, "--variant=minbase", "--keyring", keyring, "--force-check-gpg",
-            f"--include={','.join(BASE_PACKAGES)}", "bookworm", str(target), mirror]
+            f"--include={','.join(packages)}", "bookworm", str(target), mirror]
 
 
 def tar_command(target: Path) -> list[str]:
@@ -109,8 +115,9 @@ def tar_command(target: Path) -> list[str]:
     return ["tar", "-C", str(target), "--numeric-owner", "--anchored", *excludes, "-c", "."]
 
 
-def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
-    """Create a Debian bookworm base image with python3 by debootstrap and `docker import`.
+def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say, packages: tuple[str, ...] = BASE_PACKAGES) -> None:
+    """Create a Debian bookworm base image with python3 (and any other of ``packages``) by debootstrap and
+    `docker import`.
 
     Only debootstrap, the tar of its tree and the tree's removal run as root (through sudo unless orch is
     root); the import into the engine runs as the invoking user.
@@ -121,8 +128,8 @@ def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="orch-rootfs-"))
     root = scratch / "rootfs"  # created by debootstrap, as root with mode 0755: the image's /
     try:
-        say(f"debootstrap bookworm ({', '.join(BASE_PACKAGES)}) from {mirror}, signatures checked")
-        proc = subprocess.run([*prefix, *debootstrap_command(debootstrap, root, mirror, keyring)],
+        say(f"debootstrap bookworm ({', '.join(packages)}) from {mirror} for {tag}, signatures checked")
+        proc = subprocess.run([*prefix, *debootstrap_command(debootstrap, root, mirror, keyring, packages)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
@@ -172,15 +179,22 @@ def _trainer_files() -> list[tuple[str, bytes]]:
     return files
 
 
+def compiles(images: Path) -> bool:
+    """Whether a recipe compiles sources of its own (its ops/ folder), so that its build stage needs a build base."""
+    return (images / OPS).is_dir()
+
+
 def _runtime_files(images: Path) -> list[tuple[str, Path]]:
     """(name in the build context, file) pairs of the runtime image's own inputs; the wheels follow
     from the lock, which names each one's sha256."""
-    return [("Dockerfile", images / "Dockerfile"), (LOCK_NAME, images / LOCK_NAME)]
+    ops = sorted(p for p in (images / OPS).glob("*") if p.is_file()) if compiles(images) else []
+    return [("Dockerfile", images / "Dockerfile"), (LOCK_NAME, images / LOCK_NAME),
+            *((f"{OPS}/{p.name}", p) for p in ops)]
 
 
-def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True) -> str:
+def _inputs_digest(images: Path, base_id: str, with_trainer: bool = True, build_base_id: str = "") -> str:
     """Digest of everything an image is built from; without the trainer, of the runtime image."""
-    h = hashlib.sha256(f"{__version__}\0{base_id}\0".encode())
+    h = hashlib.sha256(f"{__version__}\0{base_id}\0{build_base_id}\0".encode())
     files = [(name, path.read_bytes()) for name, path in _runtime_files(images)]
     for name, data in [*files, *(_trainer_files() if with_trainer else [])]:
         h.update(name.encode() + b"\0" + data + b"\0")
@@ -230,13 +244,15 @@ def build(
     engine: Optional[Engine] = None,
     paths: Optional[Paths] = None,
     say: Optional[Say] = None,
+    build_base: Optional[str] = None,
 ) -> list[BuiltImage]:
     """Build a framework's trainer images from its Dockerfile ``recipe``, one per kind of ``refs`` (kind -> tag; the
     trainer learns its kind from the tag's label), unless they are up to date.
 
     Two steps, each skipped when its inputs' digest matches the label of the image it made:
     the runtime image (Dockerfile, from the base and the wheelhouse), then per image kind one
-    commit that adds the trainer code and the labels to it.
+    commit that adds the trainer code and the labels to it. A recipe that compiles (its ops/ folder) builds its
+    deps stage on ``build_base``: by default orch's build base with orch's base, else ``base`` itself.
     """
     engine = engine or Engine()
     paths = paths or default_paths()
@@ -245,17 +261,14 @@ def build(
     check_fresh(read_lock(images / LOCK_NAME), images)  # requirements edited without `make lock`
     engine.ping()
     base_ref = base or DEFAULT_BASE
-    if engine.image_labels(base_ref) is None:
-        if base is None and bootstrap:
-            bootstrap_base(engine, base_ref, mirror, say)
-        elif base is None:
-            raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` "
-                               "(debootstrap, as root through sudo) or `orch build --base IMAGE` with an image "
-                               "you have")
-        else:
-            raise ImageMissing(f"base image {base_ref} is not present; `docker pull` or `docker load` it first")
+    _present(engine, base_ref, base is None, bootstrap, mirror, say, BASE_PACKAGES)
+    build_args, build_base_id = {"BASE": base_ref}, ""
+    if compiles(images):
+        build_ref = build_base or (DEFAULT_BUILD_BASE if base is None else base)
+        _present(engine, build_ref, build_base is None and base is None, bootstrap, mirror, say, BUILD_BASE_PACKAGES)
+        build_args["BUILD_BASE"], build_base_id = build_ref, engine.image_id(build_ref)
     base_id = engine.image_id(base_ref)
-    digest = _inputs_digest(images, base_id)
+    digest = _inputs_digest(images, base_id, build_base_id=build_base_id)
     pending = [kind for kind in refs
                if force or (engine.image_labels(refs[kind]) or {}).get(LABEL_INPUTS) != digest]
     results = [BuiltImage(refs[k], False, 0.0, engine.image_size(refs[k])) for k in refs if k not in pending]
@@ -264,7 +277,7 @@ def build(
             say(f"{refs[kind]} is up to date")
     if not pending:
         return results
-    runtime_digest = _inputs_digest(images, base_id, with_trainer=False)
+    runtime_digest = _inputs_digest(images, base_id, with_trainer=False, build_base_id=build_base_id)
     replaced_runtime = None
     if force or (engine.image_labels(RUNTIME_TAG) or {}).get(LABEL_INPUTS) != runtime_digest:
         wheels = wheelhouse(paths, say, recipe)
@@ -272,7 +285,7 @@ def build(
         replaced_runtime = (engine.image_labels(RUNTIME_TAG) is not None) and engine.image_id(RUNTIME_TAG)
         with tempfile.TemporaryFile() as context:
             _runtime_context(context, images, wheels)
-            _stream_build(engine.build(context, RUNTIME_TAG, "runtime", {"BASE": base_ref},
+            _stream_build(engine.build(context, RUNTIME_TAG, "runtime", build_args,
                                        {LABEL_KIND: "runtime", LABEL_INPUTS: runtime_digest}), say)
     archive = _trainer_archive()
     for kind in pending:
@@ -287,6 +300,22 @@ def build(
     if replaced_runtime and replaced_runtime != engine.image_id(RUNTIME_TAG):
         engine.remove_image_if_unused(replaced_runtime)  # only now: the old trainer images sat on it
     return sorted(results, key=lambda r: r.tag)
+
+
+def _present(engine: Engine, ref: str, orchs: bool, bootstrap: bool, mirror: str, say: Say,
+             packages: tuple[str, ...]) -> None:
+    """Make sure the base image ``ref`` is present: one of orch's own (``orchs``) is bootstrapped from ``packages``
+    when asked; any other must be pulled or loaded by the user."""
+    if engine.image_labels(ref) is not None:
+        return
+    if orchs and bootstrap:
+        bootstrap_base(engine, ref, mirror, say, packages)
+    elif orchs:
+        raise ImageMissing(f"base image {ref} is not present; run `orch build --bootstrap-base` "
+                           "(debootstrap, as root through sudo) or `orch build --base IMAGE` with an image "
+                           "you have")
+    else:
+        raise ImageMissing(f"base image {ref} is not present; `docker pull` or `docker load` it first")
 
 
 def _stream_build(records, say: Say) -> None:

@@ -84,7 +84,7 @@ class TensorFlow(Framework):
 
         return build(self.recipe(), {kind: image_ref(kind) for kind in IMAGE_KINDS}, base=options.base,
                      bootstrap=options.bootstrap, force=options.force, mirror=options.mirror, engine=engine,
-                     paths=paths, say=say)
+                     paths=paths, say=say, build_base=options.build_base)
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:

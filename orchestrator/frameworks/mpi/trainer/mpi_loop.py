@@ -24,6 +24,9 @@ from . import contract
 from .session import Session
 
 CHECKPOINT_SUBDIR = "mpi"
+# The all-reduce inside the graph, a TensorFlow op of orch's compiled into the image (the TensorFlow recipe's
+# ops/mpi_allreduce.cc and Dockerfile, which puts it here).
+ALLREDUCE_OP = "/opt/venv/lib/orch-ops/mpi_allreduce.so"
 CHUNK = 50  # training steps per tf.function call
 VALIDATION_CHUNK = 1024  # samples per validation call: a CNN's activations of a whole split would not fit
 QUIET_POLL_S = 0.002  # how often a rank waiting in ``meet`` tests whether the others have come
@@ -70,21 +73,15 @@ def meet(comm) -> None:
         time.sleep(QUIET_POLL_S)
 
 
-class _Allreduce:
-    """The gradients' sum over the ranks, as a NumPy function for the graph to call once per step, and the seconds
-    spent in it: the all-reduce with any wait for a rank still computing, measured by each rank, not assumed.
+def allreduce_op(tf):
+    """The gradients' sum over the ranks inside the graph, and the seconds the call took: the all-reduce with any
+    wait for a rank still computing, measured by each rank, not assumed. MPI must be initialised first (mpi4py is).
+
+    It blocks in MPI_Allreduce, which MPICH polls, as mpi4py's call did when the gradients left the graph for it
+    through tf.numpy_function: leaving cost 0.16-0.24 ms of a 0.28-0.37 ms step (benchmarks/results/mpi_step.md).
     (Waiting with sched_yield between tests of a non-blocking Iallreduce, to give a core-mate the core, measured
-    no better.)"""
-
-    def __init__(self, comm, mpi) -> None:
-        self.comm, self.sum, self.seconds = comm, mpi.SUM, 0.0
-
-    def __call__(self, flat: np.ndarray) -> np.ndarray:
-        out = np.empty_like(flat)
-        began = time.perf_counter()
-        self.comm.Allreduce(flat, out, op=self.sum)
-        self.seconds += time.perf_counter() - began
-        return out
+    no better: benchmarks/results/mpi_wait.md.)"""
+    return tf.load_op_library(ALLREDUCE_OP).orch_mpi_allreduce
 
 
 def train_with_mpi(s: Session, comm, mpi) -> None:
@@ -122,7 +119,8 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
     x_tr, y_tr = tf.constant(s.train[0]), tf.constant(s.train[1].astype(np.int64))
     x_va, y_va = (tf.constant(a[comm.rank::comm.size]) for a in (s.validation[0], s.validation[1].astype(np.int64)))
     totals = tf.Variable(tf.zeros([6], tf.float64), trainable=False)  # train loss, correct, samples; validation's
-    allreduce = _Allreduce(comm, mpi) if comm.size > 1 else None
+    allreduce = allreduce_op(tf) if comm.size > 1 else None
+    allreduce_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # this rank's, over the run
 
     def correct_of(out, y):
         return tf.reduce_sum(tf.cast(tf.equal(tf.argmax(out, 1, output_type=y.dtype), y), tf.float64))
@@ -130,7 +128,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
     @tf.function
     def train_steps(batches):
         # Many steps to one call, as Keras' steps_per_execution: Python's dispatch is paid once per call. The
-        # gradients leave the graph only for MPI's Allreduce (numpy_function), in step order.
+        # gradients never leave the graph: MPI's Allreduce is an op in it, in step order.
         for k in tf.range(tf.shape(batches)[0]):
             x, y = tf.gather(x_tr, batches[k]), tf.gather(y_tr, batches[k])
             with tf.GradientTape() as tape:
@@ -138,8 +136,9 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
                 losses = per_example(y, out)
                 loss = tf.reduce_sum(losses) / global_batch
             flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)], 0)
-            if comm.size > 1:
-                flat = tf.numpy_function(allreduce, [flat], tf.float32, stateful=True)
+            if allreduce is not None:
+                flat, seconds = allreduce(flat)
+                allreduce_seconds.assign_add(seconds)
             grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat, sizes), shapes)]
             optimizer.apply_gradients(zip(grads, variables))
             totals.assign_add(tf.stack([tf.cast(tf.reduce_sum(losses), tf.float64), correct_of(out, y),
@@ -166,7 +165,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
         order = np.random.default_rng(job["seed"] + e).permutation(int(x_tr.shape[0]))
         steps = s.steps_per_epoch
         batches = order[:steps * s.global_batch].reshape(steps, s.global_batch)[:, comm.rank::comm.size]
-        waited = allreduce.seconds if allreduce else 0.0
+        waited = float(allreduce_seconds.numpy())
         for first in range(0, s.steps_per_epoch, chunk):
             train_steps(tf.constant(batches[first:first + chunk]))
             now = time.time()
@@ -174,7 +173,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
                 beat = now
                 reporter.heartbeat(now)
         trained = time.perf_counter() - began
-        waited = (allreduce.seconds if allreduce else 0.0) - waited  # this epoch's: the blocking call hides nothing
+        waited = float(allreduce_seconds.numpy()) - waited  # this epoch's: the blocking call hides nothing
         for rows in range(0, int(x_va.shape[0]), VALIDATION_CHUNK):  # the whole share, in bounded pieces
             validate(x_va[rows:rows + VALIDATION_CHUNK], y_va[rows:rows + VALIDATION_CHUNK])
         mine = totals.numpy()
