@@ -65,6 +65,7 @@ def test_the_wheel_carries_every_asset_and_no_tests(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("orchestrator/backends/templates/job.yml.j2", "orchestrator/frameworks/tensorflow/image/Dockerfile",
                    "orchestrator/frameworks/tensorflow/image/requirements.lock",
+                   "orchestrator/frameworks/tensorflow/image/ops/mpi_allreduce.cc",
                    "orchestrator/frameworks/torch/image/install.sh", "orchestrator/trainer/train.py",
                    "orchestrator/bench_scripts/allreduce.py", "orchestrator/frameworks/mpi/allreduce_probe.py",
                    "orchestrator/schemas/summary.schema.json",
