@@ -2,8 +2,8 @@
 
 Usage: python benchmarks/build_times.py [--keep-base] [--framework tensorflow|torch]
 
-Cold removes orch's images, the base image (unless --keep-base) and the wheelhouse cache, and
-purges pip's own cache, so the figure includes debootstrap and every download. Needs root (debootstrap).
+Cold removes orch's images, the base image and the build base (unless --keep-base) and the wheelhouse cache,
+and purges pip's own cache, so the figure includes both debootstraps and every download. Needs root (debootstrap).
 With --framework torch it measures the PyTorch image instead (`orch build --framework torch`): cold removes
 that image, its runtime and its wheelhouse (3.2 GB, downloaded again), and keeps the base.
 """
@@ -27,7 +27,7 @@ TRAINER_MARKER = ROOT / "orchestrator/trainer/__init__.py"
 from orchestrator import frameworks  # noqa: E402
 from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
 from orchestrator.frameworks.torch import build as torch_images  # noqa: E402
-from orchestrator.images.builder import DEFAULT_BASE, RUNTIME_TAG  # noqa: E402
+from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE, RUNTIME_TAG  # noqa: E402
 from orchestrator.images.wheels import read_lock  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
 
@@ -43,9 +43,10 @@ def timed(label: str, framework: str = "tensorflow", **kwargs) -> dict:
 
 
 def clear_for_cold_build(keep_base: bool = False) -> None:
-    """Remove orch's images (the base too, unless ``keep_base``), the build cache, the wheelhouse and
+    """Remove orch's images (the bases too, unless ``keep_base``), the build cache, the wheelhouse and
     pip's cache, so the next build starts from nothing."""
-    tags = [image_ref(k) for k in IMAGE_KINDS] + [RUNTIME_TAG] + ([] if keep_base else [DEFAULT_BASE])
+    tags = [image_ref(k) for k in IMAGE_KINDS] + [RUNTIME_TAG] + ([] if keep_base else [DEFAULT_BASE,
+                                                                                          DEFAULT_BUILD_BASE])
     subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True)
     subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True)
     subprocess.run(["docker", "image", "prune", "-f"], capture_output=True)
@@ -74,7 +75,8 @@ def trainer_edited():
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep-base", action="store_true", help="keep the base image (cold minus debootstrap)")
+    parser.add_argument("--keep-base", action="store_true",
+                        help="keep the base images (cold minus debootstrap)")
     parser.add_argument("--framework", choices=("tensorflow", "torch"), default="tensorflow")
     args = parser.parse_args()
     if args.framework == "torch":

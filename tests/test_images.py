@@ -393,6 +393,15 @@ def test_with_a_base_of_yours_the_build_stage_runs_on_it_or_on_build_base(build_
     assert engine.built == [{"BASE": "python:3.11", "BUILD_BASE": expected}]
 
 
+def test_a_recipe_s_own_refusal_is_the_one_line_error():
+    records = [{"stream": "Step 6/15 : RUN { command -v g++ ... }\n"},
+               {"stream": "\x1b[91morch: the build base has no g++; pass orch build --build-base IMAGE\n"},
+               {"stream": "\x1b[0m\n"}, {"error": "The command '/bin/sh -c { command -v g++ ...' returned 1"}]
+    with pytest.raises(BuildError) as err:
+        images_mod._stream_build(iter(records), lambda _m: None)
+    assert err.value.message == "image build failed: the build base has no g++; pass orch build --build-base IMAGE"
+
+
 def test_the_build_base_is_the_base_with_a_compiler():
     cmd = images_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), images_mod.DEFAULT_MIRROR,
                                          packages=images_mod.BUILD_BASE_PACKAGES)
@@ -471,6 +480,23 @@ def test_only_the_root_step_runs_through_sudo(monkeypatch, tty, prefix, probe):
     rootfs = debootstrap[debootstrap.index("bookworm") + 1]
     assert tar[tar.index("-C") + 1] == rootfs == rm[-1] and rootfs.endswith("/rootfs")
     assert engine.imported == [(b"rootfs tar", "orch-base", "bookworm")]  # the import: in-process, as the user
+
+
+def test_the_base_and_the_build_base_bootstrap_side_by_side_and_sudo_is_asked_once(monkeypatch):
+    procs = _FakeProcesses(monkeypatch, euid=1000)
+    monkeypatch.setattr(images_mod, "KEYRING", IMAGES / "Dockerfile")
+    engine = _FakeEngine()
+    images_mod.bootstrap_bases(engine, [("orch-base:bookworm", images_mod.BASE_PACKAGES),
+                                        ("orch-build-base:bookworm", images_mod.BUILD_BASE_PACKAGES)],
+                               images_mod.DEFAULT_MIRROR, lambda _m: None)
+    assert [cmd for cmd in procs.commands if cmd[-1] == "true"] == [["sudo", "-n", "true"]]
+    debootstraps = [cmd for cmd in procs.commands if cmd[2] == "/usr/sbin/debootstrap"]
+    assert sorted(next(a for a in cmd if a.startswith("--include=")) for cmd in debootstraps) == [
+        "--include=python3,python3-venv", "--include=python3,python3-venv,g++"]
+    roots = {cmd[cmd.index("bookworm") + 1] for cmd in debootstraps}
+    assert len(roots) == 2 and roots == {cmd[-1] for cmd in procs.commands if cmd[2:4] == ["rm", "-rf"]}
+    assert sorted(image[1:] for image in engine.imported) == [("orch-base", "bookworm"),
+                                                              ("orch-build-base", "bookworm")]
 
 
 def test_as_root_the_root_step_runs_directly(monkeypatch):

@@ -104,12 +104,15 @@ def build(env: Environment, base: Optional[str], build_base: Optional[str], boot
         results: list = []
         if bootstrap_base and base is None:
             from orchestrator.docker.engine import Engine
-            from orchestrator.images.builder import DEFAULT_BASE
-            from orchestrator.images.builder import bootstrap_base as make_base
+            from orchestrator.images.builder import (BASE_PACKAGES, BUILD_BASE_PACKAGES, DEFAULT_BASE,
+                                                     DEFAULT_BUILD_BASE, bootstrap_bases, compiles)
 
+            # orch's base (every image's), and its build base if a recipe built here compiles: both at once
+            bases = [(DEFAULT_BASE, BASE_PACKAGES)]
+            if build_base is None and any(f.recipe() is not None and compiles(f.recipe()) for f in wanted):
+                bases.append((DEFAULT_BUILD_BASE, BUILD_BASE_PACKAGES))
             engine = Engine()
-            if engine.image_labels(DEFAULT_BASE) is None:
-                make_base(engine, DEFAULT_BASE, mirror, env.say)
+            bootstrap_bases(engine, [b for b in bases if engine.image_labels(b[0]) is None], mirror, env.say)
         built: set[str] = set()
         for framework in wanted:
             if set(framework.image_refs()) <= built:

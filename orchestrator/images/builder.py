@@ -4,11 +4,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,8 +124,37 @@ def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say, packages: tu
     Only debootstrap, the tar of its tree and the tree's removal run as root (through sudo unless orch is
     root); the import into the engine runs as the invoking user.
     """
+    bootstrap_bases(engine, [(tag, packages)], mirror, say)
+
+
+def bootstrap_bases(engine: Engine, bases: list[tuple[str, tuple[str, ...]]], mirror: str, say: Say) -> None:
+    """Create every base image of ``bases`` (tag, packages) as bootstrap_base does, side by side: each debootstrap
+    waits on the mirror and on dpkg in turn, so two at once take less than one after the other. sudo asks once."""
+    if not bases:
+        return
     debootstrap, keyring = _debootstrap(mirror)
     prefix = _root_prefix(say)
+    importing = threading.Lock()  # one import at a time into the engine
+    failed: list[BaseException] = []
+
+    def one(tag: str, packages: tuple[str, ...]) -> None:
+        try:
+            _bootstrap_tree(engine, tag, mirror, say, packages, debootstrap, keyring, prefix, importing)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread, below
+            failed.append(exc)
+
+    workers = [threading.Thread(target=one, args=base, name=f"debootstrap {base[0]}") for base in bases]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        while worker.is_alive():  # a short join: Ctrl-C reaches this thread; debootstrap gets it from the terminal
+            worker.join(0.5)
+    if failed:
+        raise failed[0]
+
+
+def _bootstrap_tree(engine: Engine, tag: str, mirror: str, say: Say, packages: tuple[str, ...], debootstrap: str,
+                    keyring: str, prefix: list[str], importing: threading.Lock) -> None:
     repo, _, version = tag.partition(":")
     scratch = Path(tempfile.mkdtemp(prefix="orch-rootfs-"))
     root = scratch / "rootfs"  # created by debootstrap, as root with mode 0755: the image's /
@@ -138,7 +169,8 @@ def bootstrap_base(engine: Engine, tag: str, mirror: str, say: Say, packages: tu
         say(f"importing the root filesystem as {tag}")
         tar = subprocess.Popen([*prefix, *tar_command(root)], stdout=subprocess.PIPE)
         try:
-            engine.import_image(tar.stdout, repo, version or "latest")
+            with importing:
+                engine.import_image(tar.stdout, repo, version or "latest")
         finally:
             tar.stdout.close()
             if tar.wait() != 0:
@@ -261,12 +293,15 @@ def build(
     check_fresh(read_lock(images / LOCK_NAME), images)  # requirements edited without `make lock`
     engine.ping()
     base_ref = base or DEFAULT_BASE
-    _present(engine, base_ref, base is None, bootstrap, mirror, say, BASE_PACKAGES)
+    bases = [(base_ref, base is None, BASE_PACKAGES)]
     build_args, build_base_id = {"BASE": base_ref}, ""
     if compiles(images):
         build_ref = build_base or (DEFAULT_BUILD_BASE if base is None else base)
-        _present(engine, build_ref, build_base is None and base is None, bootstrap, mirror, say, BUILD_BASE_PACKAGES)
-        build_args["BUILD_BASE"], build_base_id = build_ref, engine.image_id(build_ref)
+        bases.append((build_ref, build_base is None and base is None, BUILD_BASE_PACKAGES))
+        build_args["BUILD_BASE"] = build_ref
+    _present(engine, bases, bootstrap, mirror, say)
+    if compiles(images):
+        build_base_id = engine.image_id(build_args["BUILD_BASE"])
     base_id = engine.image_id(base_ref)
     digest = _inputs_digest(images, base_id, build_base_id=build_base_id)
     pending = [kind for kind in refs
@@ -302,27 +337,32 @@ def build(
     return sorted(results, key=lambda r: r.tag)
 
 
-def _present(engine: Engine, ref: str, orchs: bool, bootstrap: bool, mirror: str, say: Say,
-             packages: tuple[str, ...]) -> None:
-    """Make sure the base image ``ref`` is present: one of orch's own (``orchs``) is bootstrapped from ``packages``
-    when asked; any other must be pulled or loaded by the user."""
-    if engine.image_labels(ref) is not None:
-        return
-    if orchs and bootstrap:
-        bootstrap_base(engine, ref, mirror, say, packages)
-    elif orchs:
-        raise ImageMissing(f"base image {ref} is not present; run `orch build --bootstrap-base` "
-                           "(debootstrap, as root through sudo) or `orch build --base IMAGE` with an image "
-                           "you have")
-    else:
-        raise ImageMissing(f"base image {ref} is not present; `docker pull` or `docker load` it first")
+def _present(engine: Engine, bases: list[tuple[str, bool, tuple[str, ...]]], bootstrap: bool, mirror: str,
+             say: Say) -> None:
+    """Make sure the base images of ``bases`` (ref, whether it is one of orch's own, its packages) are present: orch's
+    own are bootstrapped when asked, together; any other must be pulled or loaded by the user."""
+    missing = [(ref, orchs, packages) for ref, orchs, packages in bases if engine.image_labels(ref) is None]
+    for ref, orchs, _ in missing:
+        if not orchs:
+            raise ImageMissing(f"base image {ref} is not present; `docker pull` or `docker load` it first")
+        if not bootstrap:
+            raise ImageMissing(f"base image {ref} is not present; run `orch build --bootstrap-base` "
+                               "(debootstrap, as root through sudo) or `orch build --base IMAGE` with an image "
+                               "you have")
+    bootstrap_bases(engine, [(ref, packages) for ref, _, packages in missing], mirror, say)
+
+
+# A recipe's own refusal, one line its RUN step prints to say what to do (e.g. a build base without g++).
+RECIPE_SAYS = re.compile(r"orch: (.+)")
 
 
 def _stream_build(records, say: Say) -> None:
     tail: list[str] = []
     for record in records:
         if "error" in record:
-            raise BuildError(f"image build failed: {record['error'].strip()}", details="\n".join(tail[-10:]))
+            said = [m[1].strip() for m in map(RECIPE_SAYS.search, tail[-10:]) if m]
+            message = f"image build failed: {said[-1] if said else record['error'].strip()}"
+            raise BuildError(message, details="\n".join(tail[-10:]))
         text = (record.get("stream") or "").rstrip()
         if not text:
             continue
