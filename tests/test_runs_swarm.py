@@ -217,7 +217,10 @@ def test_a_killed_worker_restarts_the_group_on_one_node(images, orch_env, tmp_pa
     assert proc.returncode == 0, stderr
     assert "worker-1 was killed by signal 9" in stderr and "(restart 1 of 1)" in stderr
     events = replica_events(run_dir, 1)
-    assert [e["epoch"] for e in events if e["event"] == "resumed"] == [2]  # from the checkpoint on this host
+    # From a checkpoint on this host, not from the start: on a fast host epoch 2 may end before the kill lands
+    # (and the events the test reads here may lag the container's), so the epoch it resumes from is 2 or later.
+    resumed = [e["epoch"] for e in events if e["event"] == "resumed"]
+    assert len(resumed) == 1 and 2 <= resumed[0] <= 4, resumed
     assert json.loads((run_dir / "run.json").read_text())["state"] == "succeeded"
     assert _gone(run_id)
 
