@@ -402,6 +402,15 @@ def test_a_recipe_s_own_refusal_is_the_one_line_error():
     assert err.value.message == "image build failed: the build base has no g++; pass orch build --build-base IMAGE"
 
 
+def test_another_failure_of_that_step_is_not_taken_for_the_recipe_s_refusal():
+    step = 'Step 6/15 : RUN { command -v g++ || { echo "orch: the build base has no g++"; exit 1; }; } && pip install'
+    records = [{"stream": step + "\n"}, {"stream": "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES\n"},
+               {"error": "The command '/bin/sh -c ...' returned a non-zero code: 1"}]
+    with pytest.raises(BuildError) as err:
+        images_mod._stream_build(iter(records), lambda _m: None)
+    assert err.value.message == "image build failed: The command '/bin/sh -c ...' returned a non-zero code: 1"
+
+
 def test_the_build_base_is_the_base_with_a_compiler():
     cmd = images_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), images_mod.DEFAULT_MIRROR,
                                          packages=images_mod.BUILD_BASE_PACKAGES)

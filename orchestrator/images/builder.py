@@ -352,15 +352,17 @@ def _present(engine: Engine, bases: list[tuple[str, bool, tuple[str, ...]]], boo
     bootstrap_bases(engine, [(ref, packages) for ref, _, packages in missing], mirror, say)
 
 
-# A recipe's own refusal, one line its RUN step prints to say what to do (e.g. a build base without g++).
-RECIPE_SAYS = re.compile(r"orch: (.+)")
+# A recipe's own refusal: a line its RUN step prints, starting "orch: ", to say what to do (e.g. a build base
+# without g++); the engine colours a step's stderr. Only whole lines: the step's own echo of its command holds
+# the same words whatever failed.
+RECIPE_SAYS = re.compile(r"(?:\x1b\[[0-9;]*m)*orch: (.+)")
 
 
 def _stream_build(records, say: Say) -> None:
     tail: list[str] = []
     for record in records:
         if "error" in record:
-            said = [m[1].strip() for m in map(RECIPE_SAYS.search, tail[-10:]) if m]
+            said = [m[1].strip() for m in map(RECIPE_SAYS.match, tail[-10:]) if m]
             message = f"image build failed: {said[-1] if said else record['error'].strip()}"
             raise BuildError(message, details="\n".join(tail[-10:]))
         text = (record.get("stream") or "").rstrip()
