@@ -17,12 +17,14 @@ For every framework and N, side by side in one run, on seed 000's workload (the 
 And for 3 containers, where a run's wall time beyond training goes, from the run's own events: creating and
 starting the containers, importing the framework, connecting and loading data, training, and writing the
 results and tearing down; beside the start floor, N containers of the same image started at once that each
-import the framework and exit (what no orch can avoid). Writes benchmarks/results/floor.json and floor.md,
+import the framework and exit (what no orch can avoid), reading the Python environment from the image's layers
+and, as orch's runs do, from a volume. Writes benchmarks/results/floor.json and floor.md,
 or into --out (not with --tiny).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -37,8 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator import bench, frameworks  # noqa: E402
+from orchestrator import backends, bench, frameworks  # noqa: E402
+from orchestrator.docker.engine import Engine  # noqa: E402
 from orchestrator.experiments.floor import parameters  # noqa: E402
+from orchestrator.images import venv_volume  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.plan import plan, rank_cores  # noqa: E402
@@ -64,16 +68,23 @@ def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: bool = False) -> dict:
+def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: bool = False,
+        venv: bool = True) -> dict:
     """One orch run, planned as `orch up` plans it but for ``host_cpus`` cores to share out (1: pinned to core 0).
     Its slowest worker's train seconds, its wall seconds and steps, its start-up stages from its events, and the
     CPU seconds orch itself used; with ``sample``, each container sampled each second as `orch up` does, and the
-    largest memory a container used."""
+    largest memory a container used. Without ``venv``, the replicas read the image's Python environment from its
+    layers, as before orch served it from a volume (images/venv_volume.py)."""
     spec = make_spec(**fields, workers=workers, run_id=f"floor-{int(time.time() * 1000) % 10**10}-{workers}")
     paths = Paths(runs=runs, cache=default_paths().cache)
+    p = plan(spec, paths, user=container_user(), host_cpus=host_cpus)
+    if not venv:
+        p = dataclasses.replace(p, replicas=tuple(dataclasses.replace(r, mounts=tuple(m for m in r.mounts
+                                                                                      if not m.volume))
+                                                  for r in p.replicas))
+        p = dataclasses.replace(p, artifact=backends.get(p.backend).render(p))
     orch_cpu = time.process_time()
-    info = apply(plan(spec, paths, user=container_user(), host_cpus=host_cpus), paths=paths,
-                 stats_interval=1.0 if sample else None)
+    info = apply(p, paths=paths, stats_interval=1.0 if sample else None)
     orch_cpu = time.process_time() - orch_cpu
     if info.state != "succeeded":
         raise SystemExit(f"{spec.run_id} ({fields}, {workers} workers) {info.state}: {info.error}")
@@ -184,15 +195,18 @@ def split(measured: dict) -> dict:
             "cpu_to_train": sum(cpu["training"]) if whole else None}
 
 
-def start_floor(image: str, module: str, n: int) -> tuple[float, float]:
+def start_floor(image: str, module: str, n: int, volume: str = "") -> tuple[float, float]:
     """Seconds for ``n`` containers of ``image``, started at once, to each import ``module`` and be removed; and the
-    CPU seconds their processes used, summed."""
+    CPU seconds their processes used, summed. With ``volume``, that volume holds the image's Python environment
+    (images/venv_volume.py), mounted read-only over it as orch's Compose runs mount it."""
     errors: list[str] = []
     cpu: list[float] = []
+    mount = ["-v", f"{volume}:{venv_volume.VENV}:ro"] if volume else []
 
     def one() -> None:
-        proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c",
-                               f"import time, {module}; print(time.process_time())"], capture_output=True, text=True)
+        proc = subprocess.run(["docker", "run", "--rm", "--network", "none", *mount, "--entrypoint", "python3", image,
+                               "-c", f"import time, {module}; print(time.process_time())"],
+                              capture_output=True, text=True)
         if proc.returncode:
             errors.append(proc.stderr.strip()[-300:])
         else:
@@ -255,11 +269,16 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
     three = next((r for r in rows if r["workers"] == 3), None) or rows[-1]
     image = frameworks.get(fields["framework"]).main_image()
     parts = [split(m) for m in three["runs"]]
+    volume = venv_volume.volume_name(image)
+    venv_volume.ensure(Engine(), volume, image, runs, log)  # made by the runs already, unless the image changed
     floors = [start_floor(image, module, three["workers"]) for _ in range(repeats)]
+    volume_floors = [start_floor(image, module, three["workers"], volume) for _ in range(repeats)]
     out["overhead"] = {"workers": three["workers"], "image": image, "module": module,
                        **{k: _median(p[k] for p in parts) for k in parts[0]},
                        "start_floor": statistics.median(w for w, _ in floors),
-                       "start_floor_cpu": statistics.median(c for _, c in floors)}
+                       "start_floor_cpu": statistics.median(c for _, c in floors),
+                       "start_floor_volume": statistics.median(w for w, _ in volume_floors),
+                       "start_floor_volume_cpu": statistics.median(c for _, c in volume_floors)}
     return out
 
 
@@ -352,29 +371,34 @@ def markdown(report: dict) -> str:
     n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
               f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "
-              "started at once that each import the framework and exit:", "",
+              "started at once that each import the framework and exit, reading the Python environment from the "
+              "image's layers, and from a volume as orch's runs do (images/venv_volume.py); the ratio is against the "
+              "second:", "",
               "| framework | create and start | import | connect and load data | train and test | results and "
-              "teardown | wall − train | start floor | (wall − train) / start floor |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "teardown | wall − train | start floor, image's layers | start floor, volume | (wall − train) / start "
+              "floor |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, result in report["frameworks"].items():
         o = result["overhead"]
         lines.append(f"| {name} | {o['create_and_start']:.2f} | {o['import']:.2f} | {o['connect_and_load']:.2f} | "
                      f"{o['train_and_test']:.2f} | {o['results_and_teardown']:.2f} | {o['beyond_train']:.2f} | "
-                     f"{o['start_floor']:.2f} | {o['beyond_train'] / o['start_floor']:.2f} |")
+                     f"{o['start_floor']:.2f} | {o['start_floor_volume']:.2f} | "
+                     f"{o['beyond_train'] / o['start_floor_volume']:.2f} |")
     lines += ["", f"The CPU behind it: seconds of CPU the {n} workers' processes used until each began training, "
-              f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports; "
+              f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports (from the "
+              "volume); "
               f"divided by the {CORES} cores, the least wall time that CPU takes:", "",
               "| framework | before importing | importing | connecting and loading data | to training, all "
               f"| on {CORES} cores | start floor's imports | on {CORES} cores |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, result in report["frameworks"].items():
         o = result["overhead"]
-        if o.get("cpu_to_train") is None or o.get("start_floor_cpu") is None:
+        if o.get("cpu_to_train") is None or o.get("start_floor_volume_cpu") is None:
             lines.append(f"| {name} | — | — | — | — | — | — | — |")
             continue
         lines.append(f"| {name} | {o['cpu_before_import']:.2f} | {o['cpu_import']:.2f} | "
                      f"{o['cpu_connect_and_load']:.2f} | {o['cpu_to_train']:.2f} | {o['cpu_to_train'] / CORES:.2f} | "
-                     f"{o['start_floor_cpu']:.2f} | {o['start_floor_cpu'] / CORES:.2f} |")
+                     f"{o['start_floor_volume_cpu']:.2f} | {o['start_floor_volume_cpu'] / CORES:.2f} |")
     return "\n".join(lines) + "\n"
 
 

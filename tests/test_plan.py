@@ -1,12 +1,14 @@
 """Plan and render: pure, pinned by a golden file."""
 import json
 import os
+import re
 from pathlib import Path
 
 import yaml
 
 from orchestrator import __version__
 from orchestrator.backends.template import yaml_quote
+from orchestrator.images.venv_volume import volume_name
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
@@ -41,13 +43,31 @@ def test_rendered_compose_is_what_the_plan_says():
         assert svc["image"] == f"orch-trainer:{__version__}-multi"
         assert svc["cpus"] == 0.5
         assert "ports" not in svc
-        # The trust boundary: the data read-only, the shared folder, and the worker's own folder; nothing else
-        # of the run directory (records, the Compose file, logs) is mounted.
-        assert [(v["source"], v["target"], v.get("read_only", False)) for v in svc["volumes"]] == [
-            ("/srv/orch/cache/data/mnist", "/orch/data", True), ("/srv/orch/runs/r3/shared", "/orch/run/shared", False),
-            (f"/srv/orch/runs/r3/worker-{i}", f"/orch/run/worker-{i}", False)]
+        # The trust boundary: the image's Python environment from its volume and the data, both read-only, the
+        # shared folder, and the worker's own folder; nothing else of the run directory (records, the Compose
+        # file, logs) is mounted.
+        assert [(v["type"], v["source"], v["target"], v.get("read_only", False)) for v in svc["volumes"]] == [
+            ("volume", volume_name(f"orch-trainer:{__version__}-multi"), "/opt/venv", True),
+            ("bind", "/srv/orch/cache/data/mnist", "/orch/data", True),
+            ("bind", "/srv/orch/runs/r3/shared", "/orch/run/shared", False),
+            ("bind", f"/srv/orch/runs/r3/worker-{i}", f"/orch/run/worker-{i}", False)]
         assert svc["logging"] == {"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}}
     assert doc["networks"]["cluster"]["internal"] is True
+    # Made by orch before the run (images/venv_volume.py), never by Compose: external.
+    assert doc["volumes"] == {volume_name(f"orch-trainer:{__version__}-multi"): {"external": True}}
+
+
+def test_the_environment_volume_is_named_for_the_image_and_only_for_an_image_orch_chose():
+    torch = yaml.safe_load(plan(make_spec(run_id="t", workers=2, framework="torch"), PATHS).artifact)
+    assert torch["volumes"] == {volume_name(f"orch-torch:{__version__}"): {"external": True}}
+    assert volume_name("a:b") != volume_name("a_b") and volume_name("a:b").startswith("orch-venv.a_b.")
+    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]+", volume_name("registry:5000/x/y:1.0-Ü" + "z" * 300))
+    # A user's own image keeps its own environment: orch does not know what it holds.
+    own = yaml.safe_load(plan(make_spec(run_id="u", workers=2, image="mine:1"), PATHS).artifact)
+    assert "volumes" not in own and all(v["type"] == "bind" for v in own["services"]["worker-0"]["volumes"])
+    # Where the replicas run on other nodes, they read the image as it is.
+    swarm = yaml.safe_load(plan(make_spec(run_id="s", workers=2, backend="swarm"), PATHS).artifact)
+    assert not any(v.get("type") == "volume" for svc in swarm["services"].values() for v in svc.get("volumes", []))
 
 
 def test_single_worker_uses_single_image_and_no_tf_config():

@@ -15,9 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orchestrator import backends, frameworks
 from orchestrator.errors import InvalidSpec, OrchError
 from orchestrator.experiments import file as experiment_file
 from orchestrator.experiments.file import cell_run_id, expand, parse
+from orchestrator.images.venv_volume import volume_name
 from orchestrator.jobspec import RUN_ID_PATTERN, JobSpec, flat_field_names, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
@@ -42,7 +44,13 @@ FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCh
 
 def _check_plan(spec: JobSpec) -> None:
     doc = yaml.safe_load(plan(spec, PATHS).artifact)
+    # The only volume is the one orch copies its image's Python environment into, made outside Compose.
+    volumes = doc.pop("volumes", {})
     assert set(doc) == {"name", "services", "networks"}
+    if spec.image or not backends.get(spec.backend).venv_volume:
+        assert volumes == {}
+    else:
+        assert volumes == {volume_name(frameworks.get(spec.framework.name).image(spec)): {"external": True}}
     assert sorted(doc["services"]) == [f"worker-{i}" for i in range(spec.workers)]
     for service in doc["services"].values():
         assert set(service) <= {"image", "hostname", "networks", "network_mode", "depends_on", "user", "init",

@@ -81,6 +81,9 @@ class Backend:
     # True where a user's script cannot be mounted from this host's folder either: its snapshot travels as a
     # layer on the run's image (images/script.py), and the frameworks' caches (data/loaders.py) are not mounted.
     script_in_image = False
+    # True where every replica runs on the engine orch talks to: a run of an image orch chose mounts a copy of the
+    # image's Python environment from a volume of that engine's (images/venv_volume.py), made in ``stage``.
+    venv_volume = False
 
     # -- pure: the dry run -------------------------------------------------------------------------
     def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:

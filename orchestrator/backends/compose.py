@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from orchestrator import __version__
 from orchestrator.backends.base import Backend, Key, ReplicaState, Status, Usage
 from orchestrator.backends.template import render_template
 from orchestrator.docker.engine import ContainerState, Engine
+from orchestrator.images import venv_volume
 from orchestrator.labels import LABEL_RUN
 from orchestrator.timestamps import parse_timestamp
 
@@ -46,11 +47,17 @@ def replica_state(c: ContainerState) -> ReplicaState:
                         exit_code=c.exit_code, oom_killed=c.oom_killed, finished_at=finished)
 
 
+def _volumes(plan: "Plan") -> list[str]:
+    """The engine's volumes the replicas of ``plan`` mount, each once."""
+    return sorted({m.source for r in plan.replicas for m in r.mounts if m.volume})
+
+
 class ComposeBackend(Backend):
     """The `docker compose` v2 CLI for up and down, and the Engine API for state, logs and stats."""
 
     name = "compose"
     artifact_name = "compose.yml"
+    venv_volume = True
 
     def __init__(self, engine: Optional[Engine] = None) -> None:
         self._engine = engine
@@ -105,6 +112,9 @@ class ComposeBackend(Backend):
             "gpus": spec.gpus,
             "group_shm_mb": max(SHM_MB, *(r.shm_mb for r in plan.replicas)),
             "run_label": LABEL_RUN,
+            # Made in stage(), not by Compose: a volume Compose made would start empty, or filled by whichever
+            # replica started first.
+            "volumes": _volumes(plan),
         })
 
     # -- the engine ----------------------------------------------------------------------------
@@ -112,6 +122,10 @@ class ComposeBackend(Backend):
         self.engine.ping()
         self.engine.compose_version()
         self.engine.require_image(plan.image, plan.build_hint)
+
+    def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
+        for name in _volumes(plan):  # an image's environment, copied once per build (images/venv_volume.py)
+            venv_volume.ensure(self.engine, name, plan.image, plan.run_dir.parent, say)
 
     def apply(self, plan: "Plan", artifact: Path) -> None:
         self.engine.compose_up(artifact, self.engine_name(plan.spec.run_id))

@@ -7,7 +7,7 @@ can be injected, so tests can pass a fake; tests of the CLI's verbs put a fake `
 Errors are translated into orch's own, with a hint of what to do.
 
 ``Engine`` mixes the boundary's parts, one module each: ``base`` (the client, errors and time limits),
-``images``, ``containers``, ``cli`` (compose, stack, other contexts) and ``swarm``.
+``images``, ``containers``, ``volumes``, ``cli`` (compose, stack, other contexts) and ``swarm``.
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from orchestrator.docker.cli import CliOps
 from orchestrator.docker.containers import ContainerOps, ContainerState, parse_container
 from orchestrator.docker.images import ImageOps
 from orchestrator.docker.swarm import SwarmOps
+from orchestrator.docker.volumes import VolumeOps
 
 __all__ = ["ENGINE_HINT", "ContainerState", "Engine", "EngineBase", "engine_address", "parse_container"]
 
 
-class Engine(ImageOps, ContainerOps, CliOps, SwarmOps):
+class Engine(ImageOps, ContainerOps, VolumeOps, CliOps, SwarmOps):
     """Docker Engine, Compose and Swarm operations, in orch's terms."""

@@ -16,6 +16,7 @@ from orchestrator.data import loaders
 from orchestrator.data.prepare import LOADERS, dataset_dir
 from orchestrator.images import data as data_images
 from orchestrator.images import script as script_images
+from orchestrator.images import venv_volume
 from orchestrator.jobspec import JobSpec
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from orchestrator.paths import Paths
@@ -74,6 +75,8 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
     shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)
     common = (shared,) if backend.ships_data else (Mount(str(data_dir), contract.DATA_MOUNT, True), shared)
+    if backend.venv_volume and spec.image is None:  # an image orch chose: its environment from the engine's disk
+        common = (Mount(venv_volume.volume_name(image), venv_volume.VENV, True, volume=True), *common)
     # A user's script also finds the frameworks' own caches where its loaders look: mounted from this host's
     # folder, or in the image, linked there when its interpreter starts (the images' sitecustomize).
     loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None else None

@@ -10,11 +10,12 @@ from orchestrator.jobspec import JobSpec
 
 @dataclass(frozen=True)
 class Mount:
-    """A host folder seen inside a replica."""
+    """A host folder seen inside a replica; with ``volume``, ``source`` names a volume of the engine's instead."""
 
     source: str
     target: str
     read_only: bool
+    volume: bool = False
 
 
 @dataclass(frozen=True)

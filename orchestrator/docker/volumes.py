@@ -1,0 +1,66 @@
+"""Named volumes on the engine: inspect, create, remove, and fill one with a folder of an image."""
+from __future__ import annotations
+
+from typing import Optional
+
+from orchestrator.docker.base import (
+    ENGINE_HINT,
+    IMAGE_RUN_TIMEOUT,
+    EngineBase,
+    engine_address,
+    first_line,
+)
+from orchestrator.errors import DockerError, EngineUnreachable
+
+
+class VolumeOps(EngineBase):
+    """Volume operations of ``Engine``."""
+
+    def volume_labels(self, name: str) -> Optional[dict[str, str]]:
+        """Labels of volume ``name``, or None if the engine has no such volume."""
+        import docker
+
+        try:
+            return dict(self.client.api.inspect_volume(name).get("Labels") or {})
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise DockerError(f"inspect volume {name}: {exc.explanation or first_line(exc)}") from None
+        except docker.errors.DockerException:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        """Create local volume ``name`` with ``labels``."""
+        self._call("create volume", lambda: self.client.api.create_volume(name, driver="local", labels=labels))
+
+    def remove_volume(self, name: str) -> None:
+        """Remove volume ``name``, ignoring one that is already gone; DockerError naming the cause if a container
+        still uses it."""
+        import docker
+
+        try:
+            self.client.api.remove_volume(name)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise DockerError(f"remove volume {name}: {exc.explanation or first_line(exc)}") from None
+        except docker.errors.DockerException:
+            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+
+    def fill_volume(self, name: str, image: str, folder: str) -> None:
+        """Copy ``folder`` of ``image`` into the empty volume ``name``: the engine copies an image's content into a
+        new volume when a container that mounts it there is created, so the copy is whole once the create call
+        returns. The container, named ``name.copy``, never starts and is removed; one left by an interrupted copy
+        is removed first."""
+        api, quick = self.client.api, self.client.api.timeout
+        helper = f"{name}.copy"
+        self.remove_container(helper)
+        api.timeout = IMAGE_RUN_TIMEOUT  # the engine copies gigabytes inside the create call
+        try:
+            self._call("create", lambda: api.create_container(
+                image, name=helper, entrypoint=["true"], command=[], user="0", network_disabled=True,
+                host_config=api.create_host_config(binds={name: {"bind": folder, "mode": "rw"}},
+                                                   network_mode="none")))
+        finally:
+            api.timeout = quick
+            self.remove_container(helper)
