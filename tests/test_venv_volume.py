@@ -55,7 +55,7 @@ def test_the_copy_is_made_once_per_build_and_never_under_a_running_container(ima
     try:
         build("first")
         venv_volume.ensure(engine, name, tag, tmp_path, said.append)
-        assert _read(name) == "first" and said[0].startswith(f"copying {tag}'s /opt/venv into volume {name}")
+        assert _read(name) == "first" and said[0].startswith(f"copying {tag}'s Python environment into volume {name}")
         labels = engine.volume_labels(name + venv_volume.DONE)
         assert labels == {"orch.cache": "venv", "orch.image-id": engine.image_id(tag)}
 

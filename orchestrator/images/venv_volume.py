@@ -58,8 +58,8 @@ def ensure(engine: "Engine", name: str, image: str, lock: Path, say: Callable[[s
             raise DockerError(f"{image} was rebuilt, but a container still uses the copy of its previous {VENV} in "
                               f"volume {name}; let that run end or stop it (`orch down`), then run again",
                               details=str(exc)) from None
-        say(f"copying {image}'s {VENV} into volume {name}, once per build of the image: its containers then read "
-            "it from the engine's disk instead of through the image's layers")
+        say(f"copying {image}'s Python environment into volume {name}, once per build of the image, so that "
+            "its containers start faster")
         started = time.monotonic()
         labels = {LABEL_CACHE: "venv", LABEL_IMAGE_ID: image_id}
         engine.create_volume(name, labels)
