@@ -55,6 +55,7 @@ def rendered(workers: int, run_id: str, paths: Paths) -> dict:
     """The Compose file orch renders for ``workers`` MPI ranks, each running a Python that sleeps."""
     p = plan(make_spec(framework="mpi", workers=workers, dataset="synthetic", run_id=run_id), paths,
              user=container_user(), host_cpus=os.cpu_count() or 1)
+    ComposeBackend().stage(p, print)  # the volume the replicas' Python environment comes from, as orch makes it
     RunDir(p.run_dir).create(p)
     doc = yaml.safe_load(p.artifact_file.read_text())
     for service in doc["services"].values():

@@ -286,6 +286,9 @@ class FakeBackend(Backend):
         if self.preflight_error is not None:
             raise self.preflight_error
 
+    def stage(self, plan: Any, say: Any) -> None:
+        self.calls.append(Call("stage", (plan.spec.run_id,)))
+
     def apply(self, plan: Any, artifact: Path) -> None:
         self.calls.append(Call("apply", (plan.spec.run_id, artifact), {"at": self.clock.monotonic()}))
         if self.apply_raises:

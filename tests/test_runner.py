@@ -229,6 +229,8 @@ def test_restartable_failure_restarts_the_group_and_then_succeeds(h):
     cause = "worker-1 was killed by signal 9 (exit 137)" + OTHERS
     assert info.state == RunState.SUCCEEDED and info.error is None
     assert [c for c in backend.call_names if c in ("apply", "cancel")] == ["apply", "cancel", "apply", "cancel"]
+    # Staged again before the restart: the replicas get what they need as the images are now.
+    assert [c for c in backend.call_names if c in ("stage", "apply")] == ["stage", "apply", "stage", "apply"]
     assert backend.cancels == [5, 0]  # the failed attempt gets a grace; the finished run none
     assert f"{cause}; restarting the whole group from its last checkpoint (restart 1 of 1)" in h.said
     record = h.record(p)
@@ -280,7 +282,7 @@ def test_success_when_every_replica_exits_zero(h):
     assert [w["stopped_after_result"] for w in record.workers] == [False] * 3
     assert record.train_seconds == end - 1.0 and record.test_accuracy == 0.9
     assert record.workers[0]["replicas"] == 3 and record.workers[0]["global_batch"] == 96
-    assert backend.call_names[:2] == ["preflight", "apply"] and backend.cancels == [0]
+    assert backend.call_names[:3] == ["preflight", "stage", "apply"] and backend.cancels == [0]
     stopped_within(backend, end + 0.5, end + 0.5 + POLL)
     assert not (p.run_dir / contract.SHARED_DIR).exists()
     assert h.said[0] == f"starting run fake-run: 3 worker(s), image {p.image}"
@@ -409,7 +411,7 @@ def test_detach_returns_once_the_replicas_are_started(h):
     backend = h.backend({i: trainer() for i in range(3)})
     info = h.apply(p, backend, detach=True)
     assert info.state == RunState.RUNNING and h.record(p).state == RunState.RUNNING
-    assert backend.call_names == ["preflight", "apply"]  # not watched, not stopped
+    assert backend.call_names == ["preflight", "stage", "apply"]  # not watched, not stopped
 
 
 # -- the fake itself ------------------------------------------------------------------------------------

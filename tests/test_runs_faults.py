@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.images.venv_volume import volume_name
 from tests.conftest import orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 
 pytestmark = pytest.mark.docker
@@ -249,9 +250,12 @@ def test_workers_run_locked_down(images, orch_env, tmp_path, cleanup):
         assert not host.get("PortBindings") and not info["NetworkSettings"]["Ports"]
         assert host["Memory"] == 2048 * 2**20 and host["PidsLimit"] == 1024
         mounts = {m["Destination"]: m for m in info["Mounts"]}
-        # The trust boundary: the data read-only, the shared folder and this worker's own; no more of the run.
-        assert set(mounts) == {"/orch/data", "/orch/run/shared", "/orch/run/worker-0"}
-        assert mounts["/orch/data"]["RW"] is False
+        # The trust boundary: the image's Python environment (the engine's copy of it) and the data, read-only,
+        # the shared folder and this worker's own; no more of the run.
+        assert set(mounts) == {"/opt/venv", "/orch/data", "/orch/run/shared", "/orch/run/worker-0"}
+        assert mounts["/orch/data"]["RW"] is False and mounts["/opt/venv"]["RW"] is False
+        assert mounts["/opt/venv"]["Type"] == "volume"
+        assert mounts["/opt/venv"]["Name"] == volume_name(info["Config"]["Image"])
         assert mounts["/orch/run/shared"]["Source"] == str(tmp_path / "runs" / run_id / "shared")
         assert mounts["/orch/run/worker-0"]["Source"] == str(tmp_path / "runs" / run_id / "worker-0")
         assert mounts["/orch/run/shared"]["RW"] is True and mounts["/orch/run/worker-0"]["RW"] is True
@@ -263,8 +267,9 @@ def test_workers_run_locked_down(images, orch_env, tmp_path, cleanup):
         assert net["Internal"] is True
         uid = subprocess.run(["docker", "exec", cid, "id", "-u"], capture_output=True, text=True).stdout.strip()
         assert uid != "0" and uid
-        write = subprocess.run(["docker", "exec", cid, "touch", "/opt/x"], capture_output=True, text=True)
-        assert write.returncode != 0 and "Read-only file system" in write.stderr
+        for path in ("/opt/x", "/opt/venv/x"):
+            write = subprocess.run(["docker", "exec", cid, "touch", path], capture_output=True, text=True)
+            assert write.returncode != 0 and "Read-only file system" in write.stderr
         rendered = run_orch(["render", "-n", "2", "--run-id", "shown"], orch_env).stdout
         for needle in ("read_only: true", "cap_drop:", "- ALL", "no-new-privileges:true", "internal: true",
                        "mem_limit:", "pids_limit:"):

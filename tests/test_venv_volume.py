@@ -57,20 +57,21 @@ def test_the_copy_is_made_once_per_build_and_never_under_a_running_container(ima
         venv_volume.ensure(engine, name, tag, tmp_path, said.append)
         assert _read(name) == "first" and said[0].startswith(f"copying {tag}'s Python environment into volume {name}")
         labels = engine.volume_labels(name + venv_volume.DONE)
-        assert labels == {"orch.cache": "venv", "orch.image-id": engine.image_id(tag)}
+        assert labels == {"orch.cache": "venv", "orch.image-id": engine.image_id(tag), "orch.image": tag}
 
         said.clear()  # the same build: nothing to do
         venv_volume.ensure(engine, name, tag, tmp_path, said.append)
         assert said == []
 
-        # A copy that was interrupted left no mark, and perhaps its helper container: it is made again, and the
-        # helper removed.
+        # A copy that was interrupted left no mark, and perhaps its helper container, which the engine made once
+        # the copy ended and which holds the volume: the helper is removed and the copy made again.
         engine.remove_volume(name + venv_volume.DONE)
-        subprocess.run(["docker", "create", "--name", f"{name}.copy", DEFAULT_BASE, "true"], capture_output=True,
-                       check=True)
+        subprocess.run(["docker", "create", "--name", f"{name}.copy", "-v", f"{name}:/opt/venv", DEFAULT_BASE,
+                        "true"], capture_output=True, check=True)
         venv_volume.ensure(engine, name, tag, tmp_path, said.append)
         assert len(said) == 2 and engine.volume_labels(name + venv_volume.DONE) is not None
         assert subprocess.run(["docker", "inspect", f"{name}.copy"], capture_output=True).returncode != 0
+        assert _read(name) == "first"
 
         # A rebuild (another id under the same tag) gets a fresh copy.
         build("second")
@@ -83,8 +84,11 @@ def test_the_copy_is_made_once_per_build_and_never_under_a_running_container(ima
         build("third")
         with pytest.raises(DockerError) as caught:
             venv_volume.ensure(engine, name, tag, tmp_path, said.append)
-        assert "a container still uses the copy" in caught.value.message and "\n" not in caught.value.message
-        assert _read(name) == "second"
+        assert "was rebuilt, but a container still uses the copy" in caught.value.message
+        assert "\n" not in caught.value.message and _read(name) == "second"
+        with pytest.raises(DockerError):  # and again: the mark of the old copy stays until the copy goes
+            venv_volume.ensure(engine, name, tag, tmp_path, said.append)
+        assert engine.volume_labels(name + venv_volume.DONE)["orch.image-id"] == made[1]
         engine.remove_container(user)
         user = None
         venv_volume.ensure(engine, name, tag, tmp_path, said.append)  # once it has gone, the copy is made again

@@ -132,7 +132,8 @@ def _service(plan: "Plan", r: "Replica") -> dict[str, Any]:
     shared = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
     keeps_own = spec.script is not None and spec.backend_options.registry is None
     volumes: list[dict[str, Any]] = [
-        {"type": "bind", "source": m.source, "target": m.target, **({"read_only": True} if m.read_only else {})}
+        {"type": "volume" if m.volume else "bind", "source": m.source, "target": m.target,
+         **({"read_only": True} if m.read_only else {})}
         for m in r.mounts if (m.target != own or keeps_own)
         and (m.target != shared or spec.max_restarts)
     ]

@@ -111,6 +111,7 @@ class ContainerOps(EngineBase):
     def remove_container(self, container_id: str) -> None:
         """Force-remove a container, ignoring one that is already gone."""
         import docker
+        import requests
 
         try:
             self.client.api.remove_container(container_id, force=True)
@@ -118,7 +119,7 @@ class ContainerOps(EngineBase):
             pass
         except docker.errors.APIError as exc:
             raise DockerError(f"remove container {container_id[:12]}: {exc.explanation or first_line(exc)}") from None
-        except docker.errors.DockerException:
+        except (docker.errors.DockerException, requests.exceptions.ConnectionError):
             raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
 
     def oom_killed(self, container_id: str) -> bool:

@@ -19,6 +19,7 @@ class VolumeOps(EngineBase):
     def volume_labels(self, name: str) -> Optional[dict[str, str]]:
         """Labels of volume ``name``, or None if the engine has no such volume."""
         import docker
+        import requests
 
         try:
             return dict(self.client.api.inspect_volume(name).get("Labels") or {})
@@ -26,7 +27,7 @@ class VolumeOps(EngineBase):
             return None
         except docker.errors.APIError as exc:
             raise DockerError(f"inspect volume {name}: {exc.explanation or first_line(exc)}") from None
-        except docker.errors.DockerException:
+        except (docker.errors.DockerException, requests.exceptions.ConnectionError):
             raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
 
     def create_volume(self, name: str, labels: dict[str, str]) -> None:
@@ -37,6 +38,7 @@ class VolumeOps(EngineBase):
         """Remove volume ``name``, ignoring one that is already gone; DockerError naming the cause if a container
         still uses it."""
         import docker
+        import requests
 
         try:
             self.client.api.remove_volume(name)
@@ -44,21 +46,18 @@ class VolumeOps(EngineBase):
             pass
         except docker.errors.APIError as exc:
             raise DockerError(f"remove volume {name}: {exc.explanation or first_line(exc)}") from None
-        except docker.errors.DockerException:
+        except (docker.errors.DockerException, requests.exceptions.ConnectionError):
             raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
 
-    def fill_volume(self, name: str, image: str, folder: str) -> None:
+    def fill_volume(self, name: str, image: str, folder: str, helper: str, labels: dict[str, str]) -> None:
         """Copy ``folder`` of ``image`` into the empty volume ``name``: the engine copies an image's content into a
         new volume when a container that mounts it there is created, so the copy is whole once the create call
-        returns. The container, named ``name.copy``, never starts and is removed; one left by an interrupted copy
-        is removed first."""
+        returns. The container, named ``helper`` and labelled ``labels``, never starts and is removed."""
         api, quick = self.client.api, self.client.api.timeout
-        helper = f"{name}.copy"
-        self.remove_container(helper)
         api.timeout = IMAGE_RUN_TIMEOUT  # the engine copies gigabytes inside the create call
         try:
             self._call("create", lambda: api.create_container(
-                image, name=helper, entrypoint=["true"], command=[], user="0", network_disabled=True,
+                image, name=helper, entrypoint=["true"], command=[], user="0", network_disabled=True, labels=labels,
                 host_config=api.create_host_config(binds={name: {"bind": folder, "mode": "rw"}},
                                                    network_mode="none")))
         finally:

@@ -2,16 +2,17 @@
 
 A container reads its image through the engine's storage driver. Under fuse-overlayfs (rootless engines, engines
 inside containers), every file an import opens crosses FUSE in user space, and TensorFlow's and PyTorch's imports
-open thousands. Three containers that each import TensorFlow took 5.06 s with the environment in the image and
-3.69 s with it in a volume; PyTorch 3.48 s and 2.40 s (benchmarks/venv_volume.py). So, where every replica runs on
-this engine (Compose), a run of an image orch chose mounts a copy of the image's /opt/venv, read-only, over that
-folder.
+open thousands. Three containers that each import TensorFlow took 4.92 s with the environment in the image's
+layers and 3.55 s with it in a volume; PyTorch 3.68 s and 2.71 s (benchmarks/results/venv_volume.md). So, where
+every replica runs on this engine (Compose), a run of an image orch chose mounts a copy of the image's /opt/venv,
+read-only, over that folder.
 
 The copy is the engine's own (it fills a new volume with the image's content at that path when a container that
-mounts it is created), made once per build of the image: a second, empty volume ``NAME.ok`` labelled with the
-image's id is created only after the copy returned, and a run whose image has another id (it was rebuilt) makes
-the copy again. The volumes carry the label ``orch.cache=venv``; `docker volume prune --filter label=orch.cache`
-removes the unused ones.
+mounts it is created), made from the image's id once per build: a second, empty volume ``NAME.ok`` labelled with
+that id is created only after the copy returned, and a run whose image has another id (it was rebuilt), or whose
+copy has no mark (it was interrupted), makes the copy again. A copy a container still uses is never replaced. The
+runner stages again before a whole-group restart, so restarted replicas get the copy of the image they run. The
+volumes carry the label ``orch.cache=venv``.
 """
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 VENV = "/opt/venv"  # the Python environment of every orch image (the recipes' `python3 -m venv`)
 LABEL_CACHE = "orch.cache"
 LABEL_IMAGE_ID = "orch.image-id"
-DONE = ".ok"
+LABEL_IMAGE = "orch.image"
+DONE = ".ok"  # the empty volume that marks a whole copy
+COPY = ".copy"  # the helper container the engine fills the volume through
 
 
 def volume_name(image: str) -> str:
@@ -51,19 +54,25 @@ def ensure(engine: "Engine", name: str, image: str, lock: Path, say: Callable[[s
         done = engine.volume_labels(name + DONE)
         if done is not None and done.get(LABEL_IMAGE_ID) == image_id and engine.volume_labels(name) is not None:
             return
-        engine.remove_volume(name + DONE)
+        # The engine goes on copying after its client is gone: the helper of an interrupted copy may exist, and
+        # hold the volume, without ever having been seen by the orch that made it.
+        engine.remove_container(name + COPY)
         try:
             engine.remove_volume(name)
         except DockerError as exc:
-            raise DockerError(f"{image} was rebuilt, but a container still uses the copy of its previous {VENV} in "
-                              f"volume {name}; let that run end or stop it (`orch down`), then run again",
+            rebuilt = done is not None and done.get(LABEL_IMAGE_ID) != image_id
+            cause = (f"{image} was rebuilt, but a container still uses the copy of its previous build in volume "
+                     f"{name}" if rebuilt else f"a container uses volume {name}, whose copy of {image}'s Python "
+                     "environment orch never saw complete")
+            raise DockerError(f"{cause}; let that run end or stop it (`orch down`), then run again",
                               details=str(exc)) from None
+        engine.remove_volume(name + DONE)
         say(f"copying {image}'s Python environment into volume {name}, once per build of the image, so that "
             "its containers start faster")
         started = time.monotonic()
-        labels = {LABEL_CACHE: "venv", LABEL_IMAGE_ID: image_id}
+        labels = {LABEL_CACHE: "venv", LABEL_IMAGE_ID: image_id, LABEL_IMAGE: image}
         engine.create_volume(name, labels)
-        engine.fill_volume(name, image, VENV)
+        engine.fill_volume(name, image_id, VENV, helper=name + COPY, labels={LABEL_CACHE: "venv-copy"})
         engine.create_volume(name + DONE, labels)
         say(f"copied in {time.monotonic() - started:.1f} s")
     finally:

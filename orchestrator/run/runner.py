@@ -232,6 +232,7 @@ def apply(
             logs.save(backend, run, backend.states(spec.run_id), append=True)
             backend.cancel(spec.run_id, p.artifact_file, grace=5)
             run.write_record(info)
+            backend.stage(p, say)  # what the replicas need, as the images are now (a rebuild's environment copy)
             backend.apply(p, p.artifact_file)
         info.state = RunState.SUCCEEDED
     except JobTimedOut as exc:
