@@ -73,3 +73,46 @@ def test_doctor_fix_never_replaces_a_users_own_compose_plugin(tmp_path, monkeypa
     if doctor.compose_plugin_source() is not None:
         doctor.link_compose_plugin()
         assert plugin.is_symlink() and plugin.resolve() == doctor.compose_plugin_source().resolve()
+
+
+class _Raising:
+    """An SDK API whose every call raises ``error`` (or returns ``value``)."""
+
+    def __init__(self, error=None, value=None):
+        self.error, self.value = error, value
+
+    def __getattr__(self, name):
+        def call(*_args, **_kwargs):
+            if self.error is not None:
+                raise self.error
+            return self.value
+        return call
+
+
+def _engine_raising(error=None, value=None) -> Engine:
+    return Engine(client=type("Client", (), {"api": _Raising(error, value)})())
+
+
+def test_removals_and_inspections_take_an_object_already_gone_as_nothing_to_do():
+    import docker
+    import requests
+
+    from orchestrator.errors import DockerError
+
+    gone = docker.errors.NotFound("no such object")
+    assert _engine_raising(gone).remove_container("c" * 64) is None
+    assert _engine_raising(gone).remove_volume("v") is None
+    assert _engine_raising(gone).volume_labels("v") is None
+    assert _engine_raising(value={"Labels": {"a": "b"}}).volume_labels("v") == {"a": "b"}
+    assert _engine_raising(value={"Labels": None}).volume_labels("v") == {}
+    # Any other refusal is the engine's, in one line naming the call; a dropped connection is an unreachable engine.
+    busy = docker.errors.APIError("409 Conflict", explanation="volume is in use")
+    with pytest.raises(DockerError) as caught:
+        _engine_raising(busy).remove_volume("v")
+    assert caught.value.message == "remove volume v: volume is in use"
+    with pytest.raises(DockerError) as caught:
+        _engine_raising(busy).remove_container("c" * 64)
+    assert caught.value.message == "remove container cccccccccccc: volume is in use"
+    for call in (lambda e: e.remove_container("c"), lambda e: e.remove_volume("v"), lambda e: e.volume_labels("v")):
+        with pytest.raises(EngineUnreachable):
+            call(_engine_raising(requests.exceptions.ConnectionError("refused")))

@@ -41,15 +41,21 @@ class EngineBase:
                 raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
         return self._client
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+    def _call(self, what: str, fn: Callable[[], Any], absent_ok: bool = False) -> Any:
+        """What ``fn`` returns, with the SDK's errors in orch's terms; with ``absent_ok``, None where the engine has
+        no such object (a removal of one already gone, an inspection of one never made)."""
         import docker
         import requests
 
         try:
             return fn()
         except docker.errors.ImageNotFound as exc:
+            if absent_ok:
+                return None
             raise ImageMissing(f"{what}: image not found ({first_line(exc)}); run `orch build`") from None
         except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
+            if absent_ok and isinstance(exc, docker.errors.NotFound):
+                return None
             if isinstance(exc, docker.errors.APIError):
                 raise DockerError(f"{what}: {exc.explanation or first_line(exc)}") from None
             raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None

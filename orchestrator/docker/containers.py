@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from orchestrator.docker.base import ENGINE_HINT, EngineBase, engine_address, first_line, lines
+from orchestrator.docker.base import EngineBase, lines
 from orchestrator.docker.stats import usage_of
-from orchestrator.errors import DockerError, EngineUnreachable
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from orchestrator.usage import Usage
 
@@ -110,17 +109,8 @@ class ContainerOps(EngineBase):
 
     def remove_container(self, container_id: str) -> None:
         """Force-remove a container, ignoring one that is already gone."""
-        import docker
-        import requests
-
-        try:
-            self.client.api.remove_container(container_id, force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            raise DockerError(f"remove container {container_id[:12]}: {exc.explanation or first_line(exc)}") from None
-        except (docker.errors.DockerException, requests.exceptions.ConnectionError):
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+        self._call(f"remove container {container_id[:12]}",
+                   lambda: self.client.api.remove_container(container_id, force=True), absent_ok=True)
 
     def oom_killed(self, container_id: str) -> bool:
         """Whether a local container was killed for exceeding its memory limit (False if it is not here)."""

@@ -3,14 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from orchestrator.docker.base import (
-    ENGINE_HINT,
-    IMAGE_RUN_TIMEOUT,
-    EngineBase,
-    engine_address,
-    first_line,
-)
-from orchestrator.errors import DockerError, EngineUnreachable
+from orchestrator.docker.base import IMAGE_RUN_TIMEOUT, EngineBase
 
 
 class VolumeOps(EngineBase):
@@ -18,17 +11,8 @@ class VolumeOps(EngineBase):
 
     def volume_labels(self, name: str) -> Optional[dict[str, str]]:
         """Labels of volume ``name``, or None if the engine has no such volume."""
-        import docker
-        import requests
-
-        try:
-            return dict(self.client.api.inspect_volume(name).get("Labels") or {})
-        except docker.errors.NotFound:
-            return None
-        except docker.errors.APIError as exc:
-            raise DockerError(f"inspect volume {name}: {exc.explanation or first_line(exc)}") from None
-        except (docker.errors.DockerException, requests.exceptions.ConnectionError):
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+        found = self._call(f"inspect volume {name}", lambda: self.client.api.inspect_volume(name), absent_ok=True)
+        return None if found is None else dict(found.get("Labels") or {})
 
     def create_volume(self, name: str, labels: dict[str, str]) -> None:
         """Create local volume ``name`` with ``labels``."""
@@ -37,17 +21,7 @@ class VolumeOps(EngineBase):
     def remove_volume(self, name: str) -> None:
         """Remove volume ``name``, ignoring one that is already gone; DockerError naming the cause if a container
         still uses it."""
-        import docker
-        import requests
-
-        try:
-            self.client.api.remove_volume(name)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            raise DockerError(f"remove volume {name}: {exc.explanation or first_line(exc)}") from None
-        except (docker.errors.DockerException, requests.exceptions.ConnectionError):
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+        self._call(f"remove volume {name}", lambda: self.client.api.remove_volume(name), absent_ok=True)
 
     def fill_volume(self, name: str, image: str, folder: str, helper: str, labels: dict[str, str]) -> None:
         """Copy ``folder`` of ``image`` into the empty volume ``name``: the engine copies an image's content into a
