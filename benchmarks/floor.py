@@ -17,9 +17,9 @@ For every framework and N, side by side in one run, on seed 000's workload (the 
 And for 3 containers, where a run's wall time beyond training goes, from the run's own events: creating and
 starting the containers, importing the framework, connecting and loading data, training, and writing the
 results and tearing down; beside the start floor, N containers of the same image started at once that each
-import the framework and exit (what no orch can avoid), reading the Python environment from the image's layers
-and, as orch's runs do, from a volume. Writes benchmarks/results/floor.json and floor.md,
-or into --out (not with --tiny).
+import what the framework's trainer cannot run without and exit (what no orch can avoid), reading the Python
+environment from the image's layers and, as orch's runs do, from a volume. Writes benchmarks/results/floor.json
+and floor.md, or into --out (not with --tiny).
 """
 from __future__ import annotations
 
@@ -54,12 +54,15 @@ RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 2, "global_batch": 96, "model": "mlp"}
 GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
-# Each framework: its spec fields and what its trainer imports. Its all-reduce transport is the one the framework
-# names for such a job (Framework.floor_transport), as an experiment's floor takes it.
+# Each framework: its spec fields, its package, and the modules its trainer cannot run a multi-worker job without
+# (what the start floor imports): TensorFlow's trainers import tf_keras (Keras 2) beside TensorFlow, MPI's ranks
+# mpi4py too; DDP's constructor reads torch._dynamo.utils.get_optimize_ddp_mode(), which imports torch._dynamo.
+# Its all-reduce transport is the one the framework names for such a job (Framework.floor_transport), as an
+# experiment's floor takes it.
 FRAMEWORKS = {
-    "mpi": ({"framework": "mpi"}, "tensorflow"),
-    "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tensorflow"),
-    "torch": ({"framework": "torch"}, "torch"),
+    "mpi": ({"framework": "mpi"}, "tensorflow", "tensorflow, tf_keras, mpi4py"),
+    "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tensorflow", "tensorflow, tf_keras"),
+    "torch": ({"framework": "torch"}, "torch", "torch, torch.distributed, torch._dynamo"),
 }
 CORES = os.cpu_count() or 1
 
@@ -225,7 +228,7 @@ def start_floor(image: str, module: str, n: int, volume: str = "") -> tuple[floa
 
 
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path) -> dict:
-    fields, module = FRAMEWORKS[name]
+    fields, package, module = FRAMEWORKS[name]
     transport = frameworks.get(fields["framework"]).floor_transport(make_spec(**fields, workers=2, run_id="transport"))
     rows = []
     for n in counts:
@@ -273,12 +276,14 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
     venv_volume.ensure(Engine(), volume, image, runs, log)  # made by the runs already, unless the image changed
     floors = [start_floor(image, module, three["workers"]) for _ in range(repeats)]
     volume_floors = [start_floor(image, module, three["workers"], volume) for _ in range(repeats)]
-    out["overhead"] = {"workers": three["workers"], "image": image, "module": module,
+    package_floors = [start_floor(image, package, three["workers"], volume) for _ in range(repeats)]
+    out["overhead"] = {"workers": three["workers"], "image": image, "module": module, "package": package,
                        **{k: _median(p[k] for p in parts) for k in parts[0]},
                        "start_floor": statistics.median(w for w, _ in floors),
                        "start_floor_cpu": statistics.median(c for _, c in floors),
                        "start_floor_volume": statistics.median(w for w, _ in volume_floors),
-                       "start_floor_volume_cpu": statistics.median(c for _, c in volume_floors)}
+                       "start_floor_volume_cpu": statistics.median(c for _, c in volume_floors),
+                       "start_floor_package": statistics.median(w for w, _ in package_floors)}
     return out
 
 
@@ -371,19 +376,23 @@ def markdown(report: dict) -> str:
     n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
               f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "
-              "started at once that each import the framework and exit, reading the Python environment from the "
-              "image's layers, and from a volume as orch's runs do (images/venv_volume.py); the ratio is against the "
-              "second:", "",
+              "started at once that each import what the framework's trainer cannot run without and exit ("
+              + "; ".join(f"{name}: {r['overhead']['module']}" for name, r in report["frameworks"].items())
+              + "), reading the Python environment from the image's layers, and from a volume as orch's runs do "
+              "(images/venv_volume.py); the ratio is against the second. The last column imports the framework's "
+              "package alone (from the volume), for comparison:", "",
               "| framework | create and start | import | connect and load data | train and test | results and "
               "teardown | wall − train | start floor, image's layers | start floor, volume | (wall − train) / start "
-              "floor |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "floor | the package alone |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, result in report["frameworks"].items():
         o = result["overhead"]
+        alone = o.get("start_floor_package")
         lines.append(f"| {name} | {o['create_and_start']:.2f} | {o['import']:.2f} | {o['connect_and_load']:.2f} | "
                      f"{o['train_and_test']:.2f} | {o['results_and_teardown']:.2f} | {o['beyond_train']:.2f} | "
                      f"{o['start_floor']:.2f} | {o['start_floor_volume']:.2f} | "
-                     f"{o['beyond_train'] / o['start_floor_volume']:.2f} |")
+                     f"{o['beyond_train'] / o['start_floor_volume']:.2f} | "
+                     + ("—" if alone is None else f"{alone:.2f}") + " |")
     lines += ["", f"The CPU behind it: seconds of CPU the {n} workers' processes used until each began training, "
               f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports (from the "
               "volume); "

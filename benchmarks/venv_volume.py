@@ -33,7 +33,7 @@ WAYS = ("volume", "layers")
 
 
 def measure(name: str, workers: int, repeats: int, runs: Path) -> dict:
-    fields, module = floor.FRAMEWORKS[name]
+    fields, _, module = floor.FRAMEWORKS[name]
     image = frameworks.get(fields["framework"]).main_image()
     volume = venv_volume.volume_name(image)
     engine = Engine()

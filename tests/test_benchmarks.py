@@ -59,9 +59,11 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     by_n = {int(r[1]): r for r in rows if len(r) == 14}
     assert set(by_n) == {1, 2}, proc.stdout
     assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0  # a measured all-reduce, and T(N)/floor
-    [split] = [r for r in rows if len(r) == 10]  # the start-up's stages, and its floors read both ways
+    # The start-up's stages, and its floors read both ways, then the floor of importing the package alone.
+    [split] = [r for r in rows if len(r) == 11]
     assert all(float(x) >= 0 for x in split[1:]), split
     assert float(split[9]) == pytest.approx(float(split[6]) / float(split[8]), abs=0.01), split
+    assert 0 < float(split[10]) and "mpi: tensorflow, tf_keras, mpi4py" in proc.stdout, split
     [cpu] = [r for r in rows if len(r) == 8 and not r[1].strip().isdigit()]  # the start-up's CPU, from its events
     assert all(float(x) > 0 for x in cpu[1:]), cpu
     # Each rank's step as it measured it in place (compute, the blocking all-reduce), and T(2) split into its

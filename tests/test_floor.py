@@ -423,7 +423,7 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
            "solo_ends": {"validation_seconds": 0.05, "reduction_seconds": 0.01, "checkpoint_seconds": 0.02}}
     overhead = {"workers": 3, "create_and_start": 1.0, "import": 4.0, "connect_and_load": 1.5, "train_and_test": 10.5,
                 "results_and_teardown": 0.6, "beyond_train": 8.0, "start_floor": 5.0, "start_floor_volume": 4.0,
-                "cpu_to_train": None}
+                "start_floor_package": 3.0, "module": "tensorflow, tf_keras, mpi4py", "cpu_to_train": None}
     text = _floor_benchmark().markdown({"when": "now", "repeats": 1, "workload": {}, "frameworks": {
         "mpi": {"rows": [row], "overhead": overhead}}})
     [split] = [line.split("|")[1:-1] for line in text.splitlines()
@@ -432,13 +432,17 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
     # (1.5 + 2.0 + 0.5) against the solo rank's rest on the shared core, 2 × 1.0.
     assert [c.strip() for c in split] == ["mpi", "3", "10.00", "6.00", "5.00", "1.20", "1.50", "2.00", "0.50",
                                           "4.00", "2.00", "2.00", "1.43"]
-    [ends, start] = [line.split("|")[1:-1] for line in text.splitlines()
-                     if line.startswith("| mpi |") and len(line.split("|")) == 12]
+    [ends] = [line.split("|")[1:-1] for line in text.splitlines()
+              if line.startswith("| mpi |") and len(line.split("|")) == 12]
+    [start] = [line.split("|")[1:-1] for line in text.splitlines()
+               if line.startswith("| mpi |") and len(line.split("|")) == 13]
     assert [c.strip() for c in ends] == ["mpi", "3", "0.200", "0.100", "0.100", "0.400", "0.080", "0.050", "0.010",
                                          "0.020"]
-    # The start-up against the start floor whose containers read their environment as orch's do, from a volume.
+    # The start-up against the start floor whose containers import what the trainer imports (named above the
+    # table) and read their environment as orch's do, from a volume; the package alone beside it.
+    assert "mpi: tensorflow, tf_keras, mpi4py" in text
     assert [c.strip() for c in start] == ["mpi", "1.00", "4.00", "1.50", "10.50", "0.60", "8.00", "5.00", "4.00",
-                                          "2.00"]
+                                          "2.00", "3.00"]
 
 
 def test_the_html_report_of_an_experiment_reckons_n_and_speedup_as_report_md_does():
