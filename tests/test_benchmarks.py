@@ -76,3 +76,21 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     # (validation, metrics, checkpoint) takes time, so the steps are less than T(N).
     assert 0 < steps < t and float(epochs[4]) > 0 and float(epochs[7]) > 0, epochs
     assert steps + rest == pytest.approx(t, rel=0.1), epochs
+
+
+def test_processes_benchmark_runs_the_same_ranks_as_containers_and_as_processes_of_one_on_tiny_data(images, orch_env):
+    proc = subprocess.run([sys.executable, "benchmarks/processes.py", "--tiny"], cwd=ROOT, env=orch_env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r[0].strip(): r for r in (line.split("|")[1:-1] for line in proc.stdout.splitlines())
+            if len(r) == 7 and r[1].strip() == "2"}
+    assert set(rows) == {"mpi", "mwms"}, proc.stdout
+    # T(2) as 2 containers on the bridge, on one shared network (TensorFlow only: orch refuses it for MPI) and as 2
+    # processes of one container: each a trainer's own measure, and their ratios.
+    for name, row in rows.items():
+        bridge, processes = float(row[2].split()[0]), float(row[4].split()[0])
+        assert bridge > 0 and processes > 0 and float(row[5]) == pytest.approx(bridge / processes, abs=0.01), row
+    assert rows["mpi"][3].strip() == "—" and float(rows["mwms"][3].split()[0]) > 0, rows
+    # MPI's ranks measure their steps in place, in the containers and as processes alike.
+    [step] = [line for line in proc.stdout.splitlines() if line.startswith("| mpi | 2 |") and line.count("/") == 6]
+    assert all(float(x) > 0 for x in step.split("|")[3].replace("—", "").split("/") if x.strip()), step

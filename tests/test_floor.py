@@ -484,3 +484,18 @@ def test_a_page_of_one_container_runs_shows_no_speedup():
                                               for k, name in html.COLUMNS
                                               if k not in ("speedup", "bound", "efficiency")]
     assert html._columns([*runs, {"run_id": "y", "workers": 2, "n": 2}], axis="containers") == html.COLUMNS
+
+
+def test_the_processes_benchmark_puts_every_peer_on_loopback_with_a_port_of_its_own():
+    spec = importlib.util.spec_from_file_location("processes_benchmark", ROOT / "benchmarks" / "processes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = {"cluster": {"chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"]},
+              "task": {"type": "worker", "index": 1}}
+    env = module._loopback("tensorflow", {"TF_CONFIG": json.dumps(config), "ORCH_CPUS": "1"})
+    moved = json.loads(env["TF_CONFIG"])
+    # One network namespace holds every process: the same port on each container's address becomes one each.
+    assert moved == {"cluster": {"chief": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
+                     "task": {"type": "worker", "index": 1}} and env["ORCH_CPUS"] == "1"
+    assert module._loopback("torch", {"MASTER_ADDR": "worker-0", "RANK": "1"}) == {"MASTER_ADDR": "127.0.0.1",
+                                                                                   "RANK": "1"}
