@@ -162,6 +162,13 @@ def test_under_ps_only_the_chief_validates_so_the_validation_split_is_not_sharde
         make_spec(workers=3, strategy="ps", samples=500, global_batch=96, run_id="r")
 
 
+@pytest.mark.parametrize("value", [True, 3, "stack", [1]])
+def test_backend_options_that_are_not_a_mapping_are_a_spec_error_not_a_crash(value):
+    # Found by test_spec_fuzz: `backend_options: true` in an experiment file raised TypeError.
+    with pytest.raises(InvalidSpec, match="backend_options"):
+        make_spec(backend_options=value, run_id="a")
+
+
 def test_backend_options_nest_under_their_backend_and_flatten_back():
     spec = make_spec(run_id="r", backend="k8s", k8s_kind="jobset", registry="registry.example/ml")
     assert type(spec.backend_options).__name__ == "KubernetesOptions"

@@ -124,7 +124,10 @@ def _nest_backend(fields: dict[str, Any]) -> dict[str, Any]:
     model = backend_options.OPTIONS.get(name) if isinstance(name, str) else None
     if model is None:
         return fields
-    options = dict(fields.pop("backend_options", None) or {})
+    given = fields.pop("backend_options", None)
+    if given is not None and not isinstance(given, dict):
+        return {**fields, "backend_options": given}  # not a mapping: the spec's own error names it
+    options = dict(given or {})
     for option, owners in backend_options.option_names().items():
         if option not in fields:
             continue
