@@ -19,8 +19,10 @@ With --one-cpu-group, a fourth arm runs the containers (on one shared network wh
 process of theirs moved, while they run, into one cgroup of the cpu controller (OneCpuGroup: root, cgroup v1 and
 Docker's cgroupfs driver), to tell the kernel's scheduling of each container as a group from the rest.
 
-So the processes share one network namespace (loopback, not the bridge), one IPC namespace and one cgroup, and
-nothing else differs: the trainer, its pinning, its transport and its figures are orch's. Each arm's T(N) is its
+So the processes share one network namespace (loopback, not the bridge), one IPC and PID namespace, one cgroup
+and one memory limit (N times a replica's), and the trainer, its pinning, its transport and its figures are
+orch's. The one container is not locked down as orch's are (its root filesystem is writable, no process limit)
+and MPI's ranks start without orch's launcher; none of that runs during the training steps. Each arm's T(N) is its
 slowest worker's train seconds, as the trainer measured them; with PyTorch and MPI, also each step's compute and
 wait for the all-reduce, as the trainer measures them in place. Writes benchmarks/results/processes.json and .md.
 """
@@ -109,11 +111,14 @@ def processes(fields: dict, workers: int, runs: Path) -> dict:
     shm = max(64, sum(r.shm_mb for r in p.replicas))
     name = f"orch-processes-{spec.run_id}"
     try:
-        proc = subprocess.run(["docker", "run", "--rm", "--name", name, "--network", "none", "--user", p.user,
+        proc = subprocess.run(["docker", "run", "--rm", "--init", "--name", name, "--network", "none", "--user", p.user,
                                "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
                                "--memory", f"{MEMORY_MB * workers}m", "--shm-size", f"{shm}m", *extra, *volumes,
                                "-v", f"{probe}:/probe:ro", "--entrypoint", command[0], p.image, *command[1:]],
                               capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{spec.run_id} ({fields}, {workers} processes) did not end in {RUN_TIMEOUT} s; "
+                         "its container is removed") from None
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     if proc.returncode:
@@ -139,27 +144,33 @@ class OneCpuGroup:
     """While open, moves every process of every container of this engine into one cgroup of the cpu controller,
     so that the kernel schedules a run's containers as one group, as it does the processes of one container.
     Only for this benchmark's --one-cpu-group arm: it needs root, cgroup v1 and Docker's cgroupfs driver (the cpu
-    hierarchy under CPU_GROUPS), and leaves every other controller (cpuacct, cpuset, memory) as Docker made it."""
+    hierarchy under CPU_GROUPS), and leaves every other hierarchy (cpuset, memory, and cpuacct where it is mounted
+    apart from cpu) as Docker made it. It moves only containers that appear while it is open: run it alone."""
 
     def __init__(self) -> None:
         self.group = CPU_GROUPS / f"orch-one-group-{os.getpid()}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._move, daemon=True)
+        self._before: set[Path] = set()
 
     def __enter__(self) -> "OneCpuGroup":
+        self._before = set(CPU_GROUPS.glob("*/"))  # containers that were there already are not the run's
         self.group.mkdir()
         self._thread.start()
         return self
 
     def _move(self) -> None:
         while not self._stop.wait(0.1):  # a process forked after its parent moved is in the group already
-            for procs in CPU_GROUPS.glob("*/cgroup.procs"):
-                if procs.parent != self.group:
-                    for pid in procs.read_text().split():
-                        try:
-                            (self.group / "cgroup.procs").write_text(pid)
-                        except OSError:
-                            pass  # it ended meanwhile
+            for folder in set(CPU_GROUPS.glob("*/")) - self._before - {self.group}:
+                try:
+                    pids = (folder / "cgroup.procs").read_text().split()
+                except OSError:
+                    continue  # that container is gone meanwhile
+                for pid in pids:
+                    try:
+                        (self.group / "cgroup.procs").write_text(pid)
+                    except OSError:
+                        pass  # it ended meanwhile
 
     def __exit__(self, *_exc) -> None:
         self._stop.set()
@@ -170,6 +181,7 @@ class OneCpuGroup:
                 return
             except OSError:
                 time.sleep(0.1)
+        floor.log(f"could not remove {self.group}: a process is still in it; remove it with rmdir once it ends")
 
 
 def _run(arm: str, fields: dict, n: int, runs: Path, shares: bool) -> dict:

@@ -89,7 +89,8 @@ def test_processes_benchmark_runs_the_same_ranks_as_containers_and_as_processes_
     # processes of one container: each a trainer's own measure, and their ratios.
     for name, row in rows.items():
         bridge, processes = float(row[2].split()[0]), float(row[4].split()[0])
-        assert bridge > 0 and processes > 0 and float(row[5]) == pytest.approx(bridge / processes, abs=0.01), row
+        # The cells are rounded to 0.01 s, and tiny runs are short: the ratio of the rounded cells within 5%.
+        assert bridge > 0 and processes > 0 and float(row[5]) == pytest.approx(bridge / processes, rel=0.05), row
     assert rows["mpi"][3].strip() == "—" and float(rows["mwms"][3].split()[0]) > 0, rows
     # MPI's ranks measure their steps in place, in the containers and as processes alike.
     [step] = [line for line in proc.stdout.splitlines() if line.startswith("| mpi | 2 |") and line.count("/") == 6]
