@@ -49,6 +49,7 @@ from orchestrator.plan import plan, rank_cores  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import apply, container_user  # noqa: E402
 from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
+from orchestrator.safetext import printable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
@@ -209,9 +210,9 @@ def start_floor(image: str, module: str, n: int, volume: str = "") -> tuple[floa
     def one() -> None:
         proc = subprocess.run(["docker", "run", "--rm", "--network", "none", *mount, "--entrypoint", "python3", image,
                                "-c", f"import time, {module}; print(time.process_time())"],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, errors="replace")
         if proc.returncode:
-            errors.append(proc.stderr.strip()[-300:])
+            errors.append(printable(proc.stderr.strip()[-300:]))
         else:
             cpu.append(float(proc.stdout.split()[-1]))
 

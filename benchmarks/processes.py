@@ -53,17 +53,17 @@ from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import container_user  # noqa: E402
+from orchestrator.safetext import printable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PROBE = ROOT / "benchmarks" / "probes" / "ranks.py"
-MEMORY_MB = 2048  # each replica's memory limit as orch sets it; the one container gets N of them
 RUN_TIMEOUT = 900  # seconds for the one container's run
 ARMS = ("containers", "shared", "grouped", "processes")
 CPU_GROUPS = Path("/sys/fs/cgroup/cpu/docker")  # cgroup v1's cpu hierarchy under Docker's cgroupfs driver
 CELLS = ("mpi:2,3,4,8", "mwms:2,3,4", "torch:2,3,4")
 
 
-def _loopback(framework: str, env: dict[str, str]) -> dict[str, str]:
+def _loopback(env: dict[str, str]) -> dict[str, str]:
     """A replica's environment with its peers on loopback: one network namespace holds them all."""
     env = dict(env)
     if "MASTER_ADDR" in env:  # PyTorch: the TCP store and gloo's pairs
@@ -92,7 +92,7 @@ def processes(fields: dict, workers: int, runs: Path) -> dict:
     run = RunDir(p.run_dir)
     run.create(p)
     probe = Path(tempfile.mkdtemp(prefix="orch-processes-", dir=runs))
-    (probe / "envs.json").write_text(json.dumps([_loopback(fields["framework"], r.env) for r in p.replicas]))
+    (probe / "envs.json").write_text(json.dumps([_loopback(r.env) for r in p.replicas]))
     (probe / "ranks.py").write_bytes(PROBE.read_bytes())
     probe.chmod(0o755)
     mounts = {m.target: m for r in p.replicas for m in r.mounts}  # the common ones and every replica's own folder
@@ -113,16 +113,17 @@ def processes(fields: dict, workers: int, runs: Path) -> dict:
     try:
         proc = subprocess.run(["docker", "run", "--rm", "--init", "--name", name, "--network", "none", "--user", p.user,
                                "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-                               "--memory", f"{MEMORY_MB * workers}m", "--shm-size", f"{shm}m", *extra, *volumes,
+                               "--memory", f"{spec.memory_mb * workers}m", "--shm-size", f"{shm}m", *extra, *volumes,
                                "-v", f"{probe}:/probe:ro", "--entrypoint", command[0], p.image, *command[1:]],
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
+                              capture_output=True, text=True, errors="replace", timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise SystemExit(f"{spec.run_id} ({fields}, {workers} processes) did not end in {RUN_TIMEOUT} s; "
                          "its container is removed") from None
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     if proc.returncode:
-        raise SystemExit(f"{spec.run_id} ({fields}, {workers} processes) failed: {proc.stderr.strip()[-600:]}")
+        why = printable(proc.stderr.strip()[-600:])  # the container's bytes, shown inert
+        raise SystemExit(f"{spec.run_id} ({fields}, {workers} processes) failed: {why}")
     results = [run.result(("worker", i)) for i in range(workers)]
     if any(r is None for r in results):
         raise SystemExit(f"{spec.run_id}: a process wrote no result")
@@ -141,8 +142,9 @@ def _shares_network(fields: dict) -> bool:
 
 
 class OneCpuGroup:
-    """While open, moves every process of every container of this engine into one cgroup of the cpu controller,
-    so that the kernel schedules a run's containers as one group, as it does the processes of one container.
+    """While open, moves every process of every container that appears on this engine into one cgroup of the cpu
+    controller, so that the kernel schedules a run's containers as one group, as it does the processes of one
+    container.
     Only for this benchmark's --one-cpu-group arm: it needs root, cgroup v1 and Docker's cgroupfs driver (the cpu
     hierarchy under CPU_GROUPS), and leaves every other hierarchy (cpuset, memory, and cpuacct where it is mounted
     apart from cpu) as Docker made it. It moves only containers that appear while it is open: run it alone."""

@@ -492,10 +492,10 @@ def test_the_processes_benchmark_puts_every_peer_on_loopback_with_a_port_of_its_
     spec.loader.exec_module(module)
     config = {"cluster": {"chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"]},
               "task": {"type": "worker", "index": 1}}
-    env = module._loopback("tensorflow", {"TF_CONFIG": json.dumps(config), "ORCH_CPUS": "1"})
+    env = module._loopback({"TF_CONFIG": json.dumps(config), "ORCH_CPUS": "1"})
     moved = json.loads(env["TF_CONFIG"])
     # One network namespace holds every process: the same port on each container's address becomes one each.
     assert moved == {"cluster": {"chief": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
                      "task": {"type": "worker", "index": 1}} and env["ORCH_CPUS"] == "1"
-    assert module._loopback("torch", {"MASTER_ADDR": "worker-0", "RANK": "1"}) == {"MASTER_ADDR": "127.0.0.1",
+    assert module._loopback({"MASTER_ADDR": "worker-0", "RANK": "1"}) == {"MASTER_ADDR": "127.0.0.1",
                                                                                    "RANK": "1"}
