@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.frameworks.tensorflow import image_ref  # noqa: E402
 from orchestrator.plan import cpuset  # noqa: E402
+from orchestrator.safetext import printable  # noqa: E402
 
 PROBE = ROOT / "benchmarks/probes/allreduce.py"
 
@@ -33,9 +34,10 @@ def measure(workers: int, network: str, threads: int, calls: int, pinned: bool =
 
 
 def run_probe(probe: Path, workers: int, network: str, threads: int, calls: int, pinned: bool = False,
-              env: dict[str, str] | None = None, cpus: str | None = None) -> dict:
+              env: dict[str, str] | None = None, cpus: str | None = None, image: str | None = None) -> dict:
     """Run ``probe`` in N trainer containers forming one cluster; return worker 0's JSON line. ``env`` adds to
-    each container's environment; ``cpus`` pins every container to those cores instead of orch's share."""
+    each container's environment; ``cpus`` pins every container to those cores instead of orch's share;
+    ``image`` is TensorFlow's multi-worker image unless given."""
     tag = f"probe-{int(time.time() * 1000) % 10**8}"
     ids: list[str] = []
     net = tag
@@ -55,9 +57,16 @@ def run_probe(probe: Path, workers: int, network: str, threads: int, calls: int,
                  *[arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")],
                  *(["--cpuset-cpus", cpus] if cpus else
                    ["--cpuset-cpus", cpuset(i, workers, os.cpu_count() or 1)] if pinned else []),
-                 "-v", f"{probe}:/probe.py:ro", "--entrypoint", "python3", image_ref("multi"), "/probe.py"],
+                 "-v", f"{probe}:/probe.py:ro", "--entrypoint", "python3", image or image_ref("multi"), "/probe.py"],
                 check=True, capture_output=True, text=True).stdout.strip())
-        subprocess.run(["docker", "wait", *ids], check=True, capture_output=True, timeout=600)
+        codes = subprocess.run(["docker", "wait", *ids], check=True, capture_output=True, text=True,
+                               timeout=600).stdout.split()
+        for cid, code in zip(ids, codes):
+            if code != "0":
+                tail = subprocess.run(["docker", "logs", "--tail", "3", cid], capture_output=True,
+                                      text=True, errors="replace").stderr.strip().splitlines()
+                raise SystemExit(f"{probe.name} exited with {code} in a container: "
+                                 f"{printable(tail[-1]) if tail else 'no output'}")
         out = subprocess.run(["docker", "logs", ids[0]], capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
     finally:
