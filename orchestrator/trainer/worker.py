@@ -1,10 +1,11 @@
 """What every framework's training loop shares in a worker: its cores, its predictions grid, and how it leaves."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -32,6 +33,20 @@ def pin(cpus: str | None) -> list[int]:
             except (ProcessLookupError, FileNotFoundError):
                 pass  # a thread that ended meanwhile
     return sorted(os.sched_getaffinity(0))
+
+
+@contextlib.contextmanager
+def threads_left_free(cores: set[int]) -> Iterator[None]:
+    """Threads started inside the block run on ``cores`` (the container's), not on the share the starting thread
+    is pinned to. For a transport's own threads, which pass each collective's messages: pinned with the rank,
+    every message would wait for the rank's computing thread to give up its core."""
+    before = set(os.listdir("/proc/self/task"))
+    yield
+    for tid in set(os.listdir("/proc/self/task")) - before:
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # a thread that ended meanwhile
 
 
 def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray) -> None:
