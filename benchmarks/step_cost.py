@@ -12,7 +12,7 @@ For each N, in one run and in turn:
                        (and once more without accuracy);
               orch:    the trainer's own model, whose steps read the metrics only once per epoch.
             PyTorch (benchmarks/probes/torch_step.py), the trainer's MLP and step, each arm twice: with every
-            thread of a rank pinned to its cores, and with the step's thread alone pinned (gloo's free):
+            thread of a rank pinned to its cores, and with gloo's threads free on every core (as the trainer now):
               compute: the step without any all-reduce;
               reduce:  the gradients' all-reduce alone, back to back; aligned: each after a barrier, as the
                        bench times it;
@@ -112,14 +112,14 @@ def table(results: dict[int, dict]) -> str:
 
 
 def torch_table(results: dict[int, dict]) -> str:
-    """PyTorch's table: the floor, then each piece in place, pinned as orch pins a rank and with the step's thread
-    alone pinned (gloo's threads free)."""
+    """PyTorch's table: the floor, then each piece in place, with every thread of a rank pinned to its cores and
+    with gloo's threads free."""
     lines = ["| N | pinning | compute floor | transport floor | floor | compute in place | all-reduce back to back | "
              "all-reduce after a barrier | step, all-reduce by hand | DDP | DDP, bucket view | orch's DDP | "
              "DDP / floor | orch / DDP |",
              "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for n, s in results.items():
-        for pinning, suffix in (("every thread", ""), ("the step's thread", "_step_pinned")):
+        for pinning, suffix in (("every thread", ""), ("all but gloo's", "_step_pinned")):
             m = {arm: s[f"{arm}{suffix}_ms"] for arm in TORCH_ARMS}
             lines.append(f"| {n} | {pinning} | {s['compute_floor_ms']:.2f} | {s['allreduce_p50_ms']:.2f} | "
                          f"{s['floor_ms']:.2f} | {m['compute']:.2f} | {m['reduce']:.2f} | {m['aligned']:.2f} | "

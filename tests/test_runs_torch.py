@@ -3,11 +3,14 @@ killed rank is survived by a whole-group restart from rank 0's checkpoint, a ran
 by name, and a user's DDP script meets its peers through orch's environment. Each test removes what it started,
 even on failure. The PyTorch image is built once per session (its wheels are downloaded once per machine)."""
 import json
+import os
 import subprocess
 
 import pytest
 
+from orchestrator.plan import cpuset
 from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.test_runs import _expand
 from tests.test_runs_faults import _container, _start
 from tests.test_runs_mpi import _up
 
@@ -31,6 +34,9 @@ def test_one_and_two_ranks_reach_the_same_model_each_on_its_shard(torch_image, o
     for i in range(2):
         result = json.loads((run / f"worker-{i}" / "result.json").read_text())
         assert result["backend"] == "gloo" and result["gloo_interface"] not in (None, "lo")  # the cluster network
+        # The rank's own threads on its share of the cores, gloo's on every core the container has.
+        assert ",".join(map(str, result["cpus"])) == _expand(cpuset(i, 2, os.cpu_count()))
+        assert result["gloo_threads"] >= 1 and result["gloo_threads_cpus"] == sorted(os.sched_getaffinity(0))
         assert result["strategy"] == "ddp" and result["torch"].startswith("2.9.1")
         epoch = result["epochs"][0]
         assert epoch["compute_seconds"] > 0 and epoch["allreduce_in_flight_seconds"] > 0

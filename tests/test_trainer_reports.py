@@ -3,6 +3,7 @@ reports as lines on stdout, read back by orchestrator.run.stdout. Imported as th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,7 @@ def test_leaving_writes_the_result_marks_it_done_and_exits_0(trainer, tmp_path):
     assert json.loads((folder / contract.EVENTS_FILE).read_text().splitlines()[-1])["event"] == contract.EVENT_DONE
 
 
-@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two cores to tell them apart")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to tell them apart")
 def test_threads_a_transport_starts_run_on_every_core_while_the_steps_stay_pinned(trainer):
     """PyTorch's trainer starts gloo's threads inside ``threads_left_free``: they run on the container's cores, the
     rank's own threads (and those it starts later) on its share. In a child process: pinning is per process."""
@@ -136,12 +137,13 @@ def test_threads_a_transport_starts_run_on_every_core_while_the_steps_stay_pinne
               "every = os.sched_getaffinity(0); first = min(every)\n"
               "worker.pin(str(first))\n"
               "stop = threading.Event()\n"
-              "with worker.threads_left_free(every):\n"
+              "with worker.threads_left_free(every) as started:\n"
               "    inside = threading.Thread(target=stop.wait); inside.start()\n"
               "after = threading.Thread(target=stop.wait); after.start()\n"
               "print(sorted(os.sched_getaffinity(inside.native_id)) == sorted(every),\n"
-              "      os.sched_getaffinity(after.native_id) == {first}, os.sched_getaffinity(0) == {first})\n"
+              "      os.sched_getaffinity(after.native_id) == {first}, os.sched_getaffinity(0) == {first},\n"
+              "      started == [inside.native_id], worker.cores_of(started) == sorted(every))\n"
               "stop.set()\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "True"]
+    assert done.stdout.split() == ["True"] * 5

@@ -1,10 +1,11 @@
 """Runs inside PyTorch trainer containers: where a DistributedDataParallel step's time goes.
 
 Every arm runs the trainer's own MLP (orch_trainer.torch_loop) at the per-rank batch, PROBE_GLOBAL (96) / N, on
-random data, with the trainer's step (forward, loss, backward, SGD with momentum), one thread per core it has.
-Each arm runs twice over: pinned as orch's trainer pins a rank (every thread, gloo's among them, on the rank's
-cores), and with the step's thread alone pinned there and gloo's threads free (keys ending in _step_pinned).
-The containers run unpinned; the probe places its threads itself. The arms:
+random data, with the trainer's step (forward, loss, backward, SGD with momentum), one thread per core of the
+rank's share. Each arm runs twice over: as orch's trainer used to pin a rank (every thread, gloo's among them,
+on the rank's cores), and as it pins one now, the rank's own threads there and gloo's threads (those
+init_process_group started) free on every core (keys ending in _step_pinned). The containers run unpinned;
+the probe places its threads itself. The arms:
   compute: the step without any all-reduce (each rank steps on its own gradients);
   reduce:  the gradients' all-reduce alone, one flat tensor, back to back in the step's own thread;
   aligned: the same after a barrier, timing the all-reduce alone: what `orch bench allreduce` takes as its p50;
@@ -37,24 +38,25 @@ STEPS, WARMUP = int(os.environ.get("PROBE_STEPS", "500")), int(os.environ.get("P
 ROUNDS = int(os.environ.get("PROBE_ROUNDS", "3"))
 per = GLOBAL // world
 
-torch.set_num_threads(1 if world >= (os.cpu_count() or 1) else len(os.sched_getaffinity(0)))
-set_interface()
-dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
-FREE = os.sched_getaffinity(0)  # the container's cores: run unpinned, all of them
+FREE = os.sched_getaffinity(0)  # the container's cores: it runs unpinned
 CORES = os.cpu_count() or 1
 EACH = max(1, CORES // world)
-MINE = {rank % CORES} if world >= CORES else set(range(rank * EACH, (rank + 1) * EACH))  # orch's share (plan.cpuset)
+MINE = ({rank % CORES} if world >= CORES else set(range(rank * EACH, (rank + 1) * EACH))) & FREE or FREE  # cpuset()
+torch.set_num_threads(len(MINE))  # as the trainer: one thread per core of the rank's share
+set_interface()
+before = set(os.listdir("/proc/self/task"))
+dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
+GLOO = set(os.listdir("/proc/self/task")) - before  # gloo's threads: its store, device loop and workers
 
 
 def place(pinning: str) -> None:
-    """"all": every thread on the rank's cores, as orch's trainer pins itself before gloo starts its threads;
-    "step": the step's thread alone there, gloo's threads free on every core."""
+    """"all": every thread on the rank's cores, as orch's trainer pinned a rank before gloo started its threads;
+    "step": gloo's threads free on every core, the rank's other threads on its cores, as the trainer does now."""
     for tid in os.listdir("/proc/self/task"):
         try:
-            os.sched_setaffinity(int(tid), MINE if pinning == "all" else FREE)
+            os.sched_setaffinity(int(tid), FREE if pinning == "step" and tid in GLOO else MINE)
         except (ProcessLookupError, FileNotFoundError):
             pass
-    os.sched_setaffinity(0, MINE)
 
 
 torch.manual_seed(0)

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .worker import leave, pin, threads_left_free, write_predictions
+from .worker import cores_of, leave, pin, threads_left_free, write_predictions
 
 CHECKPOINT_SUBDIR = "torch"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -140,20 +140,21 @@ def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> 
         reporter.event(contract.EVENT_START, stage="connecting")
     # A rank's own work comes before it meets the others and before it is pinned: the data, which ranks that
     # share a core under the pinning (3 on 2 cores) would otherwise load in turn on that core while another
-    # core idles. Threads started later (gloo's) inherit the pinning; pin() moves those already running.
+    # core idles. pin() moves the threads already running; those the rank starts later inherit its share.
     (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
     container_cores = os.sched_getaffinity(0)
     cpus = pin(os.environ.get(contract.ENV_CPUS))
     torch.set_num_threads(job["threads"] or len(cpus))
     timeout = datetime.timedelta(seconds=max(job["startup_timeout"], job["stall_timeout"]) + TIMEOUT_MARGIN)
-    interface = None
+    interface, gloo_threads = None, []
     if world > 1:
         interface = set_interface()
         # The rank's steps run on its share of the cores; gloo's threads (its TCP store, its device loop and its
-        # workers, all started here) run on every core. Pinned with the steps, each message of an all-reduce
-        # waited for the step to give up the core: the gradients' all-reduce at 2 ranks took 3.6 ms in place
-        # against 0.9 ms with gloo's threads free (benchmarks/step_cost.py --framework torch).
-        with threads_left_free(container_cores):
+        # workers, all started here, eagerly: not under TORCH_GLOO_LAZY_INIT) run on every core the container
+        # has. Pinned beside the steps, the gradients' all-reduce at 2 ranks took 3.2-3.6 ms in place against
+        # 0.9-1.4 ms with gloo's threads free (benchmarks/step_cost.py --framework torch). The result names the
+        # cores they had at the end.
+        with threads_left_free(container_cores) as gloo_threads:
             dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=timeout)
     torch.manual_seed(job["seed"])  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     x_tr, y_tr = torch.from_numpy(x_tr), torch.from_numpy(y_tr.astype(np.int64))
@@ -292,6 +293,8 @@ def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> 
         "samples_per_second": sum(e["samples"] for e in epochs_log) / train_seconds if train_seconds else 0.0,
         "test_accuracy": test_accuracy,
         "cpus": cpus,
+        "gloo_threads": len(gloo_threads),
+        "gloo_threads_cpus": cores_of(gloo_threads),
         "threads": torch.get_num_threads(),
         "model": job["model"],
         "strategy": job["strategy"],
