@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from orch_trainer.torch_env import set_interface
 from orch_trainer.torch_loop import _models, _Timing
+from orch_trainer.worker import place, threads_left_free
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 config = json.loads(os.environ["TF_CONFIG"])
@@ -44,19 +45,16 @@ EACH = max(1, CORES // world)
 MINE = ({rank % CORES} if world >= CORES else set(range(rank * EACH, (rank + 1) * EACH))) & FREE or FREE  # cpuset()
 torch.set_num_threads(len(MINE))  # as the trainer: one thread per core of the rank's share
 set_interface()
-before = set(os.listdir("/proc/self/task"))
-dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
-GLOO = set(os.listdir("/proc/self/task")) - before  # gloo's threads: its store, device loop and workers
+with threads_left_free(FREE) as GLOO:  # gloo's threads: its store, device loop and workers, as the trainer frees them
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
 
 
-def place(pinning: str) -> None:
+def arrange(pinning: str) -> None:
     """"all": every thread on the rank's cores, as orch's trainer pinned a rank before gloo started its threads;
     "step": gloo's threads free on every core, the rank's other threads on its cores, as the trainer does now."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), FREE if pinning == "step" and tid in GLOO else MINE)
-        except (ProcessLookupError, FileNotFoundError):
-            pass
+    place(os.listdir("/proc/self/task"), MINE)
+    if pinning == "step":
+        place(GLOO, FREE)
 
 
 torch.manual_seed(0)
@@ -131,7 +129,7 @@ samples: dict[str, list[float]] = {f"{arm}{'' if p == 'all' else '_step_pinned'}
 runs = [(p, arm) for p in PINNINGS for arm in ARMS]
 for r in range(ROUNDS):
     for pinning, arm in runs if r % 2 == 0 else reversed(runs):
-        place(pinning)
+        arrange(pinning)
         dist.barrier()
         ms = aligned() if arm == "aligned" else timed(reduce_only if arm == "reduce" else stepper(arm))
         samples[f"{arm}{'' if pinning == 'all' else '_step_pinned'}"].append(ms)

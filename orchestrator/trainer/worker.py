@@ -5,7 +5,7 @@ import contextlib
 import os
 import sys
 import time
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -27,12 +27,21 @@ def pin(cpus: str | None) -> list[int]:
         for part in cpus.split(","):
             first, _, last = part.partition("-")
             wanted.update(range(int(first), int(last or first) + 1))
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                os.sched_setaffinity(int(tid), wanted)
-            except (ProcessLookupError, FileNotFoundError):
-                pass  # a thread that ended meanwhile
+        place(os.listdir("/proc/self/task"), wanted)
     return sorted(os.sched_getaffinity(0))
+
+
+def place(threads: Iterable[int | str], cores: set[int]) -> list[int]:
+    """Let each of ``threads`` (ids of this process's threads) run on ``cores`` alone; return the ids of those
+    placed (a thread that ended meanwhile is not)."""
+    placed = []
+    for tid in threads:
+        try:
+            os.sched_setaffinity(int(tid), cores)
+            placed.append(int(tid))
+        except (ProcessLookupError, FileNotFoundError):
+            pass  # a thread that ended meanwhile
+    return placed
 
 
 @contextlib.contextmanager
@@ -44,12 +53,7 @@ def threads_left_free(cores: set[int]) -> Iterator[list[int]]:
     before = set(os.listdir("/proc/self/task"))
     started: list[int] = []
     yield started
-    for tid in set(os.listdir("/proc/self/task")) - before:
-        try:
-            os.sched_setaffinity(int(tid), cores)
-            started.append(int(tid))
-        except (ProcessLookupError, FileNotFoundError):
-            pass  # a thread that ended meanwhile
+    started += place(set(os.listdir("/proc/self/task")) - before, cores)
 
 
 def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray) -> None:
@@ -94,6 +98,6 @@ def cores_of(threads: list[int]) -> list[int]:
     for tid in threads:
         try:
             cores |= os.sched_getaffinity(tid)
-        except (ProcessLookupError, FileNotFoundError, OSError):
+        except OSError:  # a thread that ended meanwhile
             pass
     return sorted(cores)
