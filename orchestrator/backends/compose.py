@@ -124,8 +124,10 @@ class ComposeBackend(Backend):
         self.engine.require_image(plan.image, plan.build_hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
-        for name in _volumes(plan):  # an image's environment, copied once per build (images/venv_volume.py)
-            venv_volume.ensure(self.engine, name, plan.image, plan.run_dir.parent, say)
+        # An image's environment, copied once per build (images/venv_volume.py), under a lock every orch process
+        # of this user takes, whichever folder its runs go to: the volume is the engine's, not the folder's.
+        for name in _volumes(plan):
+            venv_volume.ensure(self.engine, name, plan.image, plan.cache_dir, say)
 
     def apply(self, plan: "Plan", artifact: Path) -> None:
         self.engine.compose_up(artifact, self.engine_name(plan.spec.run_id))

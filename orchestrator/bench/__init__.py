@@ -9,6 +9,7 @@ p99 over the samples, and the bus bandwidth of the p50 (NCCL's definition: size 
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -117,7 +118,7 @@ def probe_script(framework: str, paths: Paths) -> Path:
         text = source.read_bytes()
         target = folder / name
         if not target.is_file() or target.read_bytes() != text:
-            tmp = folder / f".{name}.tmp"
+            tmp = folder / f".{name}.{os.getpid()}.tmp"  # two orch processes may stage it at once
             tmp.write_bytes(text)
             tmp.chmod(0o644)
             tmp.replace(target)
@@ -154,8 +155,6 @@ def in_containers(transport: Transport, ranks: int, sizes: list[int], iterations
 def host_env(framework: str, paths: Paths, say: Say) -> Path:
     """A virtual environment on this host with the images' own wheels for ``framework``'s probe (made once, then
     reused)."""
-    from orchestrator.images.builder import wheelhouse
-
     unit = frameworks.get(framework)
     recipe = unit.recipe()
     if recipe is None:
@@ -166,10 +165,24 @@ def host_env(framework: str, paths: Paths, say: Say) -> Path:
     venv = paths.cache / "bench-venv" / f"{lock.digest}-{api}"
     if (venv / "ready").is_file():
         return venv
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(venv.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one orch process makes it; another waits, then finds it ready
+        if not (venv / "ready").is_file():
+            _make_host_env(venv, recipe, lock, wanted, api, paths, say)
+    finally:
+        os.close(fd)
+    return venv
+
+
+def _make_host_env(venv: Path, recipe: Path, lock: wheels.Lock, wanted: Optional[tuple[str, ...]], api: str,
+                   paths: Paths, say: Say) -> None:
+    from orchestrator.images.builder import wheelhouse
+
     house = wheelhouse(paths, say, recipe)
     packages = [p for name, p in sorted(lock.packages.items()) if wanted is None or name in wanted]
     say(f"making a host environment for the {api} reference from the wheelhouse ({len(packages)} packages)")
-    venv.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=venv.parent) as tmp:
         requirements = Path(tmp) / "requirements.txt"
         requirements.write_text("".join(f"{p.name}=={p.version} " + " ".join(f"--hash=sha256:{h}" for h in p.hashes)
@@ -182,7 +195,6 @@ def host_env(framework: str, paths: Paths, say: Say) -> Path:
                 raise OrchError(f"could not make the host environment at {venv}: "
                                 f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
     (venv / "ready").write_text("ok\n")
-    return venv
 
 
 def _free_ports(count: int) -> list[int]:

@@ -128,7 +128,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
                                 working_dir=working_dir, host_group=host_group, port=framework.port,
                                 shm_mb=framework.shm_mb))
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
-                 data_dir=data_dir, image=image, user=user, replicas=tuple(replicas),
+                 data_dir=data_dir, cache_dir=paths.cache, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,
                  rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir, loaders_on=loaders_on,
                  script_on=script_on,

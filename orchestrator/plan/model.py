@@ -56,6 +56,7 @@ class Plan:
     engine_name: str
     run_dir: Path
     data_dir: Path
+    cache_dir: Path  # this user's caches: also what orch's processes lock while they make an engine-wide cache
     image: str
     user: str
     replicas: tuple[Replica, ...]
