@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ORCH   := $(BIN)/orch
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Test processes: the live tests share the engine two at a time, or run alone where they need it whole.
+TEST_PROCESSES ?= 2
 
 .PHONY: setup system-deps test-deps images lock demo docs test clean
 
@@ -61,7 +63,7 @@ test-deps:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 test: setup docs test-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile
 
 clean:
 	rm -rf $(VENV) *.egg-info site

@@ -1,6 +1,8 @@
 """Shared fixtures. Live tests (marked `docker`) use the real engine and remove what they create."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -13,14 +15,109 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# `make test` runs the tests in two processes (pytest-xdist, each test file whole in one of them). They share this
+# engine: live tests of their own runs go side by side, and a test that changes or observes the engine as a whole
+# (a swarm, a second engine, a hidden image, the shared Python-environment volumes, every orch container) runs
+# alone. The locks are files in the folder every process of one pytest run shares; one process alone takes none.
+RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+SWARM_FIXTURES = {"swarm", "stacks", "two_nodes"}
+
+
+SHARED: list[Path] = []  # the folder every process of the run shares: its base temporary folder's parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_folder(tmp_path_factory):
+    if RUN_ID is not None:
+        SHARED.append(tmp_path_factory.getbasetemp().parent)
+
+
+def _lock_path(name: str) -> Path:
+    return SHARED[0] / f"{name}.lock"
+
+
+@contextlib.contextmanager
+def _flock(name: str, mode: int):
+    with open(_lock_path(name), "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class EngineLock:
+    """The engine shared (SH) by live tests of their own runs, or held alone (EX). A turnstile makes a process that
+    waits to be alone keep new shared holders out, so it is not starved. Counted within one process: a module that
+    holds the engine alone (the swarm's fixture) covers its tests, and the file is unlocked at the last release."""
+
+    def __init__(self) -> None:
+        self.mode = 0
+        self.count = 0
+        self.file = None
+
+    @contextlib.contextmanager
+    def hold(self, alone: bool):
+        if RUN_ID is None:
+            yield
+            return
+        want = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+        if self.count == 0:
+            with _flock("turnstile", fcntl.LOCK_EX):
+                self.file = open(_lock_path("engine"), "a")
+                fcntl.flock(self.file, want)
+            self.mode = want
+        elif want == fcntl.LOCK_EX and self.mode != fcntl.LOCK_EX:
+            raise RuntimeError("a test that shares the engine asked to have it alone: mark it engine_alone")
+        self.count += 1
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                fcntl.flock(self.file, fcntl.LOCK_UN)
+                self.file.close()
+                self.mode, self.file = 0, None
+
+
+ENGINE = EngineLock()
+
+
+def _alone(item) -> bool:
+    """Whether a live test must have the engine to itself."""
+    callspec = getattr(item, "callspec", None)
+    return (item.get_closest_marker("engine_alone") is not None or bool(SWARM_FIXTURES & set(item.fixturenames))
+            or (callspec is not None and "swarm" in callspec.params.values()))
+
+
+@pytest.fixture(autouse=True)
+def _engine(request):
+    """Every live test holds the engine, shared or alone (see ENGINE)."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    with ENGINE.hold(_alone(request.node)):
+        yield
+
+
+@contextlib.contextmanager
+def once(name: str):
+    """One process of the run at a time (building the images, making the shared runs)."""
+    if RUN_ID is None:
+        yield
+        return
+    with _flock(name, fcntl.LOCK_EX):
+        yield
+
 
 @pytest.fixture(scope="session")
 def images():
     """Build (or find up to date) the trainer images once per test session."""
     from orchestrator import frameworks
 
-    return frameworks.get("tensorflow").build(frameworks.BuildOptions(bootstrap=True), None, None,
-                                              lambda msg: print(f"[build] {msg}", file=sys.stderr))
+    with ENGINE.hold(alone=False), once("build"):
+        return frameworks.get("tensorflow").build(frameworks.BuildOptions(bootstrap=True), None, None,
+                                                  lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +126,8 @@ def torch_image(images):
     wheels (3.2 GB) are downloaded once per machine."""
     from orchestrator.frameworks.torch.build import build
 
-    return build(say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
+    with ENGINE.hold(alone=False), once("build"):
+        return build(say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
 @pytest.fixture
@@ -37,6 +135,7 @@ def orch_env(tmp_path):
     """Environment for an `orch` subprocess whose runs go to a fresh folder."""
     env = dict(os.environ)
     env["ORCH_RUNS_DIR"] = str(tmp_path / "runs")
+    env["ORCH_RESULTS_DIR"] = str(tmp_path / "results")  # collect's default, not the checkout's results/
     env["COLUMNS"] = "200"
     return env
 
@@ -102,10 +201,20 @@ def cleanup():
 
 @pytest.fixture(scope="session")
 def observed_runs(images, tmp_path_factory):
-    """A 1-worker and a 3-worker run with stats, shared by the logs, stats and collect tests."""
-    root = tmp_path_factory.mktemp("observed")
+    """A 1-worker and a 3-worker run with stats, shared by the logs, stats and collect tests (made once for every
+    process of the run: the tests only read them)."""
+    root = SHARED[0] / "observed" if SHARED else tmp_path_factory.mktemp("observed")
     env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), COLUMNS="200")
     run_ids = {"w1": "observed-w1", "w3": "observed-w3"}
+    with ENGINE.hold(alone=False), once("observed"):
+        if not (root / "made").is_file():
+            root.mkdir(parents=True, exist_ok=True)
+            _observe(env, run_ids)
+            (root / "made").write_text("ok\n")
+    return {"env": env, "root": root, **{key: root / "runs" / run_id for key, run_id in run_ids.items()}}
+
+
+def _observe(env: dict, run_ids: dict) -> None:
     try:
         for key, run_id in run_ids.items():
             workers = key[1:]
@@ -117,4 +226,3 @@ def observed_runs(images, tmp_path_factory):
             ids = orch_containers(run_id)
             if ids:
                 subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
-    return {"env": env, "root": root, **{key: root / "runs" / run_id for key, run_id in run_ids.items()}}

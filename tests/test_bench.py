@@ -71,6 +71,7 @@ def test_the_run_refuses_bad_shapes_before_anything_starts():
 
 
 @pytest.mark.docker
+@pytest.mark.engine_alone  # it checks that every orch container it made is gone: no other run's beside it
 def test_tiny_measures_every_transport_and_the_host_reference(images, torch_image, orch_env, tmp_path):
     before = _orch_containers()  # an engine shared with other work may hold other runs' containers
     proc = run_orch(["bench", "allreduce", "--tiny", "--out", str(tmp_path / "bench"), "--format", "json"], orch_env,
@@ -118,6 +119,7 @@ def test_a_transport_whose_image_is_absent_is_skipped_in_one_line(monkeypatch):
 
 
 @pytest.mark.docker
+@pytest.mark.engine_alone  # it hides the PyTorch image that other live tests run
 def test_an_absent_image_is_skipped_live_and_nothing_is_built(images, orch_env, tmp_path):
     """The PyTorch image, if this engine has it, is hidden under another tag for the test and put back after."""
     from orchestrator import frameworks

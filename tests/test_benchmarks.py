@@ -51,6 +51,7 @@ def test_mpi_targets_benchmark_prints_every_target_on_tiny_data(images, orch_env
     assert "| mpi-shm | containers | 3 | 4 KB |" in proc.stdout and "| mpi-host | host | 3 | 4 KB |" in proc.stdout
 
 
+@pytest.mark.engine_alone  # its split of T(N) must add up, which another test's load skews
 def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_tiny_data(images, orch_env):
     proc = subprocess.run([sys.executable, "benchmarks/floor.py", "--tiny"], cwd=ROOT, env=orch_env,
                           capture_output=True, text=True, timeout=900)

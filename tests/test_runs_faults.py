@@ -112,6 +112,7 @@ def test_killed_parameter_server_restarts_the_group_and_the_chief_resumes(images
     assert result["resumed_from_epoch"] == resumed[0] and result["test_accuracy"] > 0.1
     assert _gone(run_id)
 
+@pytest.mark.engine_alone  # it bounds the seconds from the pause to orch's exit
 def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, tmp_path, cleanup):
     run_id = "fault-pause"
     cleanup.append(run_id)
@@ -153,6 +154,7 @@ def test_removed_worker_is_named_and_the_rest_stopped(images, orch_env, tmp_path
     assert _gone(run_id)
 
 
+@pytest.mark.engine_alone  # it bounds the seconds from the kill to orch's exit
 def test_dead_worker_is_detected_quickly(images, orch_env, tmp_path, cleanup):
     run_id = "fault-dead"
     cleanup.append(run_id)

@@ -118,6 +118,7 @@ def test_a_script_in_a_private_folder_runs_from_its_copy_and_sees_nothing_beside
         shutil.rmtree(outer)
 
 
+@pytest.mark.engine_alone  # it bounds how far past the limit the writer gets
 def test_a_script_that_fills_the_disk_is_stopped_at_the_disk_limit(images, orch_env, tmp_path, cleanup):
     cleanup.append("live-script-disk")
     (tmp_path / "fill").mkdir()

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
+from tests.conftest import ENGINE, ROOT, orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 from tests.test_runs_tutorials import vision  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker
@@ -31,24 +31,26 @@ def _swarm_state() -> str:
 
 @pytest.fixture(scope="module")
 def swarm():
-    """An active swarm on this engine for the module's tests; left as it was found afterwards."""
-    info = json.loads(_docker("info", "--format", "{{json .Swarm}}", check=True).stdout)
-    state = info.get("LocalNodeState")
-    if state == "active" and not info.get("ControlAvailable"):
-        pytest.skip("this engine is a swarm worker; these tests need a manager (or no swarm at all)")
-    if state not in ("active", "inactive"):
-        pytest.skip(f"the engine's swarm is {state!r}; these tests need it active or inactive")
-    had_gwbridge = bool(_docker("network", "ls", "-q", "--filter", "name=^docker_gwbridge$").stdout.strip())
-    try:
-        if state == "inactive":
-            _docker("swarm", "init", "--advertise-addr", "127.0.0.1", check=True)
-        yield
-    finally:
-        if state == "inactive":  # ours, even half made: leave it, and the bridge it added
-            _docker("swarm", "leave", "--force")
-            if not had_gwbridge:
-                _docker("network", "rm", "docker_gwbridge")
-            assert _swarm_state() == "inactive", "the test swarm was not left"
+    """An active swarm on this engine for the module's tests; left as it was found afterwards. No other live test
+    runs beside it (the engine held alone, from before the swarm is looked at until it is left)."""
+    with ENGINE.hold(alone=True):
+        info = json.loads(_docker("info", "--format", "{{json .Swarm}}", check=True).stdout)
+        state = info.get("LocalNodeState")
+        if state == "active" and not info.get("ControlAvailable"):
+            pytest.skip("this engine is a swarm worker; these tests need a manager (or no swarm at all)")
+        if state not in ("active", "inactive"):
+            pytest.skip(f"the engine's swarm is {state!r}; these tests need it active or inactive")
+        had_gwbridge = bool(_docker("network", "ls", "-q", "--filter", "name=^docker_gwbridge$").stdout.strip())
+        try:
+            if state == "inactive":
+                _docker("swarm", "init", "--advertise-addr", "127.0.0.1", check=True)
+            yield
+        finally:
+            if state == "inactive":  # ours, even half made: leave it, and the bridge it added
+                _docker("swarm", "leave", "--force")
+                if not had_gwbridge:
+                    _docker("network", "rm", "docker_gwbridge")
+                assert _swarm_state() == "inactive", "the test swarm was not left"
 
 
 def _services(run_id: str) -> list[str]:

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ENGINE, ROOT, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 
@@ -29,11 +29,12 @@ UNDERLAY_MTU = swarm_nodes.UNDERLAY_MTU
 @pytest.fixture(scope="module")
 def two_nodes():
     """This engine as the swarm's manager and a second engine as its worker; the Docker context naming it."""
-    why = swarm_nodes.Nodes.available()
-    if why:
-        pytest.skip(why)
-    with swarm_nodes.Nodes(prefix="orch-test-node") as nodes:
-        yield nodes.contexts[0]
+    with ENGINE.hold(alone=True):  # no other live test beside a swarm and a second engine
+        why = swarm_nodes.Nodes.available()
+        if why:
+            pytest.skip(why)
+        with swarm_nodes.Nodes(prefix="orch-test-node") as nodes:
+            yield nodes.contexts[0]
 
 
 def test_a_job_runs_across_two_nodes_that_share_only_the_network(images, orch_env, tmp_path, two_nodes):

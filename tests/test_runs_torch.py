@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from orchestrator.plan import cpuset
-from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, once, orch_containers, orch_networks, replica_events, run_orch, wait_for
 from tests.test_runs import _expand
 from tests.test_runs_faults import _container, _start
 from tests.test_runs_mpi import _up
@@ -105,8 +105,9 @@ def test_torchvision_comes_through_requirements_onto_the_pytorch_image(torch_ima
     """The documented one-liner: torchvision, pinned to the image's torch, added as one layer; a script imports it."""
     requirements = tmp_path / "vision.txt"
     requirements.write_text("torchvision==0.24.1\n")
-    built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements), "--format", "json"],
-                     orch_env, timeout=900)
+    with once("build"):  # the same tag as test_runs_tutorials' torchvision build
+        built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements), "--format", "json"],
+                         orch_env, timeout=900)
     assert built.returncode == 0, built.stderr
     assert any(i["tag"].startswith("orch-torch:") and "-user-" in i["tag"] for i in json.loads(built.stdout))
     source = tmp_path / "src"

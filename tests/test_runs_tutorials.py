@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ENGINE, ROOT, once, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 
@@ -40,8 +40,9 @@ def vision(torch_image, tmp_path_factory):
     """torchvision for the PyTorch image's torch, through the documented one-liner."""
     requirements = tmp_path_factory.mktemp("vision") / "vision.txt"
     requirements.write_text("torchvision==0.24.1\n")
-    built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements)], dict(os.environ),
-                     timeout=900)
+    with ENGINE.hold(alone=False), once("build"):  # the same tag as test_runs_torch's torchvision build
+        built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements)], dict(os.environ),
+                         timeout=900)
     assert built.returncode == 0, built.stderr
     return requirements
 
