@@ -3,6 +3,7 @@ against real containers and bare host processes (live)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from orchestrator.bench import Row, _compare_to_host, known_transports, parse_measurement, summarize
 from orchestrator.bench.report import markdown
 from orchestrator.errors import InvalidSpec, OrchError
-from tests.conftest import run_orch
+from tests.conftest import orch_containers, run_orch
 from tests.test_cli_inprocess import one_line_error, orch
 
 
@@ -71,9 +72,7 @@ def test_the_run_refuses_bad_shapes_before_anything_starts():
 
 
 @pytest.mark.docker
-@pytest.mark.engine_alone  # it checks that every orch container it made is gone: no other run's beside it
 def test_tiny_measures_every_transport_and_the_host_reference(images, torch_image, orch_env, tmp_path):
-    before = _orch_containers()  # an engine shared with other work may hold other runs' containers
     proc = run_orch(["bench", "allreduce", "--tiny", "--out", str(tmp_path / "bench"), "--format", "json"], orch_env,
                     timeout=900)
     assert proc.returncode == 0, proc.stderr
@@ -87,13 +86,10 @@ def test_tiny_measures_every_transport_and_the_host_reference(images, torch_imag
     assert {p.name for p in (tmp_path / "bench").iterdir()} >= {"allreduce.json", "allreduce.md",
                                                                    "allreduce-latency.png"}
     assert (tmp_path / "bench" / "allreduce-latency.png").stat().st_size > 10_000
-    assert _orch_containers() - before == set()  # every measurement's containers are gone
-
-
-def _orch_containers() -> set[str]:
-    """Every container of an orch run on this engine, running or not."""
-    return set(subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", "label=orch.run"],
-                              capture_output=True, text=True, check=True).stdout.split())
+    # Every measurement's containers are gone (each run by the id its progress line names: the engine may hold
+    # other runs' containers beside these).
+    run_ids = re.findall(r"starting run (bench-[a-z0-9-]+):", proc.stderr)
+    assert len(run_ids) == 5 and all(orch_containers(run_id) == [] for run_id in run_ids), proc.stderr
 
 
 @pytest.mark.parametrize("ranks", range(2, 17))
