@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # `make test` runs the tests in two processes (pytest-xdist, each test file whole in one of them). They share this
 # engine: live tests of their own runs go side by side, and a test that changes or observes the engine as a whole
-# (a second engine, a hidden image, every orch container) runs alone. The engine's swarm is made and left by one
-# module at a time (``once("swarm")``), beside the other process's Compose runs. The locks are files in the folder
-# every process of one pytest run shares; one process alone takes none.
+# (a swarm, a second engine, a hidden image, the shared Python-environment volumes, every orch container) runs
+# alone. The locks are files in the folder every process of one pytest run shares; one process alone takes none.
 RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+SWARM_FIXTURES = {"swarm", "stacks", "two_nodes"}
+
 
 SHARED: list[Path] = []  # the folder every process of the run shares: its base temporary folder's parent
 
@@ -48,7 +49,7 @@ def _flock(name: str, mode: int):
 class EngineLock:
     """The engine shared (SH) by live tests of their own runs, or held alone (EX). A turnstile makes a process that
     waits to be alone keep new shared holders out, so it is not starved. Counted within one process: a module that
-    holds the engine (the second engine's fixture) covers its tests, and the file is unlocked at the last release."""
+    holds the engine alone (the swarm's fixture) covers its tests, and the file is unlocked at the last release."""
 
     def __init__(self) -> None:
         self.mode = 0
@@ -82,19 +83,26 @@ class EngineLock:
 ENGINE = EngineLock()
 
 
+def _alone(item) -> bool:
+    """Whether a live test must have the engine to itself."""
+    callspec = getattr(item, "callspec", None)
+    return (item.get_closest_marker("engine_alone") is not None or bool(SWARM_FIXTURES & set(item.fixturenames))
+            or (callspec is not None and "swarm" in callspec.params.values()))
+
+
 @pytest.fixture(autouse=True)
 def _engine(request):
-    """Every live test holds the engine, shared or alone (the engine_alone mark; see ENGINE)."""
+    """Every live test holds the engine, shared or alone (see ENGINE)."""
     if request.node.get_closest_marker("docker") is None:
         yield
         return
-    with ENGINE.hold(request.node.get_closest_marker("engine_alone") is not None):
+    with ENGINE.hold(_alone(request.node)):
         yield
 
 
 @contextlib.contextmanager
 def once(name: str):
-    """One process of the run at a time (building the images, making the shared runs, the swarm)."""
+    """One process of the run at a time (building the images, making the shared runs)."""
     if RUN_ID is None:
         yield
         return
