@@ -200,6 +200,19 @@ class FolderBusy(OrchError):
 
 
 @contextlib.contextmanager
+def waiting_for(folder: Path) -> Iterator[None]:
+    """Wait for, then hold, an exclusive lock on ``folder`` itself (made if missing), for work one orch process of
+    this user does at a time while the others wait (a cache they then find made)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+@contextlib.contextmanager
 def locked(folder: Path, what: str) -> Iterator[None]:
     """Hold an exclusive lock on ``folder`` (a ``.orch.lock`` file in it) while orch writes there.
 

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # `make test` runs the tests in two processes (pytest-xdist, each test file whole in one of them). They share this
 # engine: live tests of their own runs go side by side, and a test that changes or observes the engine as a whole
-# (a swarm, a second engine, a hidden image, the shared Python-environment volumes, every orch container) runs
-# alone. The locks are files in the folder every process of one pytest run shares; one process alone takes none.
+# (a swarm, a second engine, a hidden image, a bound on seconds) runs alone. The locks are files in the folder
+# every process of one pytest run shares; one process alone takes none.
 RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
 SWARM_FIXTURES = {"swarm", "stacks", "two_nodes"}
 

@@ -9,7 +9,6 @@ p99 over the samples, and the bus bandwidth of the p50 (NCCL's definition: size 
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -28,7 +27,7 @@ from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec, OrchError
 from orchestrator.images import wheels
 from orchestrator.paths import Paths, default_paths
-from orchestrator.safeio import read_json_bounded
+from orchestrator.safeio import read_json_bounded, waiting_for
 
 HARNESS = Path(__file__).resolve().parent.parent / "bench_scripts" / "allreduce.py"
 DEFAULT_SIZES = (4 << 10, 80 << 10, 1 << 20, 16 << 20)
@@ -165,14 +164,9 @@ def host_env(framework: str, paths: Paths, say: Say) -> Path:
     venv = paths.cache / "bench-venv" / f"{lock.digest}-{api}"
     if (venv / "ready").is_file():
         return venv
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(venv.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # one orch process makes it; another waits, then finds it ready
+    with waiting_for(venv.parent):  # one orch process makes it; another waits, then finds it ready
         if not (venv / "ready").is_file():
             _make_host_env(venv, recipe, lock, wanted, api, paths, say)
-    finally:
-        os.close(fd)
     return venv
 
 

@@ -16,15 +16,14 @@ volumes carry the label ``orch.cache=venv``.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from orchestrator.errors import DockerError
+from orchestrator.safeio import waiting_for
 
 if TYPE_CHECKING:
     from orchestrator.docker.engine import Engine
@@ -46,10 +45,7 @@ def volume_name(image: str) -> str:
 def ensure(engine: "Engine", name: str, image: str, lock: Path, say: Callable[[str], None]) -> None:
     """Make volume ``name`` hold ``image``'s environment as the image is now, unless it already does. ``lock`` is a
     folder this user's orch processes lock (flock) while they check and copy, so two runs do not copy at once."""
-    lock.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with waiting_for(lock):
         image_id = engine.image_id(image)
         done = engine.volume_labels(name + DONE)
         if done is not None and done.get(LABEL_IMAGE_ID) == image_id and engine.volume_labels(name) is not None:
@@ -75,5 +71,3 @@ def ensure(engine: "Engine", name: str, image: str, lock: Path, say: Callable[[s
         engine.fill_volume(name, image_id, VENV, helper=name + COPY, labels={LABEL_CACHE: "venv-copy"})
         engine.create_volume(name + DONE, labels)
         say(f"copied in {time.monotonic() - started:.1f} s")
-    finally:
-        os.close(fd)  # and the lock with it
