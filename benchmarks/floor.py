@@ -18,8 +18,12 @@ And for 3 containers, where a run's wall time beyond training goes, from the run
 starting the containers, importing the framework, connecting and loading data, training, and writing the
 results and tearing down; beside the start floor, N containers of the same image started at once that each
 import what the framework's trainer cannot run without and exit (what no orch can avoid), reading the Python
-environment from the image's layers and, as orch's runs do, from a volume. Writes benchmarks/results/floor.json
-and floor.md, or into --out (not with --tiny).
+environment from the image's layers and, as orch's runs do, from a volume. Between that floor and the trainer, the
+start ladder: orch runs of N containers whose replicas run a probe in place of the trainer (benchmarks/probes/start),
+which only imports the same modules, or imports them and joins the job's group with one all-reduce, and leaves as the
+trainer leaves. The rungs apart say what orch's own run adds to the floor (network, volumes, launcher, teardown),
+what joining the group adds to that, and what the trainer adds beyond both (its data, model, test and results).
+Writes benchmarks/results/floor.json and floor.md, or into --out (not with --tiny).
 """
 from __future__ import annotations
 
@@ -52,6 +56,9 @@ from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
 from orchestrator.safetext import printable  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
+PROBE = ROOT / "benchmarks" / "probes" / "start" / "probe.py"
+LADDER = ("import", "connect")  # the probe's modes
+START_REPEATS = 3
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 2, "global_batch": 96, "model": "mlp"}
 GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
@@ -228,7 +235,20 @@ def start_floor(image: str, module: str, n: int, volume: str = "") -> tuple[floa
     return wall, sum(cpu)
 
 
-def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path) -> dict:
+def probe(fields: dict, workers: int, runs: Path, mode: str, name: str) -> float:
+    """Wall seconds of an orch run of ``workers`` containers, planned and applied as `orch up --script` does, whose
+    replicas run the start probe in ``mode`` (benchmarks/probes/start/probe.py) in place of orch's trainer."""
+    spec = make_spec(**fields, workers=workers, script=str(PROBE), script_args=(mode, name),
+                     run_id=f"floor-{int(time.time() * 1000) % 10**10}-{mode}-{workers}")
+    paths = Paths(runs=runs, cache=default_paths().cache)
+    info = apply(plan(spec, paths, user=container_user(), host_cpus=CORES), paths=paths)
+    if info.state != "succeeded" or info.wall_seconds is None:
+        raise SystemExit(f"{spec.run_id} (the start probe, {name}, {mode}) {info.state}: {info.error}")
+    return info.wall_seconds
+
+
+def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path,
+            start_repeats: int = START_REPEATS) -> dict:
     fields, package, module = FRAMEWORKS[name]
     transport = frameworks.get(fields["framework"]).floor_transport(make_spec(**fields, workers=2, run_id="transport"))
     rows = []
@@ -275,16 +295,23 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
     parts = [split(m) for m in three["runs"]]
     volume = venv_volume.volume_name(image)
     venv_volume.ensure(Engine(), volume, image, runs, log)  # made by the runs already, unless the image changed
-    floors = [start_floor(image, module, three["workers"]) for _ in range(repeats)]
-    volume_floors = [start_floor(image, module, three["workers"], volume) for _ in range(repeats)]
-    package_floors = [start_floor(image, package, three["workers"], volume) for _ in range(repeats)]
+    # The start's floors and the ladder's rungs take seconds each, and one of them varies by a second from run to
+    # run on this host: at least ``start_repeats`` of each, in turn, so that a drift hits every rung alike.
+    floors, volume_floors, package_floors, ladder = [], [], [], {mode: [] for mode in LADDER}
+    for _ in range(max(repeats, start_repeats)):
+        floors.append(start_floor(image, module, three["workers"]))
+        volume_floors.append(start_floor(image, module, three["workers"], volume))
+        package_floors.append(start_floor(image, package, three["workers"], volume))
+        for mode in LADDER:
+            ladder[mode].append(probe({**workload, **fields}, three["workers"], runs, mode, name))
     out["overhead"] = {"workers": three["workers"], "image": image, "module": module, "package": package,
                        **{k: _median(p[k] for p in parts) for k in parts[0]},
                        "start_floor": statistics.median(w for w, _ in floors),
                        "start_floor_cpu": statistics.median(c for _, c in floors),
                        "start_floor_volume": statistics.median(w for w, _ in volume_floors),
                        "start_floor_volume_cpu": statistics.median(c for _, c in volume_floors),
-                       "start_floor_package": statistics.median(w for w, _ in package_floors)}
+                       "start_floor_package": statistics.median(w for w, _ in package_floors),
+                       **{f"probe_{mode}": statistics.median(walls) for mode, walls in ladder.items()}}
     return out
 
 
@@ -305,7 +332,8 @@ def _median(values) -> float | None:
 def markdown(report: dict) -> str:
     lines = ["# N containers against this machine's floor", "",
              f"`python benchmarks/floor.py`, {report['when']}, {CORES} cores, {report['repeats']} repeat(s) "
-             f"(medians). Workload: {json.dumps(report['workload'])}.", "",
+             f"(medians; the start's floors and ladder at least {report['start_repeats']}). Workload: "
+             f"{json.dumps(report['workload'])}.", "",
              "T(N) is the slowest worker's train seconds. The compute floor is one rank alone at the per-rank batch "
              "on its shard (the same steps), pinned to the cores a rank gets, times the ranks that share a core; "
              "the transport floor is the framework's all-reduce p50 at N ranks for 80 KB times the steps.", "",
@@ -394,6 +422,24 @@ def markdown(report: dict) -> str:
                      f"{o['start_floor']:.2f} | {o['start_floor_volume']:.2f} | "
                      f"{o['beyond_train'] / o['start_floor_volume']:.2f} | "
                      + ("—" if alone is None else f"{alone:.2f}") + " |")
+    lines += ["", f"The start ladder, {n} containers, wall seconds: the start floor (from the volume, as above); an "
+              "orch run whose replicas only import those modules (benchmarks/probes/start/probe.py as the run's "
+              "script, in place of the trainer: the same containers, network, volumes and launcher, the same way to "
+              "leave); one whose replicas also join the job's group as the framework does and all-reduce one "
+              "number; and the trainer's run, wall − train (its data, model, test and results beside that). Each "
+              "rung's step says what it adds:", "",
+              "| framework | start floor | orch, import | orch, import and join | the trainer, wall − train | "
+              "orch's run adds | joining adds | the trainer adds | (wall − train) / orch, import and join |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, result in report["frameworks"].items():
+        o = result["overhead"]
+        if o.get("probe_connect") is None:
+            lines.append(f"| {name} | — | — | — | — | — | — | — | — |")
+            continue
+        floor, alone, joined, trainer = (o["start_floor_volume"], o["probe_import"], o["probe_connect"],
+                                         o["beyond_train"])
+        lines.append(f"| {name} | {floor:.2f} | {alone:.2f} | {joined:.2f} | {trainer:.2f} | {alone - floor:.2f} | "
+                     f"{joined - alone:.2f} | {trainer - joined:.2f} | {trainer / joined:.2f} |")
     lines += ["", f"The CPU behind it: seconds of CPU the {n} workers' processes used until each began training, "
               f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports (from the "
               "volume); "
@@ -430,12 +476,14 @@ def main() -> int:
     if args.tiny:
         args.frameworks, args.workers, args.repeats, args.iterations = ["mpi"], [1, 2], 1, 20
     workload = TINY if args.tiny else WORKLOAD
-    report = {"workload": workload, "repeats": args.repeats, "cores": CORES, "frameworks": {},
+    start_repeats = 1 if args.tiny else START_REPEATS
+    report = {"workload": workload, "repeats": args.repeats, "start_repeats": start_repeats, "cores": CORES,
+              "frameworks": {},
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     with tempfile.TemporaryDirectory(prefix="orch-floor-") as tmp:
         for name in args.frameworks:
             report["frameworks"][name] = measure(name, workload, sorted(set(args.workers)), args.repeats,
-                                                 args.iterations, Path(tmp))
+                                                 args.iterations, Path(tmp), start_repeats)
     text = markdown(report)
     print(text)
     if not args.tiny:

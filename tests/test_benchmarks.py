@@ -67,6 +67,14 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     assert 0 < float(split[10]) and "mpi: tensorflow, tf_keras, mpi4py" in proc.stdout, split
     [cpu] = [r for r in rows if len(r) == 8 and not r[1].strip().isdigit()]  # the start-up's CPU, from its events
     assert all(float(x) > 0 for x in cpu[1:]), cpu
+    # The start ladder: the floor, orch runs of the probe importing, then also joining the group, and the trainer's
+    # run; each rung's step beside them.
+    [ladder] = [r for r in rows if len(r) == 9]
+    floor, alone, joined, trainer = (float(x) for x in ladder[1:5])
+    assert 0 < floor < alone and joined > 0 and trainer > 0, ladder
+    assert float(ladder[5]) == pytest.approx(alone - floor, abs=0.01), ladder
+    assert float(ladder[6]) == pytest.approx(joined - alone, abs=0.01), ladder
+    assert float(ladder[8]) == pytest.approx(trainer / joined, abs=0.01), ladder
     # Each rank's step as it measured it in place (compute, the blocking all-reduce), and T(2) split into its
     # steps and the rest, each beside its floor.
     [step] = [r for r in rows if len(r) == 8 and r[1].strip() == "2"]

@@ -1,0 +1,57 @@
+"""The start ladder's probe (benchmarks/floor.py): orch runs it as a user's script on every replica, in place of its
+trainer, so that the same run, with the same containers, network, volumes and launcher, does only what any job of
+the framework must do before it can train, and leaves as orch's trainer leaves.
+
+    probe.py import FRAMEWORK    import what the framework's trainer cannot run without (floor.py's FRAMEWORKS)
+    probe.py connect FRAMEWORK   that, then join the job's group as the framework does and all-reduce one number
+
+FRAMEWORK is mpi, mwms or torch. Either way each replica then marks itself done in the run's shared folder and
+leaves once every replica has (orch's trainer waits for its peers' results the same way: worker.leave).
+"""
+import os
+import sys
+import time
+
+mode, framework = sys.argv[1], sys.argv[2]
+workers = int(os.environ.get("ORCH_NUM_WORKERS", "1"))
+index = int(os.environ.get("ORCH_WORKER_INDEX", "0"))
+finish = None
+
+if framework == "torch":
+    import torch
+    import torch._dynamo  # noqa: F401  (DDP's constructor imports it)
+    import torch.distributed as dist
+
+    if mode == "connect" and workers > 1:
+        dist.init_process_group("gloo")
+        dist.all_reduce(torch.ones(1))
+elif framework == "mwms":
+    import tensorflow as tf
+    import tf_keras  # noqa: F401
+
+    if mode == "connect" and workers > 1:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.ones(())), axis=None)
+elif framework == "mpi":
+    import mpi4py  # noqa: F401
+    import tensorflow  # noqa: F401
+    import tf_keras  # noqa: F401
+
+    if mode == "connect" and workers > 1:
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.allreduce(1)
+        finish = MPI.Finalize
+else:
+    sys.exit(f"probe.py: unknown framework {framework!r}")
+
+shared = os.environ.get("ORCH_SHARED_DIR", "")
+if shared and workers > 1:
+    os.makedirs(shared, exist_ok=True)
+    open(os.path.join(shared, f"probe-{index}"), "w").close()
+    while len([n for n in os.listdir(shared) if n.startswith("probe-")]) < workers:
+        time.sleep(0.02)
+if finish is not None:
+    finish()
+sys.stdout.flush()
+os._exit(0)
