@@ -58,7 +58,7 @@ from orchestrator.safetext import printable  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 PROBE = ROOT / "benchmarks" / "probes" / "start" / "probe.py"
 LADDER = ("import", "connect")  # the probe's modes
-START_REPEATS = 3
+START_REPEATS = 5
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 2, "global_batch": 96, "model": "mlp"}
 GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
@@ -291,27 +291,36 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
         r["vs_floor"] = r["train_seconds"] / r["floor"] if r["floor"] else None
     out = {"rows": rows}
     three = next((r for r in rows if r["workers"] == 3), None) or rows[-1]
+    n = three["workers"]
     image = frameworks.get(fields["framework"]).main_image()
-    parts = [split(m) for m in three["runs"]]
     volume = venv_volume.volume_name(image)
     venv_volume.ensure(Engine(), volume, image, runs, log)  # made by the runs already, unless the image changed
-    # The start's floors and the ladder's rungs take seconds each, and one of them varies by a second from run to
-    # run on this host: at least ``start_repeats`` of each, in turn, so that a drift hits every rung alike.
-    floors, volume_floors, package_floors, ladder = [], [], [], {mode: [] for mode in LADDER}
-    for _ in range(max(repeats, start_repeats)):
-        floors.append(start_floor(image, module, three["workers"]))
-        volume_floors.append(start_floor(image, module, three["workers"], volume))
-        package_floors.append(start_floor(image, package, three["workers"], volume))
+    # The start's floors, the ladder's rungs and the trainer's run at N take seconds each, and each varies by about
+    # a second from run to run on this host: at least ``start_repeats`` of each, in turn, so that a drift hits
+    # every rung alike. The split of the trainer's start-up is taken from these runs.
+    floors, volume_floors, package_floors, trainer = [], [], [], []
+    ladder: dict[str, list[float]] = {mode: [] for mode in LADDER}
+    for r in range(max(repeats, start_repeats)):
+        floors.append(start_floor(image, module, n))
+        volume_floors.append(start_floor(image, module, n, volume))
+        package_floors.append(start_floor(image, package, n, volume))
         for mode in LADDER:
-            ladder[mode].append(probe({**workload, **fields}, three["workers"], runs, mode, name))
-    out["overhead"] = {"workers": three["workers"], "image": image, "module": module, "package": package,
+            ladder[mode].append(probe({**workload, **fields}, n, runs, mode, name))
+        trainer.append(run({**workload, **fields}, n, runs))
+        log(f"{name}, the start at N={n}, repeat {r + 1}: floor {volume_floors[-1][0]:.2f} s, orch importing "
+            f"{ladder['import'][-1]:.2f} s, joining {ladder['connect'][-1]:.2f} s, the trainer's wall − train "
+            f"{trainer[-1]['wall_seconds'] - trainer[-1]['train_seconds']:.2f} s")
+    parts = [split(m) for m in trainer]
+    out["overhead"] = {"workers": n, "image": image, "module": module, "package": package, "runs": len(trainer),
                        **{k: _median(p[k] for p in parts) for k in parts[0]},
                        "start_floor": statistics.median(w for w, _ in floors),
                        "start_floor_cpu": statistics.median(c for _, c in floors),
                        "start_floor_volume": statistics.median(w for w, _ in volume_floors),
                        "start_floor_volume_cpu": statistics.median(c for _, c in volume_floors),
                        "start_floor_package": statistics.median(w for w, _ in package_floors),
-                       **{f"probe_{mode}": statistics.median(walls) for mode, walls in ladder.items()}}
+                       **{f"probe_{mode}": statistics.median(walls) for mode, walls in ladder.items()},
+                       "ladder_runs": {"start_floor_volume": [w for w, _ in volume_floors], **ladder,
+                                       "beyond_train": [p["beyond_train"] for p in parts]}}
     return out
 
 
@@ -402,9 +411,12 @@ def markdown(report: dict) -> str:
             lines.append(f"| {name} | {r['workers']} | " + " | ".join(f"{here[k]:.3f}" for k in ENDS)
                          + f" | {sum(here.values()):.3f} | {sum(solo.values()):.3f} | "
                          + " | ".join(f"{solo[k]:.3f}" for k in ENDS) + " |")
-    n = next(iter(report["frameworks"].values()))["overhead"]["workers"]
-    lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, from the runs' own events; "
-              f"each stage ends when the last worker leaves it). The start floor is {n} containers of the image "
+    first = next(iter(report["frameworks"].values()))["overhead"]
+    n = first["workers"]
+    lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, the median of "
+              f"{first.get('runs', 1)} runs of the trainer, in turn with the start ladder's rungs below, from the "
+              "runs' own events; each stage ends when the last worker leaves it). The start floor is "
+              f"{n} containers of the image "
               "started at once that each import what the framework's trainer cannot run without and exit ("
               + "; ".join(f"{name}: {r['overhead']['module']}" for name, r in report["frameworks"].items())
               + "), reading the Python environment from the image's layers, and from a volume as orch's runs do "
@@ -426,8 +438,9 @@ def markdown(report: dict) -> str:
               "orch run whose replicas only import those modules (benchmarks/probes/start/probe.py as the run's "
               "script, in place of the trainer: the same containers, network, volumes and launcher, the same way to "
               "leave); one whose replicas also join the job's group as the framework does and all-reduce one "
-              "number; and the trainer's run, wall − train (its data, model, test and results beside that). Each "
-              "rung's step says what it adds:", "",
+              "number; and the trainer's run, wall − train (its data, model, test and results beside that), the four "
+              "in turn in every repeat. Each rung's step says what it adds (medians; the next table has each "
+              "rung's range over the repeats):", "",
               "| framework | start floor | orch, import | orch, import and join | the trainer, wall − train | "
               "orch's run adds | joining adds | the trainer adds | (wall − train) / orch, import and join |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -440,6 +453,15 @@ def markdown(report: dict) -> str:
                                          o["beyond_train"])
         lines.append(f"| {name} | {floor:.2f} | {alone:.2f} | {joined:.2f} | {trainer:.2f} | {alone - floor:.2f} | "
                      f"{joined - alone:.2f} | {trainer - joined:.2f} | {trainer / joined:.2f} |")
+    ranged = [(name, result["overhead"]["ladder_runs"]) for name, result in report["frameworks"].items()
+              if result["overhead"].get("ladder_runs")]
+    if ranged:
+        lines += ["", "| framework | start floor, range | orch, import, range | orch, import and join, range | the "
+                  "trainer, wall − train, range |", "| --- | --- | --- | --- | --- |"]
+        for name, walls in ranged:
+            lines.append(f"| {name} | " + " | ".join(f"{min(walls[k]):.2f}–{max(walls[k]):.2f}" for k in
+                                                     ("start_floor_volume", "import", "connect", "beyond_train"))
+                         + " |")
     lines += ["", f"The CPU behind it: seconds of CPU the {n} workers' processes used until each began training, "
               f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports (from the "
               "volume); "
