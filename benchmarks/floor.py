@@ -341,7 +341,8 @@ def _median(values) -> float | None:
 def markdown(report: dict) -> str:
     lines = ["# N containers against this machine's floor", "",
              f"`python benchmarks/floor.py`, {report['when']}, {CORES} cores, {report['repeats']} repeat(s) "
-             f"(medians; the start's floors and ladder at least {report['start_repeats']}). Workload: "
+             f"(medians; the start's floors and ladder at least {report.get('start_repeats', report['repeats'])}). "
+             f"Workload: "
              f"{json.dumps(report['workload'])}.", "",
              "T(N) is the slowest worker's train seconds. The compute floor is one rank alone at the per-rank batch "
              "on its shard (the same steps), pinned to the cores a rank gets, times the ranks that share a core; "

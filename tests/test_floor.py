@@ -423,7 +423,10 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
            "solo_ends": {"validation_seconds": 0.05, "reduction_seconds": 0.01, "checkpoint_seconds": 0.02}}
     overhead = {"workers": 3, "create_and_start": 1.0, "import": 4.0, "connect_and_load": 1.5, "train_and_test": 10.5,
                 "results_and_teardown": 0.6, "beyond_train": 8.0, "start_floor": 5.0, "start_floor_volume": 4.0,
-                "start_floor_package": 3.0, "module": "tensorflow, tf_keras, mpi4py", "cpu_to_train": None}
+                "start_floor_package": 3.0, "module": "tensorflow, tf_keras, mpi4py", "cpu_to_train": None,
+                "probe_import": 5.0, "probe_connect": 6.4,
+                "ladder_runs": {"start_floor_volume": [3.5, 4.0, 4.5], "import": [5.0, 4.8, 5.5],
+                                "connect": [6.4, 6.0, 7.0], "beyond_train": [8.0, 7.5, 9.0]}}
     text = _floor_benchmark().markdown({"when": "now", "repeats": 1, "workload": {}, "frameworks": {
         "mpi": {"rows": [row], "overhead": overhead}}})
     [split] = [line.split("|")[1:-1] for line in text.splitlines()
@@ -443,6 +446,14 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
     assert "mpi: tensorflow, tf_keras, mpi4py" in text
     assert [c.strip() for c in start] == ["mpi", "1.00", "4.00", "1.50", "10.50", "0.60", "8.00", "5.00", "4.00",
                                           "2.00", "3.00"]
+    # The start ladder: the floor from the volume, orch importing, orch importing and joining, the trainer's
+    # wall − train; what each rung adds, and the trainer against the framework-only run; then each rung's range.
+    [ladder] = [line.split("|")[1:-1] for line in text.splitlines()
+                if line.startswith("| mpi |") and len(line.split("|")) == 11]
+    assert [c.strip() for c in ladder] == ["mpi", "4.00", "5.00", "6.40", "8.00", "1.00", "1.40", "1.60", "1.25"]
+    [ranges] = [line.split("|")[1:-1] for line in text.splitlines()
+                if line.startswith("| mpi |") and len(line.split("|")) == 7]
+    assert [c.strip() for c in ranges] == ["mpi", "3.50–4.50", "4.80–5.50", "6.00–7.00", "7.50–9.00"]
 
 
 def test_the_html_report_of_an_experiment_reckons_n_and_speedup_as_report_md_does():
