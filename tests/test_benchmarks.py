@@ -71,10 +71,11 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     # run; each rung's step beside them.
     [ladder] = [r for r in rows if len(r) == 9]
     floor, alone, joined, trainer = (float(x) for x in ladder[1:5])
-    assert 0 < floor < alone and joined > 0 and trainer > 0, ladder
-    assert float(ladder[5]) == pytest.approx(alone - floor, abs=0.01), ladder
-    assert float(ladder[6]) == pytest.approx(joined - alone, abs=0.01), ladder
-    assert float(ladder[8]) == pytest.approx(trainer / joined, abs=0.01), ladder
+    assert floor > 0 and alone > 0 and joined > 0 and trainer > 0, ladder  # seconds each; no order between them
+    # The cells are rounded to 0.01 s, and each step from the unrounded seconds: within two roundings.
+    assert float(ladder[5]) == pytest.approx(alone - floor, abs=0.02), ladder
+    assert float(ladder[6]) == pytest.approx(joined - alone, abs=0.02), ladder
+    assert float(ladder[8]) == pytest.approx(trainer / joined, abs=0.02), ladder
     [ranges] = [r for r in rows if len(r) == 5]  # each rung's range over its repeats (one, in a tiny run)
     assert [float(x.split("–")[0]) for x in ranges[1:]] == [float(x) for x in ladder[1:5]], (ranges, ladder)
     # Each rank's step as it measured it in place (compute, the blocking all-reduce), and T(2) split into its
