@@ -437,11 +437,11 @@ def markdown(report: dict) -> str:
                      + ("—" if alone is None else f"{alone:.2f}") + " |")
     lines += ["", f"The start ladder, {n} containers, wall seconds: the start floor (from the volume, as above); an "
               "orch run whose replicas only import those modules (benchmarks/probes/start/probe.py as the run's "
-              "script, in place of the trainer: the same containers, network, volumes and launcher, the same way to "
-              "leave); one whose replicas also join the job's group as the framework does and all-reduce one "
-              "number; and the trainer's run, wall − train (its data, model, test and results beside that), the four "
-              "in turn in every repeat. Each rung's step says what it adds (medians; the next table has each "
-              "rung's range over the repeats):", "",
+              "script, in place of the trainer: the same containers, network and volumes, Hydra's launch for MPI, "
+              "the same way to leave); one whose replicas also join the job's group as the framework does and "
+              "all-reduce one number; and the trainer's run, wall − train (its data, model, test and results "
+              "beside that), the four in turn in every repeat. Each rung's step says what it adds (medians; the "
+              "next table has each rung's range over the repeats):", "",
               "| framework | start floor | orch, import | orch, import and join | the trainer, wall − train | "
               "orch's run adds | joining adds | the trainer adds | (wall − train) / orch, import and join |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
