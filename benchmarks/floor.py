@@ -235,18 +235,6 @@ def start_floor(image: str, module: str, n: int, volume: str = "") -> tuple[floa
     return wall, sum(cpu)
 
 
-def probe(fields: dict, workers: int, runs: Path, mode: str, name: str) -> float:
-    """Wall seconds of an orch run of ``workers`` containers, planned and applied as `orch up --script` does, whose
-    replicas run the start probe in ``mode`` (benchmarks/probes/start/probe.py) in place of orch's trainer."""
-    spec = make_spec(**fields, workers=workers, script=str(PROBE), script_args=(mode, name),
-                     run_id=f"floor-{int(time.time() * 1000) % 10**10}-{mode}-{workers}")
-    paths = Paths(runs=runs, cache=default_paths().cache)
-    info = apply(plan(spec, paths, user=container_user(), host_cpus=CORES), paths=paths)
-    if info.state != "succeeded" or info.wall_seconds is None:
-        raise SystemExit(f"{spec.run_id} (the start probe, {name}, {mode}) {info.state}: {info.error}")
-    return info.wall_seconds
-
-
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path,
             start_repeats: int = START_REPEATS) -> dict:
     fields, package, module = FRAMEWORKS[name]
@@ -304,8 +292,9 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
         floors.append(start_floor(image, module, n))
         volume_floors.append(start_floor(image, module, n, volume))
         package_floors.append(start_floor(image, package, n, volume))
-        for mode in LADDER:
-            ladder[mode].append(probe({**workload, **fields}, n, runs, mode, name))
+        for mode in LADDER:  # an orch run of the probe as the run's script (run() plans it as `orch up --script`)
+            ladder[mode].append(run({**workload, **fields, "script": str(PROBE), "script_args": (mode, name, module)},
+                                    n, runs)["wall_seconds"])
         trainer.append(run({**workload, **fields}, n, runs))
         log(f"{name}, the start at N={n}, repeat {r + 1}: floor {volume_floors[-1][0]:.2f} s, orch importing "
             f"{ladder['import'][-1]:.2f} s, joining {ladder['connect'][-1]:.2f} s, the trainer's wall − train "

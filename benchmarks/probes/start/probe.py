@@ -1,49 +1,46 @@
 """The start ladder's probe (benchmarks/floor.py): orch runs it as a user's script on every replica, in place of its
-trainer, so that the same run, with the same containers, network, volumes and launcher, does only what any job of
-the framework must do before it can train, and leaves as orch's trainer leaves.
+trainer, so that the same run, with the same containers, network and volumes, does only what any job of the
+framework must do before it can train, and leaves as orch's trainer leaves.
 
-    probe.py import FRAMEWORK    import what the framework's trainer cannot run without (floor.py's FRAMEWORKS)
-    probe.py connect FRAMEWORK   that, then join the job's group as the framework does and all-reduce one number
+    probe.py import FRAMEWORK MODULES    import MODULES ("a, b, c": what the framework's trainer cannot run
+                                         without, floor.py's FRAMEWORKS, as its start floor imports them)
+    probe.py connect FRAMEWORK MODULES   that, then join the job's group as the framework does and all-reduce one
+                                         number
 
 FRAMEWORK is mpi, mwms or torch. Either way each replica then marks itself done in the run's shared folder and
 leaves once every replica has (orch's trainer waits for its peers' results the same way: worker.leave).
 """
+import importlib
 import os
 import sys
 import time
 
-mode, framework = sys.argv[1], sys.argv[2]
+mode, framework, modules = sys.argv[1:4]
 workers = int(os.environ.get("ORCH_NUM_WORKERS", "1"))
 index = int(os.environ.get("ORCH_WORKER_INDEX", "0"))
 finish = None
 
-if framework == "torch":
-    import torch
-    import torch._dynamo  # noqa: F401  (DDP's constructor imports it)
-    import torch.distributed as dist
+for module in modules.split(", "):
+    importlib.import_module(module)
+if mode == "connect" and workers > 1:
+    if framework == "torch":
+        import torch
+        import torch.distributed as dist
 
-    if mode == "connect" and workers > 1:
         dist.init_process_group("gloo")
         dist.all_reduce(torch.ones(1))
-elif framework == "mwms":
-    import tensorflow as tf
-    import tf_keras  # noqa: F401
+    elif framework == "mwms":
+        import tensorflow as tf
 
-    if mode == "connect" and workers > 1:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.ones(())), axis=None)
-elif framework == "mpi":
-    import mpi4py  # noqa: F401
-    import tensorflow  # noqa: F401
-    import tf_keras  # noqa: F401
-
-    if mode == "connect" and workers > 1:
+    elif framework == "mpi":
         from mpi4py import MPI
 
         MPI.COMM_WORLD.allreduce(1)
         finish = MPI.Finalize
-else:
-    sys.exit(f"probe.py: unknown framework {framework!r}")
+    else:
+        sys.exit(f"probe.py: unknown framework {framework!r}")
 
 shared = os.environ.get("ORCH_SHARED_DIR", "")
 if shared and workers > 1:
