@@ -48,12 +48,14 @@ from orchestrator.docker.engine import Engine  # noqa: E402
 from orchestrator.experiments.floor import parameters  # noqa: E402
 from orchestrator.images import venv_volume  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
+from orchestrator.labels import LABEL_RUN  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.plan import plan, rank_cores  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import apply, container_user  # noqa: E402
 from orchestrator.run.stats import STATS_FILE, read_samples  # noqa: E402
 from orchestrator.safetext import printable  # noqa: E402
+from orchestrator.timestamps import parse_timestamp  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PROBE = ROOT / "benchmarks" / "probes" / "start" / "probe.py"
@@ -94,8 +96,14 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
                                                                                       if not m.volume))
                                                   for r in p.replicas))
         p = dataclasses.replace(p, artifact=backends.get(p.backend).render(p))
+    first_container: list[float] = []
+
+    def on_event(_key, _event) -> None:  # at a worker's first event, one container at least runs
+        if not first_container:
+            first_container.append(first_container_start(spec.run_id))
+
     orch_cpu = time.process_time()
-    info = apply(p, paths=paths, stats_interval=1.0 if sample else None)
+    info = apply(p, paths=paths, stats_interval=1.0 if sample else None, on_event=on_event)
     orch_cpu = time.process_time() - orch_cpu
     if info.state != "succeeded":
         raise SystemExit(f"{spec.run_id} ({fields}, {workers} workers) {info.state}: {info.error}")
@@ -114,10 +122,25 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
     results = [rundir.result(("worker", i)) for i in range(workers)]
     memory = max((row["mem_used_bytes"] for row in read_samples(rundir.path / STATS_FILE)), default=0)
     return {"train_seconds": info.train_seconds, "wall_seconds": info.wall_seconds, "started": info.started,
+            "first_container": first_container[0] if first_container else None,
             "steps": steps, "stages": stages, "stage_cpu": cpu, "done": done, "accuracy": info.test_accuracy,
             "orch_cpu_seconds": orch_cpu,
             "container_memory_mb": memory / 2**20,
             "in_place": in_place(results, steps), "epochs_split": epochs_split(results), "ends": epoch_ends(results)}
+
+
+def first_container_start(run_id: str) -> float | None:
+    """When the engine started the run's first container (Unix seconds), or None if none has started."""
+    api = Engine().client.api
+    started = []
+    for entry in api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+        try:
+            at = (api.inspect_container(entry["Id"]).get("State") or {}).get("StartedAt") or ""
+        except Exception:  # noqa: BLE001 - removed between list and inspect
+            continue
+        if at and not at.startswith("0001-"):  # the engine's zero time: not started
+            started.append(parse_timestamp(at))
+    return min(started, default=None)
 
 
 IN_PLACE = ("compute_seconds", "allreduce_wait_seconds", "allreduce_in_flight_seconds")
@@ -184,25 +207,44 @@ def epoch_ends(results: list) -> dict | None:
 
 
 def split(measured: dict) -> dict:
-    """Where a run's wall time goes, from its events: each stage ends when the last worker leaves it."""
+    """Where a run's wall time goes, from its events: each stage ends when the last worker leaves it.
+
+    create: until the engine started the first container (Compose's network and containers); start: from then until
+    the first worker began importing (the interpreter and orch's trainer; for MPI, Hydra's launch and MPI's own
+    start); import; data (loading it, pinning the worker); rendezvous (meeting the group: the framework's runtime,
+    the model where the framework makes it collectively, the first collectives' wait for the last worker);
+    train and test; results and teardown. A run whose trainer marks no loading (older) has its data in
+    rendezvous's place; one with no container start recorded has no create and start apart."""
     s, started = measured["stages"], measured["started"]
+    workers = len(s.get("training", []))
     first = min(s.get("importing", [started]))
-    imported = max(s.get("connecting", [first]))
-    training = max(s.get("training", [imported]))
+    connecting = max(s.get("connecting", [first]))
+    loaded = len(s.get("loading", [])) == workers
+    imported = max(s["loading"]) if loaded else connecting
+    training = max(s.get("training", [connecting]))
     done = max(measured["done"] or [training])
     end = started + measured["wall_seconds"]
+    container = measured.get("first_container")
+    container = container if container is not None and started <= container <= first else None
     cpu = measured.get("stage_cpu") or {}
-    workers = len(s.get("training", []))
     whole = len(cpu.get("training", [])) == len(cpu.get("connecting", [])) == len(cpu.get("importing", [])) == workers
+    whole_loading = whole and len(cpu.get("loading", [])) == workers
+    cpu_imported = sum(cpu["loading"] if whole_loading else cpu["connecting"]) if whole else None
     return {"create_and_start": first - started, "import": imported - first, "connect_and_load": training - imported,
+            "create": None if container is None else container - started,
+            "start": None if container is None else first - container,
+            "data": connecting - imported if loaded else None, "rendezvous": training - connecting if loaded else None,
             "train_and_test": done - training, "results_and_teardown": end - done,
             "beyond_train": measured["wall_seconds"] - measured["train_seconds"], "train": measured["train_seconds"],
             # Summed over the workers' processes: the CPU each had used on reaching a stage, so before importing
             # (the interpreter, orch's trainer and, for MPI, joining the MPI job), importing, and connecting and
-            # loading the data (the framework's runtime, the data, the model, the first collective's wait).
+            # loading the data (the data, the framework's runtime, the model, the first collective's wait), that
+            # split in two where the trainer marks its loading.
             "cpu_before_import": sum(cpu["importing"]) if whole else None,
-            "cpu_import": sum(cpu["connecting"]) - sum(cpu["importing"]) if whole else None,
-            "cpu_connect_and_load": sum(cpu["training"]) - sum(cpu["connecting"]) if whole else None,
+            "cpu_import": cpu_imported - sum(cpu["importing"]) if whole else None,
+            "cpu_connect_and_load": sum(cpu["training"]) - cpu_imported if whole else None,
+            "cpu_data": sum(cpu["connecting"]) - sum(cpu["loading"]) if whole_loading else None,
+            "cpu_rendezvous": sum(cpu["training"]) - sum(cpu["connecting"]) if whole_loading else None,
             "cpu_to_train": sum(cpu["training"]) if whole else None}
 
 
@@ -405,21 +447,26 @@ def markdown(report: dict) -> str:
     n = first["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, the median of "
               f"{first.get('runs', 1)} runs of the trainer, in turn with the start ladder's rungs below, from the "
-              "runs' own events; each stage ends when the last worker leaves it). The start floor is "
+              "runs' own events; each stage ends when the last worker leaves it): create, until the engine started "
+              "the first container; start, until the first worker began importing (the interpreter and orch's "
+              "trainer; for MPI also Hydra's launch and MPI's start); import; data, the workers loading theirs; "
+              "rendezvous, meeting the group (the framework's runtime, TensorFlow's model made across the workers, "
+              "MPI's model built before its first collective, the wait for the last worker). The start floor is "
               f"{n} containers of the image "
               "started at once that each import what the framework's trainer cannot run without and exit ("
               + "; ".join(f"{name}: {r['overhead']['module']}" for name, r in report["frameworks"].items())
               + "), reading the Python environment from the image's layers, and from a volume as orch's runs do "
               "(images/venv_volume.py); the ratio is against the second. The last column imports the framework's "
               "package alone (from the volume), for comparison:", "",
-              "| framework | create and start | import | connect and load data | train and test | results and "
+              "| framework | create | start | import | data | rendezvous | train and test | results and "
               "teardown | wall − train | start floor, image's layers | start floor, volume | (wall − train) / start "
               "floor | the package alone |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, result in report["frameworks"].items():
         o = result["overhead"]
         alone = o.get("start_floor_package")
-        lines.append(f"| {name} | {o['create_and_start']:.2f} | {o['import']:.2f} | {o['connect_and_load']:.2f} | "
+        lines.append(f"| {name} | {_pair(o, 'create', 'start', 'create_and_start')} | {o['import']:.2f} | "
+                     f"{_pair(o, 'data', 'rendezvous', 'connect_and_load', reverse=True)} | "
                      f"{o['train_and_test']:.2f} | {o['results_and_teardown']:.2f} | {o['beyond_train']:.2f} | "
                      f"{o['start_floor']:.2f} | {o['start_floor_volume']:.2f} | "
                      f"{o['beyond_train'] / o['start_floor_volume']:.2f} | "
@@ -456,18 +503,28 @@ def markdown(report: dict) -> str:
               f"summed, by stage (from the same events), beside the CPU of the start floor's {n} imports (from the "
               "volume); "
               f"divided by the {CORES} cores, the least wall time that CPU takes:", "",
-              "| framework | before importing | importing | connecting and loading data | to training, all "
+              "| framework | before importing | importing | data | rendezvous | to training, all "
               f"| on {CORES} cores | start floor's imports | on {CORES} cores |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, result in report["frameworks"].items():
         o = result["overhead"]
         if o.get("cpu_to_train") is None or o.get("start_floor_volume_cpu") is None:
-            lines.append(f"| {name} | — | — | — | — | — | — | — |")
+            lines.append(f"| {name} | — | — | — | — | — | — | — | — |")
             continue
         lines.append(f"| {name} | {o['cpu_before_import']:.2f} | {o['cpu_import']:.2f} | "
-                     f"{o['cpu_connect_and_load']:.2f} | {o['cpu_to_train']:.2f} | {o['cpu_to_train'] / CORES:.2f} | "
+                     f"{_pair(o, 'cpu_data', 'cpu_rendezvous', 'cpu_connect_and_load', reverse=True)} | "
+                     f"{o['cpu_to_train']:.2f} | {o['cpu_to_train'] / CORES:.2f} | "
                      f"{o['start_floor_volume_cpu']:.2f} | {o['start_floor_volume_cpu'] / CORES:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def _pair(o: dict, first: str, second: str, both: str, reverse: bool = False) -> str:
+    """Two cells of a split, or, for a run measured before the split existed, their sum in the cell that holds most
+    of it (the first; with ``reverse``, the second) and "—" in the other."""
+    if o.get(first) is not None and o.get(second) is not None:
+        return f"{o[first]:.2f} | {o[second]:.2f}"
+    summed = f"{o[both]:.2f} (with {(first if reverse else second).removeprefix('cpu_')})"
+    return f"— | {summed}" if reverse else f"{summed} | —"
 
 
 def _interrupted(_signum, _frame) -> None:

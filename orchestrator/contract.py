@@ -92,7 +92,9 @@ CHECKPOINT_DIR = f"{SHARED_DIR}/checkpoints"
 DONE_DIR = f"{SHARED_DIR}/done"
 
 # Event kinds; every event has "v", "event", "worker" and "time" (Unix seconds).
-EVENT_START = "start"  # {"stage": "importing" | "connecting" | "training"}; "training" means joined
+# A worker's start, in this order: "importing" its framework, "loading" its data, "connecting" (meeting the group),
+# "training" (joined: the train clock starts).
+EVENT_START = "start"  # {"stage": "importing" | "loading" | "connecting" | "training"}
 EVENT_RESUMED = "resumed"  # {"epoch": first epoch of this attempt, 1-based} after a restore from checkpoint
 EVENT_EPOCH = "epoch"  # {"epoch", "epochs", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples"}
 EVENT_DONE = "done"  # {"train_seconds", "test_accuracy"}

@@ -61,15 +61,20 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
     assert set(by_n) == {1, 2}, proc.stdout
     assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0  # a measured all-reduce, and T(N)/floor
     # The start-up's stages, and its floors read both ways, then the floor of importing the package alone.
-    [split] = [r for r in rows if len(r) == 11]
+    def section(start: str, end: str) -> list[list[str]]:
+        text = proc.stdout.split(start)[1].split(end)[0]
+        return [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| mpi |")]
+
+    # Create, start, import, data, rendezvous, train and test, results and teardown, wall − train: each measured.
+    [split] = section("Where the wall time beyond training goes", "The start ladder,")
     assert all(float(x) >= 0 for x in split[1:]), split
-    assert float(split[9]) == pytest.approx(float(split[6]) / float(split[8]), abs=0.01), split
-    assert 0 < float(split[10]) and "mpi: tensorflow, tf_keras, mpi4py" in proc.stdout, split
-    [cpu] = [r for r in rows if len(r) == 8 and not r[1].strip().isdigit()]  # the start-up's CPU, from its events
-    assert all(float(x) > 0 for x in cpu[1:]), cpu
+    assert float(split[11]) == pytest.approx(float(split[8]) / float(split[10]), abs=0.01), split
+    assert 0 < float(split[12]) and "mpi: tensorflow, tf_keras, mpi4py" in proc.stdout, split
+    [cpu] = section("The CPU behind it", "\n\n#")  # the start-up's CPU, from its events, data and rendezvous apart
+    assert len(cpu) == 9 and all(float(x) > 0 for x in cpu[1:]), cpu
     # The start ladder: the floor, orch runs of the probe importing, then also joining the group, and the trainer's
     # run; each rung's step beside them.
-    [ladder] = [r for r in rows if len(r) == 9]
+    [ladder] = [r for r in section("The start ladder,", "The CPU behind it") if len(r) == 9]
     floor, alone, joined, trainer = (float(x) for x in ladder[1:5])
     assert floor > 0 and alone > 0 and joined > 0 and trainer > 0, ladder  # seconds each; no order between them
     # The cells are rounded to 0.01 s, and each step from the unrounded seconds: within two roundings.

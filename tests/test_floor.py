@@ -384,6 +384,34 @@ def _floor_benchmark():
     return module
 
 
+def test_the_floor_benchmark_splits_the_wall_time_beyond_training_into_its_stages():
+    split = _floor_benchmark().split
+    # Two workers; each stage ends when the last worker leaves it. Seconds after the run began at 100.
+    stages = {"importing": [101.5, 101.2], "loading": [105.0, 105.4], "connecting": [105.6, 105.9],
+              "training": [107.0, 107.0]}
+    cpu = {"importing": [0.2, 0.3], "loading": [3.0, 3.1], "connecting": [3.3, 3.4], "training": [3.9, 4.0]}
+    measured = {"started": 100.0, "first_container": 100.8, "stages": stages, "stage_cpu": cpu, "done": [117.0, 117.1],
+                "wall_seconds": 17.8, "train_seconds": 10.0}
+    got = split(measured)
+    assert got == pytest.approx({
+        "create": 0.8, "start": 0.4, "create_and_start": 1.2, "import": 4.2, "data": 0.5, "rendezvous": 1.1,
+        "connect_and_load": 1.6, "train_and_test": 10.1, "results_and_teardown": 0.7, "beyond_train": 7.8,
+        "train": 10.0, "cpu_before_import": 0.5, "cpu_import": 5.6, "cpu_data": 0.6, "cpu_rendezvous": 1.2,
+        "cpu_connect_and_load": 1.8, "cpu_to_train": 7.9})
+    # The stages still add up to the wall time beyond training, less what the train clock does not hold.
+    parts = ("create", "start", "import", "data", "rendezvous", "train_and_test", "results_and_teardown")
+    assert sum(got[k] for k in parts) == pytest.approx(measured["wall_seconds"])
+    # A trainer that marks no loading (an older image) has its data in the rendezvous's place; no container start
+    # recorded (or one outside the run's bounds), no create and start apart.
+    older = {**measured, "first_container": None, "stages": {k: v for k, v in stages.items() if k != "loading"},
+             "stage_cpu": {k: v for k, v in cpu.items() if k != "loading"}}
+    got = split(older)
+    assert got["create"] is got["start"] is got["data"] is got["rendezvous"] is got["cpu_data"] is None
+    assert got["import"] == pytest.approx(4.7) and got["connect_and_load"] == pytest.approx(1.1)
+    assert got["cpu_import"] == pytest.approx(6.2)
+    assert split({**measured, "first_container": 99.0})["create"] is None
+
+
 def test_the_floor_benchmark_splits_a_run_into_its_steps_and_the_rest():
     split = _floor_benchmark().epochs_split
     # Keras' epochs: the steps are what is left of an epoch's seconds after its end (validation, metrics, checkpoint).
@@ -422,6 +450,7 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
            "ends": {"validation_seconds": 0.2, "reduction_seconds": 0.1, "checkpoint_seconds": 0.1},
            "solo_ends": {"validation_seconds": 0.05, "reduction_seconds": 0.01, "checkpoint_seconds": 0.02}}
     overhead = {"workers": 3, "create_and_start": 1.0, "import": 4.0, "connect_and_load": 1.5, "train_and_test": 10.5,
+                "create": 0.7, "start": 0.3, "data": 0.4, "rendezvous": 1.1,
                 "results_and_teardown": 0.6, "beyond_train": 8.0, "start_floor": 5.0, "start_floor_volume": 4.0,
                 "start_floor_package": 3.0, "module": "tensorflow, tf_keras, mpi4py", "cpu_to_train": None,
                 "probe_import": 5.0, "probe_connect": 6.4,
@@ -429,7 +458,8 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
                                 "connect": [6.4, 6.0, 7.0], "beyond_train": [8.0, 7.5, 9.0]}}
     text = _floor_benchmark().markdown({"when": "now", "repeats": 1, "workload": {}, "frameworks": {
         "mpi": {"rows": [row], "overhead": overhead}}})
-    [split] = [line.split("|")[1:-1] for line in text.splitlines()
+    before, after = text.split("Where the wall time beyond training goes")
+    [split] = [line.split("|")[1:-1] for line in before.splitlines()
                if line.startswith("| mpi |") and len(line.split("|")) == 15]
     # The steps against the solo rank's steps on the shared core plus the transport: 6.0 / (2 × 2.0 + 1.0); the rest
     # (1.5 + 2.0 + 0.5) against the solo rank's rest on the shared core, 2 × 1.0.
@@ -437,18 +467,26 @@ def test_the_floor_benchmark_puts_the_steps_and_the_rest_each_beside_its_floor()
                                           "4.00", "2.00", "2.00", "1.43"]
     [ends] = [line.split("|")[1:-1] for line in text.splitlines()
               if line.startswith("| mpi |") and len(line.split("|")) == 12]
-    [start] = [line.split("|")[1:-1] for line in text.splitlines()
-               if line.startswith("| mpi |") and len(line.split("|")) == 13]
+    [start] = [line.split("|")[1:-1] for line in after.splitlines()
+               if line.startswith("| mpi |") and len(line.split("|")) == 15]
     assert [c.strip() for c in ends] == ["mpi", "3", "0.200", "0.100", "0.100", "0.400", "0.080", "0.050", "0.010",
                                          "0.020"]
     # The start-up against the start floor whose containers import what the trainer imports (named above the
     # table) and read their environment as orch's do, from a volume; the package alone beside it.
     assert "mpi: tensorflow, tf_keras, mpi4py" in text
-    assert [c.strip() for c in start] == ["mpi", "1.00", "4.00", "1.50", "10.50", "0.60", "8.00", "5.00", "4.00",
-                                          "2.00", "3.00"]
+    assert [c.strip() for c in start] == ["mpi", "0.70", "0.30", "4.00", "0.40", "1.10", "10.50", "0.60", "8.00",
+                                          "5.00", "4.00", "2.00", "3.00"]
+    # A run measured before the split: each pair's sum, in the cell that holds most of it.
+    old = {k: v for k, v in overhead.items() if k not in ("create", "start", "data", "rendezvous")}
+    text = _floor_benchmark().markdown({"when": "now", "repeats": 1, "workload": {}, "frameworks": {
+        "mpi": {"rows": [row], "overhead": old}}})
+    [start] = [line.split("|")[1:-1] for line in text.split("Where the wall time beyond training goes")[1].splitlines()
+               if line.startswith("| mpi |") and len(line.split("|")) == 15]
+    assert [c.strip() for c in start[:6]] == ["mpi", "1.00 (with start)", "—", "4.00", "—", "1.50 (with data)"]
     # The start ladder: the floor from the volume, orch importing, orch importing and joining, the trainer's
     # wall − train; what each rung adds, and the trainer against the framework-only run; then each rung's range.
-    [ladder] = [line.split("|")[1:-1] for line in text.splitlines()
+    rungs = text.split("The start ladder,")[1].split("The CPU behind it")[0]
+    [ladder] = [line.split("|")[1:-1] for line in rungs.splitlines()
                 if line.startswith("| mpi |") and len(line.split("|")) == 11]
     assert [c.strip() for c in ladder] == ["mpi", "4.00", "5.00", "6.40", "8.00", "1.00", "1.40", "1.60", "1.25"]
     [ranges] = [line.split("|")[1:-1] for line in text.splitlines()

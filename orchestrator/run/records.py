@@ -55,7 +55,7 @@ class _Record(BaseModel):
 
 class StartEvent(_Record):
     event: Literal["start"]
-    stage: Literal["importing", "connecting", "training"]
+    stage: Literal["importing", "loading", "connecting", "training"]
     steps_per_epoch: Optional[Count] = None
     cpu_seconds: Optional[Seconds] = None  # the CPU the worker's process had used when the stage began
 

@@ -185,7 +185,7 @@ class Session:
 
 
 def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> Session:
-    """Import TensorFlow, pin this worker, make the strategy, and load and split the data."""
+    """Import TensorFlow, load and split the data, pin this worker, and make the strategy."""
     reporter.event(contract.EVENT_START, stage="importing")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tensorflow as tf
@@ -194,6 +194,10 @@ def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir
     from . import data
     from . import model as models
 
+    # The data first (NumPy only: no TensorFlow op runs before the strategy exists), before this worker is pinned,
+    # as PyTorch's trainer loads it: workers that will share a core load it on every core the container has.
+    reporter.event(contract.EVENT_START, stage="loading")
+    train, validation, test = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
     if job["threads"]:
         # Matched to the container's share of the cores: N workers with TF's default pools would each
         # start threads for every core and oversubscribe them.
@@ -206,7 +210,6 @@ def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir
     reporter.event(contract.EVENT_START, stage="connecting")
     strategy = _strategy(tf, job)  # it must exist before any other TensorFlow op runs
     tf.keras.utils.set_random_seed(job["seed"])
-    train, validation, test = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
     return Session(reporter=reporter, job=job, worker=worker, num_workers=num_workers, tf=tf, keras=keras,
                    models=models, strategy=strategy, cpus=cpus, train=train, validation=validation, test=test,
                    vocabulary=data.vocabulary_size(job["dataset"], data_dir), role=reporter.role)

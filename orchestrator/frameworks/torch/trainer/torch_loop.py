@@ -137,16 +137,17 @@ def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> 
         # imports torch, instead of every rank importing it after they have all met.
         import torch._dynamo  # noqa: F401
 
-        reporter.event(contract.EVENT_START, stage="connecting")
     # A rank's own work comes before it meets the others and before it is pinned: the data, which ranks that
     # share a core under the pinning (3 on 2 cores) would otherwise load in turn on that core while another
     # core idles. pin() moves the threads already running; those the rank starts later inherit its share.
+    reporter.event(contract.EVENT_START, stage="loading")
     (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
     container_cores = os.sched_getaffinity(0)
     cpus = pin(os.environ.get(contract.ENV_CPUS))
     torch.set_num_threads(job["threads"] or len(cpus))
     timeout = datetime.timedelta(seconds=max(job["startup_timeout"], job["stall_timeout"]) + TIMEOUT_MARGIN)
     interface, gloo_threads = None, []
+    reporter.event(contract.EVENT_START, stage="connecting")
     if world > 1:
         interface = set_interface()
         # The rank's steps run on its share of the cores; gloo's threads (its TCP store, its device loop and its
