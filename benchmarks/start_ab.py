@@ -34,8 +34,8 @@ from orchestrator.paths import trainer_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 FOLDERS = {"mpi": "mpi", "mwms": "tensorflow", "torch": "torch"}  # floor.py's names -> orch's framework folders
-STAGES = ("create_and_start", "import", "connect_and_load", "results_and_teardown", "beyond_train",
-          "cpu_connect_and_load", "cpu_to_train", "train")
+STAGES = ("create", "start", "import", "data", "rendezvous", "results_and_teardown", "beyond_train", "cpu_data",
+          "cpu_rendezvous", "cpu_to_train", "train")
 
 
 def _trainer_sources() -> list[str]:
@@ -114,9 +114,10 @@ def main() -> int:
              f"`python benchmarks/start_ab.py {shlex.join(sys.argv[1:])}`, {report['when']}, "
              f"{args.repeats} repeats in alternating order (medians, seconds; each stage ends when the last worker "
              "leaves it, as in floor.py).", "",
-             "| trainer | create and start | import | connect and load data | results and teardown | wall − train | "
-             "CPU connecting and loading, all workers | CPU to training, all workers | train |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| trainer | create | start | import | data | rendezvous | results and teardown | wall − train | "
+             "CPU of the data, all workers | CPU of the rendezvous, all workers | CPU to training, all workers | "
+             "train |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, m in report["medians"].items():
         lines.append(f"| {name} | " + " | ".join("—" if m[k] is None else f"{m[k]:.2f}" for k in STAGES) + " |")
     text = "\n".join(lines) + "\n"
