@@ -48,7 +48,6 @@ from orchestrator.docker.engine import Engine  # noqa: E402
 from orchestrator.experiments.floor import parameters  # noqa: E402
 from orchestrator.images import venv_volume  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
-from orchestrator.labels import LABEL_RUN  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.plan import plan, rank_cores  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
@@ -131,16 +130,7 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
 
 def first_container_start(run_id: str) -> float | None:
     """When the engine started the run's first container (Unix seconds), or None if none has started."""
-    api = Engine().client.api
-    started = []
-    for entry in api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
-        try:
-            at = (api.inspect_container(entry["Id"]).get("State") or {}).get("StartedAt") or ""
-        except Exception:  # noqa: BLE001 - removed between list and inspect
-            continue
-        if at and not at.startswith("0001-"):  # the engine's zero time: not started
-            started.append(parse_timestamp(at))
-    return min(started, default=None)
+    return min((parse_timestamp(c.started_at) for c in Engine().containers(run_id) if c.started_at), default=None)
 
 
 IN_PLACE = ("compute_seconds", "allreduce_wait_seconds", "allreduce_in_flight_seconds")

@@ -14,6 +14,15 @@ def test_parse_exited_container_from_captured_inspect():
     state = parse_container(json.loads((FIXTURES / "inspect_exited.json").read_text()))
     assert (state.run, state.role, state.index, state.status, state.exit_code) == ("cap-run", "worker", 2, "exited", 3)
     assert state.finished_at.startswith("2026-") and not state.oom_killed
+    assert state.started_at == "2026-11-21T12:44:41.648064379Z"
+
+
+def test_a_container_never_started_has_no_start_time():
+    attrs = json.loads((FIXTURES / "inspect_exited.json").read_text())
+    attrs["State"].update(Status="created", StartedAt="0001-01-01T00:00:00Z", FinishedAt="0001-01-01T00:00:00Z")
+    assert parse_container(attrs).started_at is None
+    del attrs["State"]["StartedAt"]
+    assert parse_container(attrs).started_at is None
 
 
 def test_running_container_has_no_exit_code():

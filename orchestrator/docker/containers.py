@@ -23,6 +23,10 @@ class ContainerState:
     exit_code: Optional[int]
     oom_killed: bool = False
     finished_at: Optional[str] = None
+    started_at: Optional[str] = None  # RFC 3339, as the engine writes it; None for one it never started
+
+
+ZERO_TIME = "0001-01-01T"  # the engine's time for what has not happened (a container never started)
 
 
 def parse_container(attrs: dict[str, Any]) -> ContainerState:
@@ -40,6 +44,7 @@ def parse_container(attrs: dict[str, Any]) -> ContainerState:
         exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
         oom_killed=bool(state.get("OOMKilled")),
         finished_at=state.get("FinishedAt") if status in ("exited", "dead") else None,
+        started_at=None if state.get("StartedAt", ZERO_TIME).startswith(ZERO_TIME) else state["StartedAt"],
     )
 
 
