@@ -130,27 +130,28 @@ def test_the_ddp_scaling_study_runs_in_its_quick_form(torch_image, orch_env, tmp
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "results" / "ddp-scaling-quick"
     cells = json.loads((out / "cells.json").read_text())
-    assert len(cells) == 6 and {c["state"] for c in cells.values()} == {"succeeded"}
+    assert len(cells) == 4 and {c["state"] for c in cells.values()} == {"succeeded"}
     # At one global batch every world size makes the same updates up to floating-point rounding (the ranks'
-    # gradients are summed in another order): the first epoch's loss agrees to six digits for serial, 2 and 4
-    # (and 8 in the full study); the rounding grows over the steps, so the test accuracies end close, not equal.
+    # gradients are summed in another order): the first epoch's loss agrees to six digits for serial and 2 (and 4
+    # and 8 in the full study); the rounding grows over the steps, so the test accuracies end close, not equal.
     same = [c["summary"] for c in cells.values() if "global_batch" in c["params"]]
     first = [s["loss_curve"][0] for s in same]
-    assert len(same) == 3 and max(first) - min(first) < 1e-5 * first[0], first
+    assert len(same) == 2 and max(first) - min(first) < 1e-5 * first[0], first
     accuracy = [s["test_accuracy"] for s in same]
     assert min(accuracy) > 0.7 and max(accuracy) - min(accuracy) < 0.03, accuracy
     per_process = {c["params"]["workers"]: c["summary"]["spec"]["global_batch"] for c in cells.values()
                    if "batch_per_worker" in c["params"]}
-    assert per_process == {1: 64, 2: 128, 4: 256}  # the seed's batch grows with N
+    assert per_process == {1: 64, 2: 128}  # the seed's batch grows with N
     text = (out / "report.md").read_text()
-    assert "## Scaling" in text and "| 4 | global_batch 64 | 64 |" in text and "| 4 | batch_per_worker 64 | 256 |" in text
+    assert "## Scaling" in text and "| 2 | global_batch 64 | 64 |" in text
+    assert "| 2 | batch_per_worker 64 | 128 |" in text
     for name in ("loss-curves", "speedup", "efficiency", "training-comparison"):
         assert (out / f"{name}.png").stat().st_size > 10_000
     # The study asks for the floor (report: {floor: true}): every cell has a solo rank beside it, and every cell
     # of several ranks gloo's all-reduce of the CNN's gradients at its rank count.
     floors = {c["params"]["workers"]: c["floor"] for c in cells.values() if "batch_per_worker" in c["params"]}
-    assert {n: f["solo_batch"] for n, f in floors.items()} == {1: 64, 2: 64, 4: 64}
+    assert {n: f["solo_batch"] for n, f in floors.items()} == {1: 64, 2: 64}
     assert all(f["transport"] == "gloo" and f["allreduce_p50_us"] > 0 for n, f in floors.items() if n > 1)
     rows = text.split("## Against this machine's floor")[1].split("\n\n")[1].splitlines()[2:]
-    assert len(rows) == 6 and all(float(row.split("|")[8]) > 0 for row in rows), rows  # T(N)/floor in each
+    assert len(rows) == 4 and all(float(row.split("|")[8]) > 0 for row in rows), rows  # T(N)/floor in each
     assert all(orch_containers(c["run_id"]) == [] for c in cells.values())
