@@ -28,35 +28,49 @@ def _address_of(name: str) -> str | None:
     return socket.inet_ntoa(packed[20:24])
 
 
-def cluster_interface(master: str) -> str | None:
-    """The name of the interface this host reaches ``master`` through, or None if none can be found."""
+def _route(master: str) -> tuple[bool, str | None]:
+    """Whether ``master`` resolves, and the name of the interface this host reaches it through (None if none)."""
     try:
         target = socket.gethostbyname(master)
+    except OSError:
+        return False, None
+    try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((target, 9))  # UDP: no packet is sent, the kernel only picks the route and the source
             local = s.getsockname()[0]
     except OSError:
-        return None
+        return True, None
     for _index, name in socket.if_nameindex():
         if _address_of(name) == local:
-            return name
-    return None
+            return True, name
+    return True, None
+
+
+def cluster_interface(master: str) -> str | None:
+    """The name of the interface this host reaches ``master`` through, or None if none can be found."""
+    return _route(master)[1]
 
 
 def set_interface(env=os.environ, wait: float = WAIT) -> str | None:
     """Set GLOO_SOCKET_IFNAME (unless set) for a job with a MASTER_ADDR; return the interface used. MASTER_ADDR
-    may not resolve yet (its container or pod is still starting): try again for up to ``wait`` seconds; orch's
-    startup timeout names a peer that never comes."""
+    may not resolve yet (its container or pod is still starting): try again for up to ``wait`` seconds, then say
+    whether the name never resolved or no interface reaches it."""
     if "MASTER_ADDR" not in env:
         return None
     if not env.get("GLOO_SOCKET_IFNAME"):
+        master = env["MASTER_ADDR"]
         deadline = time.monotonic() + wait
-        name = cluster_interface(env["MASTER_ADDR"])
+        resolved, name = _route(master)
         while name is None and time.monotonic() < deadline:
             time.sleep(0.5)
-            name = cluster_interface(env["MASTER_ADDR"])
+            resolved, name = _route(master)
+        if not resolved:
+            # On a Docker network a replica's name exists while its container runs: one that never came, or
+            # that left before this one looked (a rank 0 whose script ends without meeting the others).
+            raise RuntimeError(f"MASTER_ADDR {master} did not resolve within {wait:g} s: no replica of that name "
+                               "is on the job's network (not started, or already exited)")
         if name is None:
-            raise RuntimeError(f"no interface of this container reaches MASTER_ADDR {env['MASTER_ADDR']}; set "
+            raise RuntimeError(f"no interface of this container reaches MASTER_ADDR {master}; set "
                                "GLOO_SOCKET_IFNAME")
         env["GLOO_SOCKET_IFNAME"] = name
     return env["GLOO_SOCKET_IFNAME"]
