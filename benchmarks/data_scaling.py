@@ -3,8 +3,9 @@
 Usage: python benchmarks/data_scaling.py [--workers 3] [--repeats 5]
 
 Every worker draws the same 60,000 images and scales them to float32 in [0, 1] before training. The old way,
-``x[pick].astype(np.float32) / 255.0``, makes two arrays of 4 bytes a pixel (188 MB each); orch's trainer now
-scales the first in place (``x /= np.float32(255.0)``), which gives the same bits. For each of orch's images
+``x[pick].astype(np.float32) / 255.0``, makes two arrays of 4 bytes a pixel (188 MB each); orch's trainer then
+scaled the first in place (``x /= np.float32(255.0)``), which gives the same bits. (It has since kept the images as
+bytes and scales each batch as it takes it: benchmarks/start_ab.py measured that.) For each of orch's images
 (TensorFlow's and, when present, PyTorch's), N containers run at once, locked down as orch runs them (read-only
 root, a tmpfs /tmp, 2 GiB, no network), each importing its framework, then loading orch's prepared MNIST and
 scaling it one way; the ways alternate, repeat after repeat. Prints each way's CPU seconds per container and

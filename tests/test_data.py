@@ -387,10 +387,24 @@ def test_trainer_serves_fashion_mnist_as_mnist(tmp_path, trainer_data):
     x_all = np.random.default_rng(2).integers(0, 256, (30, 784)).astype(np.uint8)
     np.savez(tmp_path / contract.FASHION_MNIST_FILE, x=x_all, y=(np.arange(30) % 10).astype(np.uint8))
     (xt, yt), (xv, _), (xe, _) = trainer_data.load("fashion-mnist", str(tmp_path), 25, seed=5)
-    assert (len(xt), len(xv), len(xe)) == contract.split_sizes(25) and xt.dtype == np.float32 and yt.dtype == np.int32
+    assert (len(xt), len(xv), len(xe)) == contract.split_sizes(25) and xt.dtype == np.uint8 and yt.dtype == np.int32
     pick = np.random.default_rng(5).permutation(30)[:25]  # the draw MNIST has always used
-    assert np.array_equal(np.concatenate([xt, xv, xe]), x_all[pick] / np.float32(255.0))
-    # Scaled in place, yet bit for bit what every earlier figure was trained on, for each of the 256 pixel values.
-    assert len(np.unique(x_all)) == 256
-    before = (x_all[pick].astype(np.float32) / 255.0).view(np.uint32)
-    assert np.array_equal(np.concatenate([xt, xv, xe]).view(np.uint32), before)
+    assert np.array_equal(np.concatenate([xt, xv, xe]), x_all[pick])  # kept as bytes
+
+
+def test_images_kept_as_bytes_scale_to_what_every_earlier_figure_was_trained_on(trainer_data):
+    every_byte = np.arange(256, dtype=np.uint8).reshape(1, 256).repeat(3, axis=0)
+    scaled = trainer_data.floats(every_byte)
+    assert scaled.dtype == np.float32 and scaled.min() == 0.0 and scaled.max() == 1.0
+    # Bit for bit the float32 values the trainer used to make at load time, for each of the 256 pixel values.
+    assert np.array_equal(scaled.view(np.uint32), (every_byte.astype(np.float32) / 255.0).view(np.uint32))
+    synthetic = np.full((2, 784), 0.25, np.float32)
+    assert trainer_data.floats(synthetic) is synthetic  # already float32 in [0, 1]: left as it is
+    tokens = np.ones((2, 48), np.int32)
+    assert trainer_data.floats(tokens) is tokens
+
+
+def test_trainer_refuses_images_that_are_not_bytes(tmp_path, trainer_data):
+    np.savez(tmp_path / contract.MNIST_FILE, x=np.zeros((30, 784), np.float32), y=np.zeros(30, np.uint8))
+    with pytest.raises(ValueError, match="mnist's images are float32, not bytes"):
+        trainer_data.load("mnist", str(tmp_path), 25, seed=5)

@@ -9,6 +9,7 @@ import pytest
 from orchestrator import contract
 from orchestrator.data.prepare import dataset_dir, prepare
 from orchestrator.frameworks.tensorflow import image_ref
+from orchestrator.frameworks.torch import image_ref as torch_image_ref
 from orchestrator.paths import default_paths
 
 pytestmark = pytest.mark.docker
@@ -22,7 +23,7 @@ dataset, name = sys.argv[1], sys.argv[2]
 train, validation, test = data.load(dataset, "/orch/data", 3000, 42)
 vocabulary = data.vocabulary_size(dataset, "/orch/data")
 net = model.build(name, keras, tf, train[0], vocabulary)
-out = net(train[0][:5], training=False)
+out = net(data.floats(train[0][:5]), training=False)
 print(json.dumps({
     "x": [list(train[0].shape), str(train[0].dtype)], "y": sorted(int(v) for v in np.unique(train[1])),
     "splits": [len(train[0]), len(validation[0]), len(test[0])], "vocabulary": vocabulary,
@@ -56,8 +57,47 @@ def test_each_model_builds_on_each_data_set_it_supports(images, dataset, name):
         assert got["params"] == 10_002 * 32 + (32 * 32 + 32) + (32 * 2 + 2)
         assert "Embedding" in got["layers"] and "GlobalAveragePooling1D" in got["layers"]
         return
-    assert got["x"] == [[1920, 784], "float32"] and got["y"] == list(range(10)) and got["out"] == [5, 10]
+    # Images are kept as their bytes until a batch is taken; synthetic ones are made as float32.
+    assert got["x"] == [[1920, 784], "float32" if dataset == "synthetic" else "uint8"]
+    assert got["y"] == list(range(10)) and got["out"] == [5, 10]
     assert got["local"] == [7, 10]
     assert got["params"] == (MLP_PARAMS if name == "mlp" else CNN_PARAMS)
     if name == "cnn":
         assert got["layers"].count("Conv2D") == 2 and "Dropout" in got["layers"]
+
+
+SCALING_PROBE = r"""
+import json, os, sys
+import numpy as np
+from orch_trainer import data
+every_byte = np.tile(np.arange(256, dtype=np.uint8), 32 * 784 // 256).reshape(32, 784)  # a batch's shape
+want = data.floats(every_byte).view(np.uint32)
+if sys.argv[1] == "tensorflow":
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    from orch_trainer.session import floats
+    graph = tf.function(lambda x: floats(tf, x))(tf.constant(every_byte)).numpy()
+    ds = tf.data.Dataset.from_tensor_slices((every_byte, np.zeros(32, np.int32))).batch(32)
+    (piped, _), = ds.map(lambda x, y: (floats(tf, x), y))
+    got = [graph, piped.numpy()]
+else:
+    import torch
+    from orch_trainer.torch_loop import _floats
+    got = [_floats(torch, torch.from_numpy(every_byte)).numpy()]
+print(json.dumps([bool(np.array_equal(g.view(np.uint32), want)) and str(g.dtype) == "float32" for g in got]))
+"""
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
+def test_each_framework_scales_a_batch_of_bytes_bit_for_bit_as_numpy(images, request, framework):
+    """The images reach the trainers as bytes; each framework's own division must give the float32 values NumPy's
+    does, for every pixel value, or the figures would change with the framework."""
+    if framework == "torch":
+        request.getfixturevalue("torch_image")
+    image = image_ref("single") if framework == "tensorflow" else torch_image_ref()
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--user", "1000:1000",
+         "--entrypoint", "python3", image, "-c", SCALING_PROBE, framework],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ([True, True] if framework == "tensorflow" else [True])

@@ -1,7 +1,9 @@
 """Data sets for the trainer, read from the host-prepared, read-only data directory.
 
-NumPy and the standard library only. Images come as float32 in [0, 1] (flat 28 x 28), text as int32
-token ids (0 padding, 1 unknown); labels as int32.
+NumPy and the standard library only. Images come as their bytes, uint8 (flat 28 x 28): each trainer scales a
+batch to float32 in [0, 1] as it takes it (``floats`` here, the same values in TensorFlow's graphs and in
+PyTorch), so no worker holds the split at 4 bytes a pixel. Synthetic images come as float32 in [0, 1]; text as
+int32 token ids (0 padding, 1 unknown); labels as int32.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numpy as np
 from . import contract
 
 Split = tuple[np.ndarray, np.ndarray]
+PIXEL_SCALE = 255.0  # a pixel's byte over this is its value in [0, 1]
 
 IMAGE_FILES = {"mnist": contract.MNIST_FILE, "fashion-mnist": contract.FASHION_MNIST_FILE}
 TEXT_FILES = {"vader-reviews": contract.VADER_REVIEWS_FILE}
@@ -41,13 +44,22 @@ def _images(dataset: str, path: str, samples: int, seed: int) -> Split:
     with np.load(path) as f:
         x_all, y_all = f["x"], f["y"]
     _check_samples(dataset, samples, len(x_all))
+    if x_all.dtype != np.uint8:
+        raise ValueError(f"{dataset}'s images are {x_all.dtype}, not bytes (uint8): prepare the data again")
     pick = np.random.default_rng(seed).permutation(len(x_all))[:samples]
-    # Scaled in place: the same float32 values as ``astype(np.float32) / 255.0``, bit for bit, without a second
-    # array of 4 bytes a pixel (188 MB at 60,000 images), which every worker starting at once allocated
-    # (benchmarks/data_scaling.py).
-    x = x_all[pick].astype(np.float32)
-    x /= np.float32(255.0)
-    return x, y_all[pick].astype(np.int32)
+    # Kept as bytes: scaling 60,000 images to float32 here took each worker about 0.4 s of CPU while every worker
+    # started at once, and 188 MB (benchmarks/results/start_ab-torch-images-scaled-per-batch.md).
+    return x_all[pick], y_all[pick].astype(np.int32)
+
+
+def floats(x: np.ndarray) -> np.ndarray:
+    """``x`` as the model takes it: images kept as bytes scaled to float32 in [0, 1], bit for bit what
+    ``x.astype(np.float32) / 255.0`` gives; any other array (synthetic images, text) as it is."""
+    if x.dtype != np.uint8:
+        return x
+    scaled = x.astype(np.float32)
+    scaled /= np.float32(PIXEL_SCALE)
+    return scaled
 
 
 def _text(dataset: str, path: str, samples: int, seed: int) -> Split:

@@ -64,7 +64,8 @@ def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_p
     grid = slice(0, min(25, len(x)))
     target = os.path.join(reporter.dir, contract.PREDICTIONS_FILE)
     with open(target + ".tmp", "wb") as f:
-        np.savez_compressed(f, x=(x[grid] * 255).round().astype(np.uint8), y_true=y_true[grid],
+        pixels = x[grid] if x.dtype == np.uint8 else (x[grid] * 255).round().astype(np.uint8)  # bytes, or [0, 1]
+        np.savez_compressed(f, x=pixels, y_true=y_true[grid],
                             y_pred=y_pred[grid].astype(np.int32))
     os.replace(target + ".tmp", target)
 

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from . import contract
-from .session import Session
+from .session import Session, floats
 
 CHECKPOINT_SUBDIR = "mpi"
 # The all-reduce inside the graph, a TensorFlow op of orch's compiled into the image (the TensorFlow recipe's
@@ -130,7 +130,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
         # Many steps to one call, as Keras' steps_per_execution: Python's dispatch is paid once per call. The
         # gradients never leave the graph: MPI's Allreduce is an op in it, in step order.
         for k in tf.range(tf.shape(batches)[0]):
-            x, y = tf.gather(x_tr, batches[k]), tf.gather(y_tr, batches[k])
+            x, y = floats(tf, tf.gather(x_tr, batches[k])), tf.gather(y_tr, batches[k])
             with tf.GradientTape() as tape:
                 out = net(x, training=True)
                 losses = per_example(y, out)
@@ -146,7 +146,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
 
     @tf.function
     def validate(x, y):
-        out = net(x, training=False)
+        out = net(floats(tf, x), training=False)
         totals.assign_add(tf.stack([0.0, 0.0, 0.0, tf.cast(tf.reduce_sum(per_example(y, out)), tf.float64),
                                     correct_of(out, y), tf.cast(tf.shape(y)[0], tf.float64)]))
 

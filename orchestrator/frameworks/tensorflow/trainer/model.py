@@ -126,15 +126,19 @@ def local_logits(name: str, keras, weights: list[np.ndarray], x: np.ndarray, voc
 
     The MLP runs in NumPy. Other models are rebuilt outside any strategy's scope, so the copy's
     variables are plain local ones and the forward pass runs no collective: each worker's figure is its own.
+    Images kept as bytes are scaled as they are taken (``data.floats``): the MLP's at once, as it always took
+    them, the others' a batch at a time.
     """
+    from .data import floats  # in the image's package: the host imports this module for its constants alone
+
     if name == "mlp":
-        return mlp_logits(weights, x)
+        return mlp_logits(weights, floats(x))
     inputs, outputs = architecture(name, keras, x, vocabulary)
     copy = keras.Model(inputs=inputs, outputs=outputs)
     copy.set_weights(weights)
     if not len(x):
         return np.zeros((0, copy.output_shape[-1]), dtype=np.float32)
-    return np.concatenate([copy(x[i:i + batch], training=False).numpy() for i in range(0, len(x), batch)])
+    return np.concatenate([copy(floats(x[i:i + batch]), training=False).numpy() for i in range(0, len(x), batch)])
 
 
 def local_predictions(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import contract
+from .data import PIXEL_SCALE
 from .reporter import Reporter
 from .worker import leave, pin, write_predictions  # noqa: F401 - the loops take them from here too
 
@@ -44,6 +45,20 @@ def _strategy(tf, job: dict):
         implementation=implementation,
     )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def floats(tf, x):
+    """A batch as the model takes it: images kept as bytes scaled to float32 in [0, 1], in the graph, bit for bit
+    what ``data.floats`` gives in NumPy; any other tensor as it is.
+
+    ``divide_no_nan`` is the same division (the divisor is never 0), but TensorFlow's graph optimiser leaves it
+    be: inside a tf.function it turns ``x / 255.0`` into a product with the reciprocal, which puts 126 of the 256
+    values a bit away from every figure trained before. A lookup in a table of the 256 values is exact too, but an
+    MLP step took 329 microseconds with it against 210 with this, and 207 with float32 rows
+    (benchmarks/pixel_scaling.py)."""
+    if x.dtype != tf.uint8:
+        return x
+    return tf.math.divide_no_nan(tf.cast(x, tf.float32), tf.constant(PIXEL_SCALE, tf.float32))
 
 
 @dataclass
@@ -105,7 +120,8 @@ class Session:
                 buffer = job["shuffle_buffer"] or len(x) // count + 1
                 seed = job["seed"] + tf.cast(index, tf.int64) if shards else job["seed"] + index
                 ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-            ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).repeat()
+            ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+            ds = ds.map(lambda x, y: (floats(tf, x), y)).repeat()  # images kept as bytes until here
             options = tf.data.Options()
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
             ds = ds.with_options(options)

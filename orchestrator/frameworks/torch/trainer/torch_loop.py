@@ -105,13 +105,19 @@ def _mask(torch, seed: int, epoch: int, step: int, rows: int, hidden: int, rank:
     return keep[rank::world].float() / (1.0 - DROPOUT)
 
 
+def _floats(torch, x):
+    """A batch as the model takes it: images kept as bytes scaled to float32 in [0, 1], bit for bit what
+    ``data.floats`` gives in NumPy (both divide in float32); any other tensor as it is."""
+    return x.float().div_(data.PIXEL_SCALE) if x.dtype == torch.uint8 else x
+
+
 def _evaluate(torch, net, x, y, loss_fn) -> tuple[float, int, int, np.ndarray]:
     """(summed loss, correct, count, predictions) of ``net`` on (x, y), in bounded pieces."""
     net.eval()
     total, correct, predictions = 0.0, 0, []
     with torch.no_grad():
         for first in range(0, len(x), EVAL_CHUNK):
-            out = net(x[first:first + EVAL_CHUNK])
+            out = net(_floats(torch, x[first:first + EVAL_CHUNK]))
             total += float(loss_fn(out, y[first:first + EVAL_CHUNK]))
             guess = out.argmax(1)
             correct += int((guess == y[first:first + EVAL_CHUNK]).sum())
@@ -218,7 +224,7 @@ def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> 
         timing.in_flight.clear()
         for step in range(steps):
             batch = order[step]
-            x, y = x_tr[batch], y_tr[batch]
+            x, y = _floats(torch, x_tr[batch]), y_tr[batch]
             out = net(x, _mask(torch, job["seed"], epoch, step, per, model.hidden, rank, world))
             loss = loss_fn(out, y)
             optimizer.zero_grad(set_to_none=True)
