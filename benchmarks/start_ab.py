@@ -2,6 +2,8 @@
 
 Usage: python benchmarks/start_ab.py --before REV [--label TEXT] [--framework torch] [--workers 3] [--repeats 4]
 
+REV is named by its commit in the results, so HEAD stays meaningful after the next commit.
+
 For each repeat, in alternating order, the framework's image is built (`orch build`, which re-lays only the
 trainer's code) with every source of the trainer's code (what `orch build` copies into the image) as it is at
 REV, then as it is in this working tree, and one run of floor.py's workload (the MLP, 60,000 MNIST images, 5
@@ -49,6 +51,15 @@ def _trainer_sources() -> list[str]:
     return [p.relative_to(ROOT).as_posix() for p in paths]
 
 
+def _commit(rev: str) -> str:
+    """``rev``'s commit, abbreviated: what the table names as the baseline, since a name such as HEAD moves on."""
+    found = subprocess.run(["git", "rev-parse", "--short", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if found.returncode != 0 or not found.stdout.strip():
+        raise SystemExit(f"start_ab: {rev!r} is not a commit of this repository (`git log --oneline` lists them)")
+    return found.stdout.strip()
+
+
 def _files_at(rev: str, paths: list[str]) -> dict[str, bytes]:
     names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "--", *paths], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.split()
@@ -86,7 +97,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--label", default="this tree", help="What the working tree's trainer changes, for the table.")
     args = parser.parse_args()
+    args.before = _commit(args.before)
     sources = _trainer_sources()
+    print("start_ab: the trainer's files in this tree are swapped for each arm until the end; an edit made to them "
+          "meanwhile is lost", file=sys.stderr)
     before, now = _files_at(args.before, sources), _files_now(sources)
     arms = {args.before: before, args.label: now}
     splits: dict[str, list[dict]] = {name: [] for name in arms}
