@@ -108,6 +108,7 @@ class Session:
         ``source`` makes the split's (x, y) dataset where the arrays themselves should not be captured
         (under ps they would travel to every worker inside the function)."""
         tf, job, global_batch = self.tf, self.job, self.global_batch
+        pixels = x.dtype == np.uint8
 
         def make(ctx):
             count, index = shards() if shards else (ctx.num_input_pipelines, ctx.input_pipeline_id)
@@ -121,7 +122,9 @@ class Session:
                 seed = job["seed"] + tf.cast(index, tf.int64) if shards else job["seed"] + index
                 ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
             ds = ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
-            ds = ds.map(lambda x, y: (floats(tf, x), y)).repeat()  # images kept as bytes until here
+            if pixels:  # images kept as bytes until here; other data needs no stage of its own
+                ds = ds.map(lambda xs, ys: (floats(tf, xs), ys))
+            ds = ds.repeat()
             options = tf.data.Options()
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
             ds = ds.with_options(options)
