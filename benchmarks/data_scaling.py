@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator import contract  # noqa: E402
 from orchestrator.data.prepare import prepare  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
+from orchestrator.safetext import one_line  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 IMAGES = {"tensorflow": "orch-trainer:0.1.0-multi", "torch": "orch-torch:0.1.0"}
@@ -64,7 +65,7 @@ def _container(image: str, framework: str, data: Path, way: str) -> dict:
             PROBE.replace("FILE", contract.MNIST_FILE), "old" if way == "old" else "inplace", framework]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise SystemExit(f"data_scaling: a container of {image} failed: {done.stderr.strip()[-300:]}")
+        raise SystemExit(f"data_scaling: a container of {image} failed: {one_line(done.stderr.strip()[-300:])}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

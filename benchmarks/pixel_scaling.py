@@ -21,6 +21,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.safetext import one_line, printable  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 IMAGE = "orch-trainer:0.1.0-single"
 PROBE = r"""
@@ -97,7 +101,7 @@ def main() -> int:
                                "--entrypoint", "python3", IMAGE, "/probe/probe.py", str(args.repeats)],
                               capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        raise SystemExit(f"pixel_scaling: the probe failed: {done.stderr.strip()[-300:]}")
+        raise SystemExit(f"pixel_scaling: the probe failed: {one_line(done.stderr.strip()[-300:])}")
     report = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "repeats": args.repeats, "image": IMAGE,
               **json.loads(done.stdout.strip().splitlines()[-1])}
     lines = ["# Image bytes to float32 in TensorFlow: exact or not, and the cost in a step", "",
@@ -114,7 +118,7 @@ def main() -> int:
     for name in next(iter(report["steps_us"].values())):
         lines.append(f"| {name} | " + " | ".join(f"{by[name]:.1f}" for by in report["steps_us"].values()) + " |")
     text = "\n".join(lines) + "\n"
-    print(text)
+    print(printable(text))  # the ways' names come back from the container
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "pixel_scaling.json").write_text(json.dumps(report, indent=2) + "\n")
     (RESULTS / "pixel_scaling.md").write_text(text)
