@@ -278,6 +278,23 @@ def test_watcher_prints_worker_text_as_it_is(isatty):
     assert out.getvalue() == ""
 
 
+def test_a_scripts_bar_shows_what_orch_knows_of_it_not_epochs_it_cannot_count():
+    from orchestrator.backends import ReplicaState, Status
+    from orchestrator.cli.cmd_up import Watcher
+
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment.from_streams(out, err, isatty=True)
+    with Watcher(env, [("worker", 0)], epochs=None) as watcher:
+        task = watcher.progress.tasks[watcher.tasks[("worker", 0)]]
+        assert task.total is None and "epochs" not in task.fields["count"]
+        watcher.state(ReplicaState("c0", "w0", "r", "worker", 0, Status.RUNNING))
+        assert task.description == "worker-0 running"
+        watcher.state(ReplicaState("c0", "w0", "r", "worker", 0, Status.FAILED, exit_code=3))
+        assert task.description == "worker-0 exited 3" and task.finished
+    text = err.getvalue()
+    assert "worker-0 exited 3" in text and "0/5 epochs" not in text
+
+
 # -- the error boundary ------------------------------------------------------------------------------
 def _raising(exc):
     def fail(*args, **kwargs):

@@ -246,6 +246,28 @@ def test_restartable_failure_restarts_the_group_and_then_succeeds(h):
     assert not (p.run_dir / contract.SHARED_DIR).exists()
 
 
+def test_each_attempts_lines_and_each_replicas_changes_reach_the_watcher_as_the_run_goes(h):
+    """What `orch up` shows live: every line the replicas print (the frameworks' noise left out), each attempt's,
+    and each replica's status as it changes, its exit code with it."""
+    p = h.plan(max_restarts=1)
+    lines, states = [], []
+    backend = h.backend([stuck_at(4, w1=[exits(4, 137)]), {i: trainer(resumed_from=2) for i in range(3)}])
+    info = h.apply(p, backend, on_line=lines.append, on_state=states.append)
+    assert info.state == RunState.SUCCEEDED
+    shown = {(r.replica, r.stream, r.line) for r in lines}
+    for i in range(3):
+        for attempt in (1, 2):
+            assert (f"worker-{i}", "stdout", f"worker-{i} attempt {attempt}: epoch 1/2 - loss 0.9") in shown
+    assert not any("cpu_feature_guard" in r.line for r in lines)
+    assert len(lines) == len(shown)  # each line once
+    by = {}
+    for s in states:
+        by.setdefault(s.label, []).append((s.status.value, s.exit_code))
+    assert ("failed", 137) in by["worker-1"] and by["worker-1"][-1] == ("succeeded", 0)
+    assert all(changes[-1] == ("succeeded", 0) and ("running", None) in changes for changes in by.values())
+    assert all(a != b for changes in by.values() for a, b in zip(changes, changes[1:]))  # changes only
+
+
 def test_stalled_group_restarts_with_no_named_worker(h):
     p = h.plan(max_restarts=1)
     backend = h.backend([stuck_at(4), {i: trainer(resumed_from=2) for i in range(3)}])

@@ -51,6 +51,40 @@ def test_a_script_without_orch_code_still_gets_its_exits_wall_time_and_logs(imag
     assert summary["wall_seconds"] > 0 and summary["workers"][0]["stats_samples"] > 0
 
 
+def test_a_scripts_printed_lines_reach_the_terminal_while_it_runs(images, orch_env, tmp_path, cleanup):
+    """`orch up` shows each replica's lines as it prints them, prefixed with the replica: the first tick arrives
+    while the script still runs, and the last before orch's table."""
+    cleanup.append("live-script-lines")
+    script = tmp_path / "ticks.py"
+    script.write_text("import os, sys, time\n"
+                      "for i in range(1, 5):\n"
+                      "    print(f'tick {i} of rank {os.environ[\"ORCH_WORKER_INDEX\"]}', flush=True)\n"
+                      "    time.sleep(1.5)\n"
+                      "print('ticked \\x1b[2J', file=sys.stderr, flush=True)\n")
+    proc = start_orch(["up", "--script", str(script), "--workers", "2", "--run-id", "live-script-lines"], orch_env)
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if "tick 1 of rank" in line:
+                assert proc.poll() is None, "the line came only after the run ended"
+                break
+        rest_err, out = proc.stderr.read(), proc.stdout.read()
+        assert proc.wait(timeout=120) == 0, "".join(seen) + rest_err
+    finally:
+        proc.kill()
+    text = "".join(seen) + rest_err
+    for rank in (0, 1):
+        for i in range(1, 5):
+            assert f"worker-{rank} | tick {i} of rank {rank}" in text
+        assert f"worker-{rank} | ticked \\x1b[2J" in text  # a container's bytes reach the terminal inert
+    assert "\x1b[2J" not in text and "succeeded" in out
+    quiet = run_orch(["up", "--script", str(script), "--workers", "1", "--quiet", "--run-id", "live-script-lines"],
+                     orch_env)
+    assert quiet.returncode == 0 and "tick" not in quiet.stderr, quiet.stderr
+    assert orch_containers("live-script-lines") == [] and orch_networks("live-script-lines") == []
+
+
 def test_a_failing_script_fails_the_run_with_its_exit_code(images, orch_env, cleanup):
     cleanup.append("live-script-bad")
     proc = run_orch(["up", "--script", EXAMPLE, "--workers", "2", "--run-id", "live-script-bad", "--",

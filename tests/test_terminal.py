@@ -126,6 +126,27 @@ def test_error_events_and_progress_lines_are_shown_safely(isatty):
     assert text.count("[bold red]markup[/]") == 3 and "\\ud800" in text
 
 
+@pytest.mark.parametrize("isatty", [False, True])
+def test_a_replicas_printed_lines_are_shown_live_prefixed_and_inert(isatty):
+    from orchestrator.cli.cmd_up import Watcher
+    from orchestrator.run.logs import LogRecord
+
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment.from_streams(out, err, isatty=isatty)
+    with Watcher(env, [("worker", 0)], epochs=None, replicas=[("worker", 0), ("worker", 10)]) as watcher:
+        watcher.line(LogRecord(0, "stdout", 1.0, HOSTILE))
+        watcher.line(LogRecord(10, "stderr", 1.0, "loss 0.5"))
+    text = err.getvalue()
+    assert "\x1b]" not in text and "\x9b" not in text and "\x07" not in text
+    assert "worker-0  | " in text and "[bold red]markup[/]" in text  # aligned as docker compose aligns them
+    assert "worker-10 | loss 0.5" in text and out.getvalue() == ""
+    quiet_err = io.StringIO()
+    with Watcher(Environment.from_streams(io.StringIO(), quiet_err, isatty=isatty), [("worker", 0)], epochs=None,
+                 quiet=True) as quiet:
+        quiet.line(LogRecord(0, "stdout", 1.0, "hidden"))
+    assert "hidden" not in quiet_err.getvalue()
+
+
 def test_table_cells_are_shown_safely():
     from rich.console import Console
 

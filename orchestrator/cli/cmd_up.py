@@ -23,27 +23,39 @@ from orchestrator.errors import OrchError
 from orchestrator.safetext import printable
 
 
-class Watcher:
-    """Shows each reporting replica's progress on stderr: bars on a terminal, one line per epoch otherwise.
+PREFIX_STYLES = ("cyan", "yellow", "green", "magenta", "blue", "bright_cyan", "bright_yellow", "bright_green")
 
-    Called with the replica (role, index) and each event model (orchestrator.run.records) it writes. Worker
+
+class Watcher:
+    """Shows each replica's progress and output on stderr while a run goes: bars on a terminal, lines otherwise.
+
+    Called with the replica (role, index) and each event model (orchestrator.run.records) it writes; ``line`` gets
+    each line a replica prints (``worker-0 | ...``, as ``docker compose up`` shows them), and ``state`` each replica
+    whose status changed. For orch's trainer the bars count epochs; for a script, which may report none, they show
+    what orch knows (starting, running, its exit) and the time, until the script reports epochs of its own. Worker
     text is never markup: a message such as ``[/job:worker/replica:0]`` is printed as it is, and its control
     characters visibly (``printable``).
     """
 
-    def __init__(self, env: Environment, keys: list[tuple[str, int]], epochs: int) -> None:
-        self.env = env
+    def __init__(self, env: Environment, keys: list[tuple[str, int]], epochs: Optional[int],
+                 replicas: Optional[list[tuple[str, int]]] = None, quiet: bool = False) -> None:
+        self.env, self.quiet = env, quiet
         self.progress: Optional[Progress] = None
         self.tasks: dict[tuple[str, int], Any] = {}
         self.first = keys[0] if keys else None
+        names = [f"{role}-{i}" for role, i in (replicas or keys)]
+        self.width = max(map(len, names), default=0)
+        self.styles = {name: PREFIX_STYLES[n % len(PREFIX_STYLES)] for n, name in enumerate(names)}
         if env.stderr_isatty:
             self.progress = Progress(
                 TextColumn("{task.description}", markup=False), BarColumn(),
-                TextColumn("{task.completed}/{task.total} epochs"), TextColumn("{task.fields[metrics]}", markup=False),
+                TextColumn("{task.fields[count]}", markup=False), TextColumn("{task.fields[metrics]}", markup=False),
                 TimeElapsedColumn(), console=env.err, transient=False,
             )
             for role, i in keys:
-                self.tasks[(role, i)] = self.progress.add_task(f"{role}-{i} starting", total=epochs, metrics="")
+                self.tasks[(role, i)] = self.progress.add_task(
+                    f"{role}-{i} starting", total=epochs, metrics="",
+                    count=f"0/{epochs} epochs" if epochs else "")
 
     def __enter__(self) -> "Watcher":
         if self.progress:
@@ -58,13 +70,35 @@ class Watcher:
         if self.progress and key in self.tasks:
             self.progress.update(self.tasks[key], description=description, **fields)
 
+    def line(self, record: Any) -> None:
+        """One line a replica printed, prefixed with the replica as `docker compose up` does."""
+        if self.quiet:
+            return
+        name = record.replica
+        text = Text.assemble((f"{name:<{self.width}} |", self.styles.get(name, "cyan")), " ", printable(record.line))
+        (self.progress.console if self.progress else self.env.err).print(text, soft_wrap=True)
+
+    def state(self, replica: Any) -> None:
+        """A replica whose status changed: what orch knows of it, beside its epochs (or in their place)."""
+        key, name = replica.key, replica.label
+        status = replica.status.value
+        if replica.status.is_terminal:
+            what = f"{name} exited {replica.exit_code}" if replica.exit_code is not None else f"{name} {status}"
+            self._describe(key, what)
+            if self.progress and key in self.tasks and self.progress.tasks[self.tasks[key]].total is None:
+                self.progress.update(self.tasks[key], total=1, completed=1)  # a script's bar ends with it
+        elif status == "running":
+            self._describe(key, f"{name} running")
+
     def __call__(self, key: tuple[str, int], event: Any) -> None:
         kind, worker = event.event, f"{key[0]}-{key[1]}"
         if kind == "epoch":
             metrics = (f"loss {fmt(event.loss, '.4f')} acc {fmt(event.accuracy, '.4f')} "
                        f"val_acc {fmt(event.val_accuracy, '.4f')} ({event.samples} samples)")
             if self.progress:
-                self._describe(key, f"{worker} training", completed=event.epoch, metrics=metrics)
+                total = event.epochs or None
+                self._describe(key, f"{worker} training", completed=event.epoch, total=total, metrics=metrics,
+                               count=f"{event.epoch}/{total or '?'} epochs")
             else:
                 self.env.say(f"{worker} epoch {event.epoch}/{event.epochs or '?'} {metrics} {fmt(event.seconds, '.1f')}s")
         elif kind == "start":
@@ -85,18 +119,21 @@ class Watcher:
 @spec_options
 @script_options
 @click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Do not show the replicas' output as they print it (`orch logs -f RUN` still does).")
 @click.option("--stats-interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True,
               help="Seconds between resource samples of each container (written to runs/<id>/stats.csv).")
 @track_options
 @format_option
 @pass_env
-def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
+def up(env: Environment, detach: bool, quiet: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
        requirements: Optional[str], track: Optional[str], tracking_uri: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
-    Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs, and exits
-    0 when every worker succeeded, 1 when one failed (the others are stopped, all containers
-    removed, and whatever was written kept).
+    Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs and each replica's
+    output as it prints it (prefixed with the replica, on stderr; --quiet for none), and exits 0 when every
+    worker succeeded, 1 when one failed (the others are stopped, all containers removed, and whatever was
+    written kept).
 
     With --script, every replica runs your script instead of orch's trainer:
     `orch up --script train.py --workers 3 -- --lr 0.01`.
@@ -112,8 +149,11 @@ def up(env: Environment, detach: bool, stats_interval: float, fmt: str, script_a
         env.say("not tracking a detached run ($ORCH_TRACK); `orch track RUN` logs it once it has ended")
         targets = ()
     try:
-        with Watcher(env, spec.reporting_keys(), spec.epochs) as watcher:
-            info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval)
+        # A script may count no epochs of orch's: its bars show what orch knows until it reports epochs itself.
+        with Watcher(env, spec.reporting_keys(), None if spec.script else spec.epochs, spec.replica_keys(),
+                     quiet=quiet) as watcher:
+            info = run_up(spec, detach=detach, say=env.say, on_event=watcher, stats_interval=stats_interval,
+                          on_line=None if quiet else watcher.line, on_state=watcher.state)
     except OrchError:
         _track(env, spec.run_id, targets, tracking_uri)  # a failed run is worth a look too
         raise

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from orchestrator.backends import Backend, ReplicaState
 from orchestrator.run.rundir import RunDir
@@ -186,6 +186,40 @@ def follow(backend: Backend, replicas: list[ReplicaState], since: float) -> Iter
             remaining -= 1
         else:
             yield item
+
+
+OnLine = Callable[[LogRecord], None]
+
+
+class Streamer:
+    """Every replica's lines as they are written, handed to ``on_line`` in the order they arrive, from a thread of
+    its own, until the replicas stop (``orch up`` shows them live, as ``docker compose up`` does). The frameworks'
+    start-up noise and the report lines of replicas that print their records are left out; the saved logs keep
+    everything."""
+
+    def __init__(self, backend: Backend, replicas: list[ReplicaState], on_line: OnLine, since: float) -> None:
+        self.backend, self.replicas, self.on_line, self.since = backend, replicas, on_line, since
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="orch-live-logs", daemon=True)
+
+    def start(self) -> "Streamer":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            for record in follow(self.backend, self.replicas, self.since):
+                if self.stopped.is_set():
+                    return
+                if not is_noise(record.line):
+                    self.on_line(record)
+        except Exception:  # noqa: BLE001 - the live view is a view: the run and its saved logs go on without it
+            return
+
+    def stop(self, wait: float = 2.0) -> None:
+        """Wait up to ``wait`` seconds for the lines the replicas wrote last, then hand on no more."""
+        self.thread.join(wait)
+        self.stopped.set()
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")

@@ -29,6 +29,7 @@ from orchestrator.safetree import remove_tree
 
 Say = Callable[[str], None]
 OnEvent = Callable[[tuple[str, int], Any], None]  # (role, index) and the event
+OnState = Callable[[ReplicaState], None]  # a replica whose status or exit code changed
 
 
 def container_user() -> str:
@@ -71,8 +72,11 @@ def _memory(backend: Backend, states: list[ReplicaState],
 class _Attempt:
     """One launch of the whole group, watched until the supervisor's verdict is more than ``wait``."""
 
-    def __init__(self, p: Plan, backend: Backend, run: RunDir, on_event: OnEvent, poll: float, clock: Any) -> None:
+    def __init__(self, p: Plan, backend: Backend, run: RunDir, on_event: OnEvent, poll: float, clock: Any,
+                 on_state: Optional[OnState] = None) -> None:
         self.p, self.backend, self.run, self.on_event, self.poll, self.clock = p, backend, run, on_event, poll, clock
+        self.on_state = on_state
+        self.seen: dict[tuple[str, int], tuple[Any, Optional[int]]] = {}
         self.tailer = run.events(p.spec.replica_keys())
         # Where the replicas share no folder with orch, their records come as lines on stdout, copied into the
         # run directory here; everything below reads the run directory as it does for Compose.
@@ -96,6 +100,7 @@ class _Attempt:
                 self.on_event(key, event)
             if self.copier is None:
                 states = self.backend.states(self.p.spec.run_id)
+            self._states_seen(states)
             now = clock.time()  # a heartbeat is never later than now (RunDir.heartbeat)
             use = None
             if clock.monotonic() >= next_scan:
@@ -116,6 +121,15 @@ class _Attempt:
                 return decision
             state = decision.watch
             clock.sleep(self.poll)
+
+    def _states_seen(self, states: list[ReplicaState]) -> None:
+        """Hand ``on_state`` each replica whose status or exit code changed since the last poll."""
+        if self.on_state is None:
+            return
+        for s in states:
+            if self.seen.get(s.key) != (s.status, s.exit_code):
+                self.seen[s.key] = (s.status, s.exit_code)
+                self.on_state(s)
 
 
 def _raise(decision: Decision, backend: Backend) -> None:
@@ -159,13 +173,16 @@ def apply(
     poll: float = 0.25,
     stats_interval: Optional[float] = 1.0,
     clock: Any = time,
+    on_line: Optional[logs.OnLine] = None,
+    on_state: Optional[OnState] = None,
 ) -> RunInfo:
     """Run plan ``p``; unless ``detach``, wait for it, clean up, and return how it went.
 
     Raises WorkerFailed if a replica fails (the others are stopped and every replica removed) and
     re-raises KeyboardInterrupt after the same clean-up. While it waits, every replica's resource use is
-    sampled every ``stats_interval`` seconds into the run's stats.csv (None: no sampling). ``clock`` (with
-    time, monotonic and sleep) is the time module, or a fake that tests drive.
+    sampled every ``stats_interval`` seconds into the run's stats.csv (None: no sampling); each line a replica
+    writes goes to ``on_line`` as it is written, and each replica whose status changes to ``on_state``. ``clock``
+    (with time, monotonic and sleep) is the time module, or a fake that tests drive.
     """
     backend = backend or backends.get(p.backend)
     paths = paths or default_paths()
@@ -203,8 +220,10 @@ def apply(
         f"image {p.image}")
     launched = False
     sampler: Optional[Sampler] = None
-    attempt = _Attempt(p, backend, run, on_event, poll, clock)
+    attempt = _Attempt(p, backend, run, on_event, poll, clock, on_state)
+    streamer: Optional[logs.Streamer] = None
     try:
+        applied = time.time()
         backend.apply(p, p.artifact_file)
         launched = True
         info.state = RunState.RUNNING
@@ -212,9 +231,15 @@ def apply(
         if detach:
             return info
         while True:
-            if stats_interval:
-                sampler = Sampler(backend, run.path, stats_interval).start(backend.states(spec.run_id))
+            if stats_interval or on_line:
+                states = backend.states(spec.run_id)
+                if stats_interval:
+                    sampler = Sampler(backend, run.path, stats_interval).start(states)
+                if on_line:
+                    streamer = logs.Streamer(backend, states, on_line, since=applied).start()
             decision = attempt.watch(len(info.restarts))
+            if streamer is not None:
+                streamer.stop()  # the lines the replicas wrote last, before the verdict is told
             if decision.verdict == Verdict.SUCCEEDED:
                 break
             if decision.verdict != Verdict.RESTART:
@@ -233,6 +258,7 @@ def apply(
             backend.cancel(spec.run_id, p.artifact_file, grace=5)
             run.write_record(info)
             backend.stage(p, say)  # what the replicas need, as the images are now (a rebuild's environment copy)
+            applied = time.time()
             backend.apply(p, p.artifact_file)
         info.state = RunState.SUCCEEDED
     except JobTimedOut as exc:
@@ -344,10 +370,12 @@ def up(
     stats_interval: Optional[float] = 1.0,
     backend: Optional[Backend] = None,
     host_cpus: Optional[int] = None,
+    on_line: Optional[logs.OnLine] = None,
+    on_state: Optional[OnState] = None,
 ) -> RunInfo:
     """Plan ``spec`` and apply it: ``apply(plan(spec))``. See ``apply``. ``host_cpus``: the cores the replicas'
     pinning shares out (1: every replica on core 0); this machine's unless given."""
     paths = paths or default_paths()
     p = plan(spec, paths, user=container_user(), host_cpus=host_cpus or os.cpu_count() or 1)
     return apply(p, backend or backends.get(spec.backend, engine), paths, detach=detach, say=say,
-                 on_event=on_event, poll=poll, stats_interval=stats_interval)
+                 on_event=on_event, poll=poll, stats_interval=stats_interval, on_line=on_line, on_state=on_state)
