@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import __version__, frameworks
-from orchestrator.errors import BuildError, OrchError
+from orchestrator.errors import BuildError, InvalidSpec, OrchError
 from orchestrator.images import builder as images_mod
 from orchestrator.images import wheels
 from orchestrator.images.builder import RUNTIME_TAG
@@ -524,3 +524,42 @@ def test_no_usable_sudo_is_a_one_line_error(monkeypatch, sudo, probe_ok):
     message = err.value.message
     assert "\n" not in message and "as root" in message and "--base IMAGE" in message
     assert all(cmd[:2] != ["sudo", "-n"] or cmd[-1] == "true" for cmd in procs.commands)  # nothing else ran
+
+
+def _pin(name):
+    from orchestrator.images.wheels import Locked
+
+    return Locked(name, "1.0", frozenset({"0" * 64}), "index https://pypi.org/simple")
+
+
+def test_extra_packages_are_what_the_files_packages_need_not_what_the_images_own_packages_bring():
+    """torchvision on orch's PyTorch image adds torchvision and pillow: torch is the image's, and the CUDA wheels
+    pip resolves for torch are torch's dependencies, which the CPU image chose not to carry."""
+    from orchestrator.images.user import added
+    from orchestrator.images.wheels import Resolution
+
+    resolution = Resolution(
+        pins=[_pin(n) for n in ("torchvision", "numpy", "torch", "pillow", "nvidia-cublas-cu12", "triton", "sympy")],
+        requires={"torchvision": {"numpy": frozenset(), "torch": frozenset(), "pillow": frozenset()},
+                  "torch": {"nvidia-cublas-cu12": frozenset(), "triton": frozenset(), "sympy": frozenset()}},
+        requested={"torchvision": frozenset()})
+    installed = {"torch", "numpy", "sympy"}
+    assert [p.name for p in added(resolution, installed, "vision.txt")] == ["torchvision", "pillow"]
+    gpu = Resolution(pins=[_pin("cupy-cuda12x"), _pin("nvidia-cuda-runtime-cu12"), _pin("fastrlock")],
+                     requires={"cupy-cuda12x": {"fastrlock": frozenset(), "nvidia-cuda-runtime-cu12": frozenset()}},
+                     requested={"cupy-cuda12x": frozenset()})
+    with pytest.raises(InvalidSpec, match=r"^requirements: gpu.txt would add GPU libraries \(cupy-cuda12x, "
+                                          r"nvidia-cuda-runtime-cu12\) to orch's CPU image, through cupy-cuda12x; "):
+        added(gpu, installed, "gpu.txt")
+
+
+def test_a_packages_requirements_are_read_with_the_images_markers_and_its_extras():
+    from orchestrator.images.wheels import _requires
+
+    meta = {"name": "Pkg_One", "provides_extra": ["fast"],
+            "requires_dist": ["numpy>=1", "pywin32; sys_platform == 'win32'", "tomli; python_version < '3.11'",
+                              "typing-extensions; python_version >= '3.10'", "Cython; extra == 'fast'",
+                              "rich[jupyter]>=13", "not a requirement ("]}
+    got = _requires(meta)
+    assert got["pkg-one"] == {"numpy": frozenset(), "typing-extensions": frozenset(), "rich": frozenset({"jupyter"})}
+    assert "cython" in got["pkg-one[fast]"] and "pywin32" not in str(got) and "tomli" not in str(got)

@@ -159,8 +159,8 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
         listed.write_bytes(text)
         args = [*wheels.index_args(index), "-r", str(listed), "-c", str(_constraints(Path(scratch), framework))]
         with wheels.insecure_allowed(allow_insecure):
-            pins = wheels.resolve(args, index, env, name)
-    extra = [pin for pin in pins if pin.name not in installed.packages]
+            resolution = wheels.resolve_graph(args, index, env, name)
+    extra = added(resolution, set(installed.packages), name)
     folder.mkdir(parents=True, exist_ok=True)
     found: list[Path] = []
     (folder / LOCK_NAME).unlink(missing_ok=True)  # of an attempt that did not finish
@@ -173,6 +173,26 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
         found = verify(folder, lock)
     (folder / ".complete").write_text("ok\n")
     return found
+
+
+CUDA = re.compile(r"^(nvidia-.*|triton|cupy-cuda.*)$")  # GPU libraries: of no use on orch's CPU images
+
+
+def added(resolution: wheels.Resolution, installed: set[str], name: str) -> list[wheels.Locked]:
+    """The wheels a requirements file adds to an image that has ``installed``: what its packages need, the image's
+    own packages and what those need left out. The image carries what it chose of its packages' dependencies
+    (PyTorch's, without the CUDA libraries a CPU never loads), so torchvision adds torchvision, not a second CUDA.
+    InvalidSpec, naming the package that brings them, where the file would still add GPU libraries."""
+    needed = set(resolution.reached(installed))
+    extra = [pin for pin in resolution.pins if pin.name in needed and pin.name not in installed]
+    cuda = sorted(pin.name for pin in extra if CUDA.match(pin.name))
+    if cuda:
+        culprits = [asked for asked, extras in resolution.requested.items()
+                    if set(cuda) & set(resolution.reached(installed, {asked: extras}))]
+        raise InvalidSpec(f"requirements: {name} would add GPU libraries ({', '.join(cuda[:3])}"
+                          f"{', ...' if len(cuda) > 3 else ''}) to orch's CPU image, through "
+                          f"{', '.join(culprits) or cuda[0]}; take a CPU build of it, or leave it out")
+    return extra
 
 
 def build(requirements: Path, force: bool = False, engine: Optional[Engine] = None, paths: Optional[Paths] = None,

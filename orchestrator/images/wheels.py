@@ -238,9 +238,72 @@ def host_index() -> tuple[str, dict[str, str]]:
     return (kept["index-url"][min(kept["index-url"])] if "index-url" in kept else "https://pypi.org/simple"), env
 
 
+@dataclass(frozen=True)
+class Resolution:
+    """What pip would install, and why: each package's own requirements on the image's interpreter (markers
+    evaluated there), and the packages the file asked for by name."""
+
+    pins: list[Locked]
+    requires: dict[str, dict[str, frozenset[str]]]  # name -> {required name: the extras it asks of it}
+    requested: dict[str, frozenset[str]]  # name -> the extras asked of it
+
+    def reached(self, through_not: set[str], start: Optional[dict[str, frozenset[str]]] = None) -> list[str]:
+        """The packages the file's requests (or ``start``) need, in the order found, never looking into the
+        requirements of those in ``through_not``: packages an image already has bring what that image chose to carry
+        of theirs."""
+        wanted: dict[str, set[str]] = {}
+        queue = [(name, set(extras)) for name, extras in (self.requested if start is None else start).items()]
+        while queue:
+            name, extras = queue.pop(0)
+            seen = wanted.get(name)
+            if seen is not None and extras <= seen:
+                continue
+            wanted[name] = (seen or set()) | extras
+            if name in through_not:
+                continue
+            for key in ("", *sorted(wanted[name])):
+                for needed, its_extras in self.requires.get(f"{name}[{key}]" if key else name, {}).items():
+                    queue.append((needed, set(its_extras)))
+        return list(wanted)
+
+
+def _image_environment(extra: str = "") -> dict[str, str]:
+    """The environment markers of the images' interpreter: CPython 3.11 on Linux x86_64."""
+    return {"python_version": IMAGE_PYTHON, "python_full_version": f"{IMAGE_PYTHON}.2", "os_name": "posix",
+            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+            "platform_python_implementation": "CPython", "implementation_name": "cpython", "extra": extra}
+
+
+def _requires(meta: dict) -> dict[str, dict[str, frozenset[str]]]:
+    """A package's requirements on the image, by the extra that brings them ("" for its own): {"name" or
+    "name[extra]": {required: its extras}}."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    name = canonical(str(meta.get("name", "")))
+    extras = [str(e) for e in meta.get("provides_extra") or []]
+    out: dict[str, dict[str, frozenset[str]]] = {}
+    for line in meta.get("requires_dist") or []:
+        try:
+            req = Requirement(str(line))
+        except InvalidRequirement:
+            continue
+        for extra in ("", *extras):
+            if req.marker is None and extra:
+                continue  # an unconditional requirement is the package's own, listed once
+            if req.marker is None or req.marker.evaluate(_image_environment(extra)):
+                key = f"{name}[{extra}]" if extra else name
+                out.setdefault(key, {})[canonical(req.name)] = frozenset(req.extras)
+    return out
+
+
 def resolve(args: list[str], index: str, env: dict[str, str], what: str) -> list[Locked]:
     """What pip would install for ``args`` (with their index) on the image's interpreter, wheels only: a dry run whose
     report gives each wheel's version, URL and sha256. ``index`` is the source of what has no URL of its own."""
+    return resolve_graph(args, index, env, what).pins
+
+
+def resolve_graph(args: list[str], index: str, env: dict[str, str], what: str) -> Resolution:
+    """``resolve``, with each package's requirements and what was asked for by name (``Resolution``)."""
     with tempfile.TemporaryDirectory(prefix="orch-resolve-") as tmp:
         report = Path(tmp) / "report.json"
         cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--target", f"{tmp}/t",
@@ -250,7 +313,7 @@ def resolve(args: list[str], index: str, env: dict[str, str], what: str) -> list
             raise BuildError(f"pip could not resolve {redact(what)} for CPython {IMAGE_PYTHON} manylinux, wheels "
                              f"only, on {redact(index)}", details=_tail(proc.stderr))
         items = json.loads(report.read_text()).get("install", [])
-    pins = []
+    pins, requires, requested = [], {}, {}
     for item in items:
         info, meta = item.get("download_info") or {}, item.get("metadata") or {}
         url, name = str(info.get("url", "")), f"{meta.get('name')}=={meta.get('version')}"
@@ -261,7 +324,10 @@ def resolve(args: list[str], index: str, env: dict[str, str], what: str) -> list
                              "what it can hash; use an index that lists sha256 digests (as PyPI does)")
         source = f"url {redact(url)}" if item.get("is_direct") else f"index {redact(index)}"
         pins.append(Locked(canonical(meta["name"]), str(meta["version"]), frozenset({sha}), source))
-    return pins
+        requires.update(_requires(meta))
+        if item.get("requested"):
+            requested[canonical(meta["name"])] = frozenset(map(str, item.get("requested_extras") or []))
+    return Resolution(pins, requires, requested)
 
 
 def render_pins(pins: list[Locked], header: list[str]) -> str:
