@@ -94,3 +94,13 @@ def test_a_users_mpi4py_script_runs_one_rank_per_container(images, orch_env, tmp
         assert (run / f"worker-{i}" / "sum.txt").read_text() == f"rank {i} of 3 on worker-0-host: sum 6\n"
         assert f"rank {i} of 3" in (run / "logs" / f"worker-{i}.log").read_text()
     assert [w["exit_code"] for w in json.loads(proc.stdout)["workers"]] == [0, 0, 0]
+    # One container: the script runs under mpiexec too, with the rank variables its launcher sets.
+    cleanup.append("live-mpi-script-1")
+    script = tmp_path / "ranks.py"
+    script.write_text("import os\nfrom mpi4py import MPI\n"
+                      "print('pmi', os.environ['PMI_RANK'], os.environ['PMI_SIZE'], 'mpi', MPI.COMM_WORLD.rank, "
+                      "MPI.COMM_WORLD.size, flush=True)\n")
+    one = run_orch(["up", "--framework", "mpi", "--workers", "1", "--script", str(script), "--run-id",
+                    "live-mpi-script-1"], orch_env)
+    assert one.returncode == 0, one.stderr
+    assert "pmi 0 1 mpi 0 1" in (tmp_path / "runs" / "live-mpi-script-1" / "logs" / "worker-0.log").read_text()

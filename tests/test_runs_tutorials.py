@@ -14,22 +14,25 @@ pytestmark = pytest.mark.docker
 TUTORIALS = ROOT / "examples" / "tutorials"
 
 
-def test_the_two_file_keras_multi_worker_tutorial_runs_unchanged_on_2_containers(images, orch_env, tmp_path,
-                                                                                 cleanup):
-    run_id = "live-keras-tutorial"
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_two_file_keras_multi_worker_tutorial_runs_unchanged_on_1_and_on_3_containers(images, orch_env, tmp_path,
+                                                                                        cleanup, workers):
+    """The tutorial reads TF_CONFIG and builds MultiWorkerMirroredStrategy: on one container it gets a cluster of one
+    worker, as its launcher would give it, so the baseline of a 1-vs-N comparison runs the same script."""
+    run_id = f"live-keras-tutorial-{workers}"
     cleanup.append(run_id)
-    proc = run_orch(["up", "--script", str(TUTORIALS / "keras_mwms" / "main.py"), "--workers", "2", "--run-id",
-                     run_id, "--format", "json"], orch_env)
+    proc = run_orch(["up", "--script", str(TUTORIALS / "keras_mwms" / "main.py"), "--workers", str(workers),
+                     "--run-id", run_id, "--format", "json"], orch_env)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["state"] == "succeeded" and [w["exit_code"] for w in info["workers"]] == [0, 0]
+    assert info["state"] == "succeeded" and [w["exit_code"] for w in info["workers"]] == [0] * workers
     run = tmp_path / "runs" / run_id
     for name in ("main.py", "mnist_setup.py"):  # the replicas ran the tutorial's two files as they are
         assert (run / "source" / name).read_bytes() == (TUTORIALS / "keras_mwms" / name).read_bytes()
-    for i in range(2):
+    for i in range(workers):
         log = (run / "logs" / f"worker-{i}.log").read_text()
         assert "Keras' mnist.npz served from orch's copy of MNIST" in log and "URL fetch failure" not in log
-        assert "Epoch 3/3" in log
+        assert "Epoch 3/3" in log and "KeyError" not in log
         last = re.findall(r"70/70 \[=+\] - \S+ \S+ - loss: ([0-9.]+) - accuracy: ([0-9.]+)", log)[-1]
         assert float(last[1]) > 0.2, last  # 3 short epochs of SGD at 0.001: it learns, slowly
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
@@ -69,6 +72,38 @@ def test_a_torchrun_ddp_script_with_torchvision_download_runs_unchanged_on_2_con
         # and each rank's own files, kept in its container's folder
         assert len(list((run / f"worker-{node}" / "ranks").glob("*/attempt_0/[01]/stdout.log"))) == 2
     assert "Failed to download" not in logs[0] + logs[1]
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
+def test_torchvision_adds_itself_to_the_pytorch_image_not_a_second_cuda(vision):
+    """The requirements are resolved against the image's own torch: torchvision and pillow come in, and none of the
+    CUDA wheels pip resolves for torch (the CPU image carries what it chose of them)."""
+    from orchestrator.docker.engine import Engine
+    from orchestrator.frameworks.torch import image_ref
+    from orchestrator.images.user import image_for
+
+    engine = Engine()
+    tag = image_for(vision.read_bytes(), "torch")
+    grown = engine.image_size(tag) - engine.image_size(image_ref())
+    assert 0 < grown < 300 * 10**6, f"torchvision added {grown / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_torchrun_ddp_script_runs_unchanged_on_1_and_on_3_containers(vision, orch_env, tmp_path, cleanup, workers):
+    """torchrun's environment at every N, 1 included: the script reads RANK, LOCAL_RANK and WORLD_SIZE, meets its
+    group (of one, or three) and shards MNIST once."""
+    run_id = f"live-ddp-n{workers}"
+    cleanup.append(run_id)
+    proc = run_orch(["up", "--framework", "torch", "--script", str(TUTORIALS / "torch_ddp" / "main.py"),
+                     "--requirements", str(vision), "--workers", str(workers), "--run-id", run_id, "--format", "json"],
+                    orch_env)
+    assert proc.returncode == 0, proc.stderr
+    assert [w["exit_code"] for w in json.loads(proc.stdout)["workers"]] == [0] * workers
+    for rank in range(workers):
+        log = (tmp_path / "runs" / run_id / "logs" / f"worker-{rank}.log").read_text()
+        assert f"rank {rank} of {workers} (local rank 0), master worker-0" in log and "KeyError" not in log
+        assert f"epoch 1: {60000 // workers} samples on this rank" in log
+        assert float(re.search(rf"rank {rank}: test accuracy ([0-9.]+) on 10000", log)[1]) > 0.9
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
 
 
