@@ -7,7 +7,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Test processes: the live tests share the engine two at a time, or run alone where they need it whole.
 TEST_PROCESSES ?= 2
 
-.PHONY: setup system-deps test-deps images lock demo docs test clean
+.PHONY: setup system-deps test-deps images lock demo figures docs bench test clean
 
 $(ORCH): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,9 +54,23 @@ demo: images
 	echo "MLflow:      pip install mlflow && mlflow ui --backend-store-uri sqlite:///$$PWD/results/mlflow/mlflow.db" && \
 	echo "TensorBoard: pip install tensorboard && tensorboard --logdir results/"
 
-# The manual as a site, built strictly: a broken link, anchor or page fails it. Output: site/.
+# Every figure of README.md and docs/ from the committed result files (tools/figures.py, through cog blocks in
+# the pages), and the plots the pages show. Run it after `make bench` or after changing a figure's code.
+figures: $(ORCH)
+	$(BIN)/python tools/docs_check.py --write
+
+# The manual: first every generated figure is checked against its data (one line per figure that is not what its
+# result file gives, naming the page), then the site is built strictly (a broken link, anchor or page fails it).
+# Output: site/.
 docs: $(ORCH)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python tools/docs_check.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The benchmark suite (benchmarks/suite.py, indexed in benchmarks/README.md): every benchmark the docs draw a figure
+# from, rewriting its result files. Hours on 2 cores; `python benchmarks/suite.py NAME...` runs some. Then
+# `make figures`.
+bench: images
+	$(BIN)/python benchmarks/suite.py
 
 # Debian's headless Chromium, which the tests use to open the interactive HTML reports.
 test-deps:

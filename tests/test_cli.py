@@ -17,11 +17,12 @@ def test_version_and_help(orch_env):
 
 
 def test_render_prints_the_compose_file_and_starts_nothing(orch_env):
-    proc = run_orch(["render", "--workers", "3", "--run-id", "render-only"], orch_env)
+    """With no engine to reach, render still renders: it starts nothing because it asks no engine anything."""
+    proc = run_orch(["render", "--workers", "3", "--run-id", "render-only"],
+                    {**orch_env, "DOCKER_HOST": "unix:///nonexistent"})
     assert proc.returncode == 0, proc.stderr
     doc = yaml.safe_load(proc.stdout)
     assert sorted(doc["services"]) == ["worker-0", "worker-1", "worker-2"]
-    assert orch_containers("render-only") == []
 
 
 def test_render_json_has_every_tf_config(orch_env):

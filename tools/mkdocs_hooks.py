@@ -16,8 +16,7 @@ from pathlib import Path
 from mkdocs.structure.files import File, InclusionLevel
 
 REPO = Path(__file__).resolve().parent.parent
-OUTSIDE = ("benchmarks/results", "benchmarks/investigations", "experiments/results",
-           "examples")  # folders the manual may link into
+OUTSIDE = ("benchmarks", "experiments/results", "examples")  # folders the manual may link into
 MARKER = "<!-- orch-cli-reference -->"
 LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?\)")
 

@@ -1,0 +1,542 @@
+"""The figures of orch's README and manual, drawn from the committed result files.
+
+Every measured figure in README.md and docs/ (a table, a number in a sentence, a plot) is the output of a function
+here, called from a cog block in the page:
+
+    <!-- [[[cog figures.headline_table() ]]] -->
+    ...what the function prints...
+    <!-- [[[end]]] -->
+
+`make figures` runs the blocks and writes their output into the pages (and draws the plots); `make docs` runs them
+again and fails, naming the page and the figure, where the committed text is not what the data gives
+(tools/docs_check.py). A function prints Markdown and names every result file it reads through ``data()``, so a
+failure can say which file the figure comes from.
+
+Each figure says what kind of ratio it is: the headline's T(N)/T(1) is a training-time ratio (the training loop
+alone, the same work at every N), a wall ratio counts start-up and teardown too, T(N)/floor(N) compares with what
+this machine allows (floor.py), and start-up is wall − train.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from orchestrator.analysis import machine as machines  # noqa: E402
+from orchestrator.analysis import metrics  # noqa: E402
+
+READ: list[str] = []  # the result files the current block read, for the check's message
+WRITE = True  # False while checking: plots are compared with their data, not drawn
+PAGE = "README.md"  # the page whose block runs now, from the repository's root
+TRACE = False  # True while only the files each figure reads are wanted: plots neither drawn nor checked
+
+HEADLINE = "experiments/results/headline/cells.json"
+HEADLINE_FILE = "experiments/headline.yaml"
+FLOOR = "benchmarks/results/floor.json"
+FRAMEWORK_TITLES = {"tensorflow": "TensorFlow, MultiWorkerMirrored", "mwms": "TensorFlow, MultiWorkerMirrored",
+                    "mpi": "MPI (mpi4py), shared memory", "torch": "PyTorch DDP (gloo)", "jax": "JAX (gloo)"}
+
+
+class FigureError(Exception):
+    """A figure cannot be drawn from its data, or a plot was drawn from other data than its file holds."""
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+def data(rel: str) -> Any:
+    """The committed JSON file ``rel`` (from the repository's root), noted as read by this block."""
+    READ.append(rel)
+    path = ROOT / rel
+    if not path.is_file():
+        raise FigureError(f"{rel} is missing: the figure is drawn from it (benchmarks/README.md says what writes it)")
+    return json.loads(path.read_text())
+
+
+def emit(text: str) -> None:
+    """The block's output: printed, cog takes it (tools/docs_check.py runs cog with print output)."""
+    print(text.rstrip("\n"))
+
+
+# -- formatting ------------------------------------------------------------------------------------------
+def num(value: Optional[float], spec: str = ".2f", suffix: str = "") -> str:
+    """``value`` formatted, or an em dash where there is none."""
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def span(values: Sequence[float], spec: str = ".2f", suffix: str = "") -> str:
+    """The min–max of ``values``, or one value where they agree to the format."""
+    low, high = num(min(values), spec), num(max(values), spec)
+    return f"{low}{suffix}" if low == high else f"{low}–{high}{suffix}"
+
+
+def median_range(values: Sequence[float], spec: str = ".2f", suffix: str = "") -> str:
+    """The median, and the min–max in brackets where there are several values that differ."""
+    if not values:
+        return "—"
+    middle = num(statistics.median(values), spec, suffix)
+    return middle if len(values) == 1 or span(values, spec) == num(values[0], spec) else \
+        f"{middle} ({span(values, spec, suffix)})"
+
+
+def table(heads: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """A Markdown table; columns in ``right`` aligned right."""
+    align = ["---:" if i in right else "---" for i in range(len(heads))]
+    lines = ["| " + " | ".join(heads) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_line(records: Iterable[dict]) -> str:
+    """The machine a set of cells was measured on, named as orch's reports name it."""
+    found = {json.dumps(r["machine"], sort_keys=True) for r in records if isinstance(r.get("machine"), dict)}
+    if len(found) != 1:
+        raise FigureError(f"the cells were measured on {len(found)} machines; a figure names one")
+    return machines.describe(json.loads(found.pop()))
+
+
+# -- the headline: one container against N, per framework ------------------------------------------------
+def _headline() -> dict[str, Any]:
+    """The headline experiment, per framework: each repeat's T(1), T(N), their ratio, the floor and accuracies."""
+    cells = data(HEADLINE)
+    by: dict[str, dict[str, Any]] = {}
+    for record in cells.values():
+        if record.get("state") != "succeeded":
+            raise FigureError(f"{HEADLINE}: cell {record.get('run_id')} did not succeed; run the headline again")
+        fields, summary = record["fields"], record["summary"]
+        f = by.setdefault(fields["framework"], {"runs": {}, "fields": fields, "records": []})
+        f["records"].append(record)
+        f["runs"].setdefault(record["repeat"], {})[int(fields["workers"])] = record
+    out = {}
+    for name, f in by.items():
+        ns = sorted({n for runs in f["runs"].values() for n in runs})
+        if len(ns) != 2 or ns[0] != 1:
+            raise FigureError(f"{HEADLINE}: {name} has workers {ns}; the headline compares 1 with one N")
+        n = ns[1]
+        pairs = [(runs[1]["summary"], runs[n]["summary"]) for runs in f["runs"].values() if set(runs) == {1, n}]
+        floors = [runs[n]["floor"]["floor"] for runs in f["runs"].values()
+                  if isinstance(runs.get(n, {}).get("floor"), dict) and metrics.is_seconds(runs[n]["floor"].get("floor"))]
+        out[name] = {
+            "n": n, "repeats": len(pairs), "fields": f["fields"], "records": f["records"],
+            "t1": [a["train_seconds"] for a, _ in pairs], "tn": [b["train_seconds"] for _, b in pairs],
+            "ratio": [b["train_seconds"] / a["train_seconds"] for a, b in pairs],
+            "wall_ratio": [b["wall_seconds"] / a["wall_seconds"] for a, b in pairs],
+            "acc1": [a["test_accuracy"] for a, _ in pairs], "accn": [b["test_accuracy"] for _, b in pairs],
+            "floor": floors, "vs_floor": [t / statistics.median(floors) for t in [b["train_seconds"] for _, b in pairs]]
+            if floors else [],
+        }
+    return out
+
+
+def _order(names: Iterable[str]) -> list[str]:
+    known = list(FRAMEWORK_TITLES)
+    return sorted(names, key=lambda n: known.index(n) if n in known else len(known))
+
+
+def headline_ratio(framework: str) -> str:
+    """One framework's headline T(N)/T(1), median of the repeats: for a sentence."""
+    h = _headline()[framework]
+    emit(num(statistics.median(h["ratio"]), ".2f", "x"))
+
+
+def headline_table() -> None:
+    """Each framework's 1-vs-N comparison, once: training-time medians, the ratio's median and range over the
+    repeats (each repeat's T(N) over the same repeat's T(1)), and the test accuracies."""
+    h = _headline()
+    rows = []
+    for name in _order(h):
+        f = h[name]
+        rows.append([FRAMEWORK_TITLES.get(name, name), f["n"], median_range(f["t1"]), median_range(f["tn"]),
+                     f"**{num(statistics.median(f['ratio']), '.2f', 'x')}** ({span(f['ratio'], '.2f', 'x')})",
+                     f"{num(statistics.median(f['acc1']), '.4f')}, {num(statistics.median(f['accn']), '.4f')}"])
+    emit(table(["framework", "N", "T(1) s", "T(N) s", "T(N)/T(1)", "test accuracy, 1 and N"], rows,
+               right=(1, 2, 3)))
+
+
+def headline_source() -> None:
+    """Where the headline comes from: its workload, repeats, machine and the command that reproduces it."""
+    h = _headline()
+    first = next(iter(h.values()))
+    fields = first["fields"]
+    repeats = min(f["repeats"] for f in h.values())
+    records = [r for f in h.values() for r in f["records"]]
+    emit(f"The median of {repeats} repeats, and their range in brackets: {fields['dataset']} "
+         f"({fields['samples']:,} images drawn, the seed's 64/16/20 split), the {fields['model'].upper()}, "
+         f"{fields['epochs']} epochs, a global batch of {fields['batch_size']} at every N, measured in one run in "
+         f"rotated order (`orch experiment run {HEADLINE_FILE}`) on {machine_line(records)}. "
+         "T(N)/T(1) is the training-time ratio: the training loop alone, each repeat's N containers against the "
+         "same repeat's one.")
+
+
+def headline_floor_table() -> None:
+    """The headline's N-container runs against the floor measured beside each (one rank alone at the per-rank
+    batch, plus the transport's all-reduce), and their wall ratio (start-up and teardown included)."""
+    h = _headline()
+    rows = []
+    for name in _order(h):
+        f = h[name]
+        rows.append([FRAMEWORK_TITLES.get(name, name), f["n"], median_range(f["tn"]),
+                     median_range(f["floor"]) if f["floor"] else "—",
+                     median_range(f["vs_floor"]) if f["vs_floor"] else "—",
+                     f"{num(statistics.median(f['wall_ratio']), '.2f', 'x')} ({span(f['wall_ratio'], '.2f', 'x')})"])
+    emit(table(["framework", "N", "T(N) s", "floor(N) s", "T(N)/floor(N)", "wall ratio"], rows, right=(1, 2, 3, 4)))
+
+
+# -- against the floor (benchmarks/floor.py) --------------------------------------------------------------
+def _floor() -> dict[str, Any]:
+    return data(FLOOR)
+
+
+def floor_source() -> None:
+    """What floor.py's committed run measured, and when."""
+    d = _floor()
+    w = d["workload"]
+    emit(f"`python benchmarks/floor.py` ({d['repeats']} repeat of each cell, {d['cores']} cores): "
+         f"{w['dataset']}, {w['samples']:,} images drawn, the {w['model'].upper()}, {w['epochs']} epochs, global "
+         f"batch {w['global_batch']}.")
+
+
+def floor_table(workers: Sequence[int] = (2, 3, 4, 8, 16)) -> None:
+    """T(N)/floor(N) per framework and N, beside T(N)/T(1): how far each N is from what this machine allows."""
+    d = _floor()
+    heads = ["framework", *[f"N = {n}" for n in workers]]
+    rows = []
+    for name in _order(d["frameworks"]):
+        by_n = {r["workers"]: r for r in d["frameworks"][name]["rows"]}
+        one = by_n.get(1, {}).get("train_seconds")
+        cells = []
+        for n in workers:
+            r = by_n.get(n)
+            if r is None or not r.get("floor"):
+                cells.append("—")
+                continue
+            cells.append(f"**{r['train_seconds'] / r['floor']:.2f}** ({r['train_seconds'] / one:.2f}x)" if one else
+                         f"**{r['train_seconds'] / r['floor']:.2f}**")
+        rows.append([FRAMEWORK_TITLES.get(name, name), *cells])
+    emit(table(heads, rows, right=tuple(range(1, len(heads)))))
+
+
+def floor_detail_table() -> None:
+    """Every framework and N of floor.py's run: T(N), the two floors, their ratio and the largest container."""
+    d = _floor()
+    rows = []
+    for name in _order(d["frameworks"]):
+        title = FRAMEWORK_TITLES.get(name, name)
+        by_n = {r["workers"]: r for r in d["frameworks"][name]["rows"]}
+        one = by_n.get(1, {}).get("train_seconds")
+        for n, r in sorted(by_n.items()):
+            rows.append([title if n == min(by_n) else "", n, num(r["train_seconds"]),
+                         num(r["train_seconds"] / one, ".2f", "x") if one else "—", num(r.get("compute_floor")),
+                         num(r.get("transport_floor")),
+                         f"**{r['train_seconds'] / r['floor']:.2f}**" if r.get("floor") else "—",
+                         num(r.get("container_memory_mb"), ".0f")])
+    emit(table(["framework", "N", "T(N) s", "T(N)/T(1)", "compute floor s", "transport floor s", "T(N)/floor(N)",
+                "largest container MiB"], rows, right=(1, 2, 3, 4, 5, 6, 7)))
+
+
+def start_table() -> None:
+    """Where the wall time beyond training goes for the 3-container run of each framework (medians over floor.py's
+    start repeats), beside the start floor: 3 bare containers that import the framework and exit."""
+    d = _floor()
+    rows = []
+    for name in _order(d["frameworks"]):
+        o = d["frameworks"][name].get("overhead")
+        if not o:
+            continue
+        rows.append([FRAMEWORK_TITLES.get(name, name), num(o["create_and_start"]), num(o["import"]),
+                     num(o["connect_and_load"]), num(o["results_and_teardown"]), f"**{num(o['beyond_train'])}**",
+                     num(o["start_floor"]), num(o["beyond_train"] / o["start_floor"], ".2f", "x")])
+    emit(table(["framework", "create and start s", "import s", "connect and load s", "results and teardown s",
+                "wall − train s", "start floor s", "against the floor"], rows, right=tuple(range(1, 8))))
+
+
+# -- the seeds' studies (experiments/results/<name>/cells.json) -----------------------------------------
+def _experiment(name: str) -> tuple[list[dict], dict, Any]:
+    """A study's rows as its report aggregates them (the file's scaling axis and baseline), its cells and file."""
+    from orchestrator.experiments.file import load
+
+    cells = data(f"experiments/results/{name}/cells.json")
+    READ.append(f"experiments/{name}.yaml")
+    experiment = load(ROOT / "experiments" / f"{name}.yaml")
+    return metrics.aggregate(cells, experiment.report.scale, experiment.report.baseline), cells, experiment
+
+
+def _mr(value: Optional[tuple], spec: str = ".2f", scale: float = 1.0) -> str:
+    if not value:
+        return "—"
+    middle, low, high = (v * scale for v in value)
+    text = num(middle, spec)
+    return text if num(low, spec) == num(high, spec) else f"{text} ({num(low, spec)}–{num(high, spec)})"
+
+
+def experiment_source(name: str) -> None:
+    """Where a study's table comes from: its command, repeats and machine."""
+    cells = data(f"experiments/results/{name}/cells.json")
+    repeats = 1 + max(int(c.get("repeat", 0)) for c in cells.values())
+    emit(f"`orch experiment run experiments/{name}.yaml --out experiments/results`: "
+         f"{repeats} repeat{'s' if repeats > 1 else ''} of each cell (the median, with the range in brackets), on "
+         f"{machine_line(cells.values())}. Report: "
+         f"[experiments/results/{name}/report.md]({link(f'experiments/results/{name}/report.md')}).")
+
+
+def experiment_table(name: str, columns: Sequence[str], params: Sequence[str] = ()) -> None:
+    """A study's rows (a grid point or setup each) with the named ``columns`` of orch's own aggregation; ``params``
+    names the fields shown first ("setup": every field of the row not shown on its own)."""
+    rows, _cells, experiment = _experiment(name)
+    baseline = experiment.report.baseline
+    shown: dict[str, tuple[str, Callable[[dict], str]]] = {
+        "test_accuracy": ("test accuracy", lambda r: _mr(r["test_accuracy"], ".4f")),
+        "val_loss": ("val loss", lambda r: _mr(r["val_loss"], ".4f")),
+        "train": ("train s", lambda r: _mr(r["train_seconds"])),
+        "epoch": ("s per epoch", lambda r: _mr(r["epoch_seconds"])),
+        "ratio": ("T(N)/T(1)" if not baseline else
+                  "T/T(" + ", ".join(f"{k} {v}" for k, v in baseline.items()) + ")",
+                  lambda r: num(r["time_ratio"], ".2f", "x")),
+        "floor": ("floor s", lambda r: _mr(r["floor_seconds"])),
+        "vs_floor": ("T(N)/floor(N)", lambda r: num(r["vs_floor"], ".2f")),
+        "bound": ("best speedup this machine allows", lambda r: num(metrics.machine_bound(r)[0], ".2f")),
+        "speedup": ("speedup", lambda r: num(r["speedup"], ".2f")),
+        "cpu": ("CPU % per container", lambda r: _mr(r["cpu_mean_percent"], ".0f")),
+        "net": ("network MB per worker", lambda r: _mr(r["net_bytes_per_worker"], ".1f", 1e-6)),
+        "samples_per_second": ("samples/s", lambda r: _mr(r["samples_per_second"], ",.0f")),
+    }
+    def param(r: dict, name: str) -> str:
+        if name == "setup":  # every field the row sets, as the report names a setup
+            return ", ".join(f"{k} {v}" for k, v in r["params"].items() if k not in params) or "—"
+        return str(r["params"].get(name, "—"))
+
+    heads = [*params, *(shown[c][0] for c in columns)]
+    emit(table(heads, [[param(r, p) for p in params] + [shown[c][1](r) for c in columns] for r in rows]))
+
+
+# -- plots -------------------------------------------------------------------------------------------------
+def _digest(series: Any) -> str:
+    return hashlib.sha256(json.dumps(series, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _plot(rel: str, series: Any, draw: Callable[[Any], None], alt: str) -> None:
+    """The plot ``rel`` of ``series``: drawn by ``draw(axes)`` when writing, with the digest of the series in the
+    PNG; while checking, the PNG's digest must be the series' (the plot was drawn from this data)."""
+    path = ROOT / rel
+    digest = _digest(series)
+    if TRACE:
+        pass
+    elif WRITE:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        try:
+            draw(ax)
+            fig.tight_layout()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, format="png", dpi=110, metadata={"Software": None, "orch-figure-data": digest})
+        finally:
+            plt.close(fig)
+    else:
+        from PIL import Image
+
+        if not path.is_file():
+            raise FigureError(f"{rel} is missing; run `make figures`")
+        with Image.open(path) as image:
+            found = image.info.get("orch-figure-data")
+        if found != digest:
+            raise FigureError(f"{rel} was drawn from other data than {', '.join(READ)} holds; run `make figures`")
+    emit(f"![{alt}]({link(rel)})")
+
+
+def set_page(rel: str) -> None:
+    """The page whose blocks run next (links are made relative to it)."""
+    global PAGE
+    PAGE = rel
+
+
+def link(rel: str) -> str:
+    """``rel`` (from the repository's root) as a link from the page whose block runs now."""
+    return os.path.relpath(ROOT / rel, (ROOT / page()).parent)
+
+
+def page() -> str:
+    """The page whose block runs now, from the repository's root (set by tools/docs_check.py)."""
+    return PAGE
+
+
+def headline_plot(rel: str = "docs/img/headline.png") -> None:
+    """T(1) and T(N) per framework (medians, with the repeats' range), and the floor measured beside T(N)."""
+    h = _headline()
+    names = _order(h)
+    series = {n: {"t1": h[n]["t1"], "tn": h[n]["tn"], "floor": h[n]["floor"], "n": h[n]["n"]} for n in names}
+
+    def draw(ax: Any) -> None:
+        xs = range(len(names))
+        for offset, key, label in ((-0.2, "t1", "1 container"), (0.2, "tn", "N containers")):
+            med = [statistics.median(series[n][key]) for n in names]
+            low = [m - min(series[n][key]) for m, n in zip(med, names)]
+            high = [max(series[n][key]) - m for m, n in zip(med, names)]
+            ax.bar([x + offset for x in xs], med, width=0.4, yerr=[low, high], capsize=3, label=label)
+        floors = [(x + 0.2, statistics.median(series[n]["floor"])) for x, n in zip(xs, names) if series[n]["floor"]]
+        if floors:
+            ax.hlines([f for _, f in floors], [x - 0.2 for x, _ in floors], [x + 0.2 for x, _ in floors],
+                      colors="black", linestyles="dashed", label="floor of N on this machine (measured beside it)")
+        ax.set_xticks(list(xs), [f"{FRAMEWORK_TITLES.get(n, n)}\nN = {series[n]['n']}" for n in names], fontsize=8)
+        ax.set(ylabel="train time, s (median, range of repeats)", title="One container against N, same work")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+
+    _plot(rel, series, draw, "Training time of 1 and N containers per framework, with the floor of N")
+
+
+# -- what orch's containers add: N containers against N processes of one (benchmarks/processes.py) -------
+def processes_table() -> None:
+    """Train time of N containers against the same N ranks as processes of one container, side by side."""
+    d = data("benchmarks/results/processes.json")
+    rows = [[FRAMEWORK_TITLES.get(r["framework"], r["framework"]), r["workers"], num(r["containers"]),
+             num(r["processes"]), f"**{num(r['ratio'], '.2f')}**", num(r.get("shared_ratio"), ".2f")]
+            for r in d["rows"]]
+    emit(table(["framework", "N", "containers s", "processes s", "containers / processes",
+                "one network namespace / processes"], rows, right=(1, 2, 3, 4, 5)))
+
+
+def processes_source() -> None:
+    d = data("benchmarks/results/processes.json")
+    emit(f"`python benchmarks/processes.py` (median of {d['repeats']} repeats in alternating order; floor.py's "
+         "workload).")
+
+
+# -- all-reduce latency per transport (orch bench allreduce) ----------------------------------------------
+ALLREDUCE = "benchmarks/results/allreduce.json"
+
+
+def allreduce_table(size: int = 81920) -> None:
+    """The p50 of one all-reduce of ``size`` bytes per transport and ranks, against the same library on the host."""
+    d = data(ALLREDUCE)
+    rows: dict[str, dict[int, dict]] = {}
+    for r in d["rows"]:
+        if r["bytes"] == size:
+            rows.setdefault(r["transport"], {})[r["ranks"]] = r
+    ranks = sorted({n for by in rows.values() for n in by})
+    body = []
+    for transport, by in rows.items():
+        cells = []
+        for n in ranks:
+            r = by.get(n)
+            cells.append("—" if r is None else num(r["p50_us"] / 1000, ".3f", " ms") +
+                         (f" ({num(r['vs_host'], '.1f')}× the host)" if r.get("vs_host") else ""))
+        body.append([f"`{transport}`", *cells])
+    emit(table(["transport", *[f"{n} ranks" for n in ranks]], body, right=tuple(range(1, len(ranks) + 1))))
+
+
+# -- images ----------------------------------------------------------------------------------------------
+def build_table() -> None:
+    """orch's image builds: cold, up to date and after a trainer change, and the image's size, per framework."""
+    rows = []
+    for title, rel in (("TensorFlow and MPI (`orch build`)", "benchmarks/results/build_times.json"),
+                       ("PyTorch (`orch build --framework torch`)", "benchmarks/results/build_times_torch.json")):
+        d = data(rel)
+        by = {r["case"].split(" (")[0]: r for r in d["results"]}
+        rows.append([title, num(by["cold"]["seconds"], ".0f", " s"), num(by["up to date"]["seconds"], ".1f", " s"),
+                     num(by["trainer code changed"]["seconds"], ".1f", " s"),
+                     num(by["cold"]["size_bytes"] / 1e9, ".2f", " GB")])
+    emit(table(["image", "cold build", "up to date", "trainer code changed", "size"], rows, right=(1, 2, 3, 4)))
+
+
+def naive_table() -> None:
+    """orch's TensorFlow image against a naive Dockerfile of the same packages (benchmarks/targets.py)."""
+    i = data("benchmarks/results/targets.json")["images"]
+    emit(table(["build", "orch", "naive Dockerfile"], [
+        ["cold", num(i["orch_cold_seconds"], ".0f", " s"), num(i["naive_cold_seconds"], ".0f", " s")],
+        ["after a change to the trainer code", num(i["orch_warm_seconds"], ".1f", " s"),
+         num(i["naive_warm_seconds"], ".1f", " s")],
+        ["image size", num(i["orch_size_bytes"] / 1e9, ".2f", " GB"), num(i["naive_size_bytes"] / 1e9, ".2f", " GB")],
+    ], right=(1, 2)))
+
+
+# -- orch's own costs --------------------------------------------------------------------------------------
+def sampler_table() -> None:
+    """The stats sampler's CPU and the samples it keeps up with, against the docker CLI's own `stats` call."""
+    d = data("benchmarks/results/sampler_overhead.json")
+    emit(table(["containers", "sampler CPU % of one core", "samples per second (asked)", "one `docker stats` call"],
+               [[r["containers"], num(r["sampler_cpu_percent"], ".2f"),
+                 f"{num(r['samples_per_second'], '.1f')} ({r['asked_per_second']})",
+                 num(r["docker_stats_cli_seconds_per_call"], ".2f", " s")] for r in d["results"]], right=(0, 1, 2, 3)))
+
+
+def input_limits_table() -> None:
+    """How fast the worst experiment files orch accepts or refuses are read (CPU seconds, median)."""
+    d = data("benchmarks/results/input_limits.json")
+    emit(table(["input", "CPU s (median)", "outcome"],
+               [[r["input"], num(r["cpu_s_median"], ".4f"), r["outcome"].split(";")[0]] for r in d["rows"]],
+               right=(1,)))
+
+
+def swarm_nodes_table() -> None:
+    """Each step of a 3-worker job across a two-node swarm on this machine (benchmarks/swarm_nodes.py)."""
+    d = data("benchmarks/results/swarm-nodes.json")
+    emit(table(["step", "seconds"], [[step, num(seconds, ".1f")] for step, seconds in d["steps"]], right=(1,)))
+
+
+# -- what `make demo` prints (benchmarks/demo.py) ------------------------------------------------------------
+DEMO = "benchmarks/results/demo.json"
+
+
+def demo_table(framework: str = "tensorflow", width: int = 120) -> None:
+    """The comparison `orch collect` prints for the demo's 1-vs-3 pair of ``framework``, rendered by orch's own table
+    from the committed `orch collect --format json` of a `make demo` run."""
+    from rich.console import Console
+
+    from orchestrator.cli.tables import comparison_table
+
+    d = data(DEMO)
+    console = Console(width=width, record=True, color_system=None, force_terminal=False, file=open("/dev/null", "w"))
+    console.print(comparison_table(d["comparisons"][framework]["comparison"]))
+    emit("```\n" + console.export_text().rstrip() + "\n```")
+
+
+def demo_source() -> None:
+    """How long the demo took, and where."""
+    d = data(DEMO)
+    steps = dict(d["steps"])
+    sweep = next(s for name, s in steps.items() if name.startswith("orch experiment"))
+    emit(f"On {machines.describe(d['machine'])}, once the images existed, the demo took "
+         f"{d['seconds'] / 60:.0f} minutes ({sweep:.0f} s of it the quick sweep; `python benchmarks/demo.py` runs "
+         "its steps and times each).")
+
+
+# -- the benchmarks' index (benchmarks/README.md) --------------------------------------------------------------
+def bench_index() -> None:
+    """Every entry of benchmarks/suite.py: the question it answers, its command, its result files, and the figures of
+    README.md and docs/ drawn from them (found by running every figure's block and noting what it reads)."""
+    import docs_check
+    import suite
+
+    fed: dict[str, list[str]] = {}
+    here, read = PAGE, list(READ)
+    found = docs_check.sources()
+    set_page(here)
+    READ[:] = read
+    for page_rel, section, code, files in found:
+        for rel in files:
+            bench = suite.writer_of(rel)
+            if bench is not None:
+                anchor = f"[{page_rel}]({link(page_rel)})" + (f" § {section}" if section else "")
+                entry = f"{anchor}: `{code.removeprefix('figures.')}`"
+                if entry not in fed.setdefault(bench.name, []):
+                    fed[bench.name].append(entry)
+    for b in suite.SUITE:
+        emit(f"### {b.name}\n")
+        emit(f"{b.question}\n")
+        emit(f"- **Command:** `{b.shown()}` (about {b.minutes} min on 2 cores{'; needs root' if b.root else ''})")
+        emit("- **Writes:** " + ", ".join(f"[{w}]({link(w.rstrip('/'))})" for w in b.writes))
+        figures_fed = fed.get(b.name, [])
+        emit("- **Feeds:** " + ("none of the docs' figures (a reference result)" if not figures_fed else ""))
+        for entry in figures_fed:
+            emit(f"  - {entry}")
+        emit("")
