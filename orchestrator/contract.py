@@ -5,6 +5,8 @@ outside the standard library.
 """
 from __future__ import annotations
 
+import math
+
 CONTRACT_VERSION = 2
 
 # Environment variables the orchestrator sets in every worker container.
@@ -125,3 +127,37 @@ def split_sizes(samples: int) -> tuple[int, int, int]:
 def replica_dir(role: str, index: int) -> str:
     """Name of the directory of replica ``index`` of ``role`` inside the run directory."""
     return f"{role}-{index}"
+
+
+# Every JSON either side writes is strict (json.dumps(..., allow_nan=False)): a strict parser (jq, JavaScript,
+# json.loads with parse_constant) refuses NaN and Infinity. A number that is not finite is written as null, with
+# "<name>_invalid" beside it in the same object saying why; in a list, the list's own name carries the reason.
+INVALID_SUFFIX = "_invalid"
+
+
+def finite(payload):
+    """``payload`` (dicts, lists, tuples and scalars) with every float that is not finite made None, and the reason
+    beside it as ``<key>_invalid``: what json.dumps(..., allow_nan=False) then accepts. Returns a new object."""
+    return _finite(payload)[0]
+
+
+def _finite(value):
+    """(value made finite, the reason if anything in it was not)."""
+    if isinstance(value, float):
+        return (value, None) if math.isfinite(value) else (None, f"not finite: {value!r}")
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            clean, reason = _finite(item)
+            out[key] = clean
+            if reason is not None and isinstance(key, str):
+                out[key + INVALID_SUFFIX] = reason
+        return out, None
+    if isinstance(value, (list, tuple)):
+        items, first = [], None
+        for item in value:
+            clean, reason = _finite(item)
+            items.append(clean)
+            first = first or reason
+        return items, first
+    return value, None

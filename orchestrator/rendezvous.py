@@ -67,7 +67,7 @@ def derived(kind: str, cluster: Cluster, role: str, index: int) -> dict[str, str
     """The per-replica variables of a ``kind`` of rendezvous for replica (role, index)."""
     if kind == TF_CONFIG:
         config = tf_config(cluster, role, index)
-        return {} if config is None else {"TF_CONFIG": json.dumps(config, separators=(",", ":"), sort_keys=True)}
+        return {} if config is None else {"TF_CONFIG": json.dumps(config, separators=(",", ":"), sort_keys=True, allow_nan=False)}
     if kind == RANK:
         return {"RANK": str(rank(cluster, role, index))}
     if kind:

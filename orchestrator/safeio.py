@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from orchestrator.contract import finite
 from orchestrator.errors import OrchError
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -115,19 +116,33 @@ def mtime(path: Path) -> float:
 
 
 class Tail:
-    """Complete lines appended to a file a container writes, a bounded amount per read.
+    """Complete lines appended to a file a container writes, a bounded amount per read and in all.
 
-    A line longer than ``max_line`` is dropped whole (up to its newline), so a line with no newline cannot
-    grow in memory from read to read; at most ``max_read`` bytes are read per call. A link, FIFO or other
-    non-regular file yields nothing, and so does a file that shrank.
+    A line longer than ``max_line`` is dropped whole (up to its newline) and counted in ``too_long``, so a line
+    with no newline cannot grow in memory from read to read; at most ``max_read`` bytes are read per call, and
+    none past the first ``limit`` bytes of the file (``capped`` then says so, and ``unread`` how many bytes the
+    file held beyond). A link, FIFO or other non-regular file yields nothing, and so does a file that shrank.
     """
 
-    def __init__(self, path: Path, max_line: int = 64 << 10, max_read: int = 4 << 20) -> None:
-        self.path, self.max_line, self.max_read = path, max_line, max_read
+    def __init__(self, path: Path, max_line: int = 64 << 10, max_read: int = 4 << 20,
+                 limit: Optional[int] = None) -> None:
+        self.path, self.max_line, self.max_read, self.limit = path, max_line, max_read, limit
         self.offset = 0
+        self.size = 0  # the file's size when it was last opened
         self.pending = b""
         self.skipping = False  # inside an over-long line, dropping until its newline
+        self.too_long = 0
         self.refused: Optional[str] = None
+
+    @property
+    def capped(self) -> bool:
+        """Whether the file has grown past ``limit``, which is all of it this tail reads."""
+        return self.limit is not None and self.size > self.limit
+
+    @property
+    def unread(self) -> int:
+        """Bytes of the file past ``limit``, which this tail never reads."""
+        return max(self.size - self.limit, 0) if self.limit is not None else 0
 
     def read(self) -> list[bytes]:
         try:
@@ -138,11 +153,15 @@ class Tail:
             self.refused = str(exc)
             return []
         try:
-            if os.fstat(fd).st_size < self.offset:
+            self.size = os.fstat(fd).st_size
+            if self.size < self.offset:
                 self.refused = f"{self.path.name} shrank"
                 return []
+            want = self.max_read if self.limit is None else min(self.max_read, self.limit - self.offset)
+            if want <= 0:
+                return []
             os.lseek(fd, self.offset, os.SEEK_SET)
-            chunk = os.read(fd, self.max_read)
+            chunk = os.read(fd, want)
         finally:
             os.close(fd)
         self.offset += len(chunk)
@@ -153,7 +172,10 @@ class Tail:
                 self.skipping = False
             elif len(line) <= self.max_line:
                 lines.append(line)
+            else:
+                self.too_long += 1
         if self.skipping or len(rest) > self.max_line:
+            self.too_long += not self.skipping
             self.pending, self.skipping = b"", True
         else:
             self.pending = rest
@@ -188,9 +210,15 @@ def atomic_write_with(path: Path, write: Callable[[Any], Any], mode: str = "wb")
             os.close(dir_fd)
 
 
+def dumps(payload: Any, indent: Optional[int] = None, **options: Any) -> str:
+    """``payload`` as strict JSON: a number that is not finite becomes null with its reason beside it
+    (``contract.finite``), so NaN and Infinity, which a strict parser refuses, are never written."""
+    return json.dumps(finite(payload), indent=indent, allow_nan=False, default=str, **options)
+
+
 def write_json(path: Path, payload: Any) -> None:
-    """``payload`` as indented JSON, written atomically."""
-    atomic_write(path, json.dumps(payload, indent=2, default=str) + "\n")
+    """``payload`` as indented strict JSON (``dumps``), written atomically."""
+    atomic_write(path, dumps(payload, indent=2) + "\n")
 
 
 class FolderBusy(OrchError):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from orchestrator.analysis import metrics
+from orchestrator.contract import finite
 from orchestrator.safeio import atomic_write
 from orchestrator.tracking import figures as read_figures
 
@@ -117,7 +118,7 @@ def write_figures(out: Path, title: str, figures: list[tuple[read_figures.RunFig
             "axis": axis}
     script = (Path(__file__).parent / "report.js").read_text()
     # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.
-    blob = json.dumps(data, default=str, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e") \
+    blob = json.dumps(finite(data), default=str, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e") \
         .replace("&", "\\u0026")
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>

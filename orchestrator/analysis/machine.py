@@ -18,6 +18,8 @@ import platform
 from pathlib import Path
 from typing import Any, Mapping
 
+from orchestrator.contract import finite
+
 CPUINFO = Path("/proc/cpuinfo")
 # The instruction-set extensions that choose a numeric library's kernels (x86 and Arm names).
 VECTOR_FLAGS = ("sse", "ssse", "avx", "fma", "f16c", "amx", "asimd", "sve", "neon")
@@ -72,8 +74,8 @@ def where_cells_run(backend: str, engine: str) -> dict[str, Any]:
 
 def fingerprint(found: Mapping[str, Any]) -> str:
     """A short digest of an identity's fields (``id`` and ``memory_gib`` left out)."""
-    canonical = json.dumps({k: v for k, v in found.items() if k not in ("id", "memory_gib")}, sort_keys=True,
-                           default=str)
+    canonical = json.dumps(finite({k: v for k, v in found.items() if k not in ("id", "memory_gib")}), sort_keys=True,
+                           default=str, allow_nan=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

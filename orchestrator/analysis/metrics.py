@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence, TypeVar
 
+from orchestrator.contract import finite
 from orchestrator.run.records import MAX_SECONDS
 
 T = TypeVar("T")
@@ -93,9 +94,9 @@ def run_workers(summary: Mapping[str, Any]) -> int:
 
 
 def run_baselines(summaries: Iterable[Mapping[str, Any]]) -> dict[Hashable, Mapping[str, Any]]:
-    """The 1-worker runs that succeeded with a train time, by ``run_key``."""
+    """The 1-worker runs that succeeded with a train time, every worker's figures valid, by ``run_key``."""
     return baselines(summaries, lambda s: run_key(s.get("spec") or {}), run_workers,
-                     lambda s: not s.get("failed") and bool(s.get("train_seconds")))
+                     lambda s: not s.get("failed") and not s.get("partial") and bool(s.get("train_seconds")))
 
 
 def run_baseline(summary: Mapping[str, Any], index: Index) -> Optional[Mapping[str, Any]]:
@@ -108,7 +109,7 @@ SCALE = "workers"  # the axis a sweep's scaling figures are taken along, unless 
 
 def point_id(params: Mapping[str, Any]) -> str:
     """A grid point's identity: its parameters, in one text (the cells of one point, its repeats, share it)."""
-    return json.dumps(dict(params), sort_keys=True, default=str)
+    return json.dumps(finite(dict(params)), sort_keys=True, default=str, allow_nan=False)
 
 
 def point_key(params: Mapping[str, Any], axis: str = SCALE) -> str:

@@ -334,7 +334,7 @@ def _env(plan: "Plan", members: list["Replica"], role: Optional[str]) -> dict[st
     shared[0].update({k: t for k, t in templated.items() if t is not None})
     port = plan.replicas[0].port
     cluster = rendezvous.cluster_of(addresses(plan.spec, [r.key for r in plan.replicas], port))
-    env = {**shared[0], contract.ENV_CLUSTER: json.dumps(cluster, separators=(",", ":")),
+    env = {**shared[0], contract.ENV_CLUSTER: json.dumps(cluster, separators=(",", ":"), allow_nan=False),
            **({contract.ENV_RENDEZVOUS: plan.rendezvous_kind} if plan.rendezvous_kind else {}),
            contract.ENV_REPORT: contract.REPORT_STDOUT}
     if role is not None:

@@ -16,7 +16,7 @@ def yaml_quote(value: Any) -> str:
     JSON strings are valid YAML and escape quotes, backslashes and newlines; ``$`` is doubled because
     Compose would otherwise interpolate ``${VAR}`` from the host's environment.
     """
-    return json.dumps(str(value), ensure_ascii=True).replace("$", "$$")
+    return json.dumps(str(value), ensure_ascii=True, allow_nan=False).replace("$", "$$")
 
 
 @lru_cache(maxsize=1)

@@ -24,7 +24,7 @@ def main() -> None:
     if measured is not None:
         out = args.out or os.path.join(os.environ.get("ORCH_OUTPUT_DIR", "."), "allreduce.json")
         with open(out + ".tmp", "w") as f:
-            json.dump(measured, f)
+            json.dump(measured, f, allow_nan=False)  # timings, finite: strict JSON as every file orch writes
         os.replace(out + ".tmp", out)
     if probe.leave():
         return

@@ -1,7 +1,6 @@
 """`orch bench allreduce`: one all-reduce between containers, for every transport, beside bare host processes."""
 from __future__ import annotations
 
-import json
 import platform
 import re
 import time
@@ -100,7 +99,7 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
     plot(rows, out / "allreduce-latency.png")
     env.say(f"wrote {out}/allreduce.md, allreduce.json and allreduce-latency.png")
     if fmt == "json":
-        env.json(json.dumps(to_json(rows)))
+        env.json(to_json(rows))
         return
     table = Table("transport", "placement", "ranks", "size", "p50 µs", "p99 µs", "bus GB/s", "vs host")
     for r in rows:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Optional
 
 import click
@@ -134,6 +133,6 @@ def build(env: Environment, base: Optional[str], build_base: Optional[str], boot
 
             results += [BuiltImage(*r) for r in build_all(list(datasets), base or "orch-base:bookworm", say=env.say)]
     if fmt == "json":
-        env.json(json.dumps([r.__dict__ for r in results]))
+        env.json([r.__dict__ for r in results])
     else:
         env.out.print(images_table(results))

@@ -1,7 +1,6 @@
 """`orch doctor`: check the host."""
 from __future__ import annotations
 
-import json
 
 import click
 
@@ -29,7 +28,7 @@ def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
 
     checks = run_checks(fix=fix)
     if fmt == "json":
-        env.json(json.dumps([c.__dict__ for c in checks]))
+        env.json([c.__dict__ for c in checks])
     else:
         env.out.print(checks_table(checks))
     if not all(c.ok for c in checks):

@@ -15,13 +15,12 @@ from orchestrator.cli.options import complete_run_ids, format_option
 @pass_env
 def down(env: Environment, runs: tuple[str, ...], all_runs: bool, fmt: str) -> None:
     """Remove the containers and network of RUNS; their results stay in runs/<run-id>/."""
-    import json
-
+    
     from orchestrator.run.runs import down as take_down
 
     taken = take_down(list(runs), all_runs=all_runs)
     if fmt == "json":
-        env.json(json.dumps([{"run_id": run_id, "state": "down"} for run_id in taken]))
+        env.json([{"run_id": run_id, "state": "down"} for run_id in taken])
         return
     for run_id in taken:
         env.out.print(Text(f"{run_id} down"))

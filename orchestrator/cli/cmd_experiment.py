@@ -1,7 +1,6 @@
 """`orch experiment`: sweeps of training jobs described in a YAML file."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -58,9 +57,8 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
                   for c in cells}
         if fmt == "json":
             names = experiment_file.SPEC_ONLY
-            env.json(json.dumps([{"cell": c.key, "status": status[c.key], "repeat": c.repeat,
-                                  "fields": {names.get(k, k): v for k, v in c.fields.items()}} for c in cells],
-                                default=str))
+            env.json([{"cell": c.key, "status": status[c.key], "repeat": c.repeat,
+                                  "fields": {names.get(k, k): v for k, v in c.fields.items()}} for c in cells])
         else:
             env.out.print(cells_table(exp.name, cells, status))
             if exp.report.floor:
@@ -78,8 +76,8 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
         track_sweep(done.folder, targets, uri=tracking_uri, say=env.say)
     env.say(f"report: {done.report}" + (f" ({failed} failed cells)" if failed else ""))
     if fmt == "json":
-        env.json(json.dumps({"experiment": exp.name, "folder": str(done.folder), "report": str(done.report),
-                             "failed": done.failed, "cells": done.cells}, default=str))
+        env.json({"experiment": exp.name, "folder": str(done.folder), "report": str(done.report),
+                             "failed": done.failed, "cells": done.cells})
     else:
         env.out.print(Text(str(done.report)), soft_wrap=True)
     if failed:  # the report is written; the exit code says not every cell succeeded
@@ -144,7 +142,7 @@ def experiment_list(env: Environment, out_dir: Optional[str], fmt: str) -> None:
 
     found = experiments(Path(out_dir) if out_dir else default_paths().results)
     if fmt == "json":
-        env.json(json.dumps([e.to_dict() for e in found], default=str))
+        env.json([e.to_dict() for e in found])
         return
     if not found:
         env.say("no experiments yet; run one with `orch experiment run FILE`")
@@ -165,7 +163,7 @@ def experiment_show(env: Environment, name: str, out_dir: Optional[str], fmt: st
 
     past = find(Path(out_dir) if out_dir else default_paths().results, name)
     if fmt == "json":
-        env.json(json.dumps({**past.to_dict(), "cell_records": past.cells}, default=str))
+        env.json({**past.to_dict(), "cell_records": past.cells})
         return
     env.out.print(past_cells_table(past))
     for label, report in (("report", past.report("report.md")), ("interactive report", past.report("report.html"))):

@@ -1,7 +1,6 @@
 """`orch logs`: every replica's output of a run, merged in time order."""
 from __future__ import annotations
 
-import json
 import re
 from typing import Optional
 
@@ -38,6 +37,7 @@ def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int,
     """
     from orchestrator.run.logs import LogFilter, parse_since
     from orchestrator.run.runs import read_logs
+    from orchestrator.safeio import dumps
     from orchestrator.safetext import printable
 
     if raw and fmt == "json":
@@ -61,9 +61,9 @@ def logs(env: Environment, run: Optional[str], follow: bool, workers: tuple[int,
     colour = not no_color and env.stdout_isatty
     for record in records:
         if fmt == "json":  # ASCII only, DEL escaped too: no byte a terminal would read as a control
-            env.stdout.write(json.dumps({"replica": record.replica, "role": record.role, "worker": record.worker,
-                                         "stream": record.stream, "time": record.time, "line": record.line},
-                                        ensure_ascii=True).replace("\x7f", "\\u007f") + "\n")
+            env.stdout.write(dumps({"replica": record.replica, "role": record.role, "worker": record.worker,
+                                    "stream": record.stream, "time": record.time, "line": record.line},
+                                   ensure_ascii=True).replace("\x7f", "\\u007f") + "\n")
             if follow:
                 env.stdout.flush()
             continue

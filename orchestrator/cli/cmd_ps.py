@@ -1,7 +1,6 @@
 """`orch ps`: the runs and their results."""
 from __future__ import annotations
 
-import json
 
 import click
 
@@ -20,7 +19,7 @@ def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:
 
     infos = list_runs(list(runs) or None)
     if fmt == "json":
-        env.json(json.dumps([i.to_dict() for i in infos], default=str))
+        env.json([i.to_dict() for i in infos])
     elif not infos:
         env.say("no runs yet; start one with `orch up`")
     else:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Optional
 
 import click
@@ -36,7 +35,7 @@ def push(env: Environment, contexts: tuple[str, ...], dataset: Optional[str], im
     with status:
         pushed = push_images(list(contexts), dataset, image, say=env.say)
     if fmt == "json":
-        env.json(json.dumps([p.__dict__ for p in pushed]))
+        env.json([p.__dict__ for p in pushed])
         return
     table = Table("image", "context", "copied")
     for p in pushed:

@@ -1,7 +1,6 @@
 """`orch render`: the plan `orch up` would apply, started nowhere."""
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import click
@@ -26,7 +25,7 @@ def render(env: Environment, fmt: str, script_args: tuple[str, ...], requirement
 
     p = make_plan(spec_from(flags, script_args, requirements))
     if fmt == "json":
-        env.json(json.dumps(p.to_dict()))
+        env.json(p.to_dict())
     else:
         env.stdout.write(p.artifact)
         env.stdout.flush()

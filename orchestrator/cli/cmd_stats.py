@@ -1,7 +1,6 @@
 """`orch stats`: live resource figures of a running run."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Optional
 
@@ -32,7 +31,7 @@ def stats(env: Environment, run: Optional[str], interval: float, fmt: str) -> No
         snapshot = next(snapshots, {})
         snapshots.close()
         if fmt == "json":
-            env.json(json.dumps([asdict(s) for s in snapshot.values()]))
+            env.json([asdict(s) for s in snapshot.values()])
         else:
             env.out.print(stats_table(run_id, snapshot))
         return

@@ -1,7 +1,6 @@
 """`orch up`: launch a training job and watch it."""
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import click
@@ -163,7 +162,7 @@ def up(env: Environment, detach: bool, quiet: bool, stats_interval: float, fmt: 
         env.out.print(Text(info.run_id))
         return
     if fmt == "json":
-        env.json(json.dumps(info.to_dict(), default=str))
+        env.json(info.to_dict())
         return
     env.out.print(runs_table([info]))
     env.out.print(workers_table(info.workers))

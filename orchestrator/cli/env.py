@@ -7,12 +7,13 @@ Nothing here is created at import time.
 from __future__ import annotations
 
 import sys
-from typing import IO, Optional
+from typing import IO, Any, Optional
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from orchestrator.contract import finite
 from orchestrator.safetext import printable
 
 # Off a terminal rich would wrap at 80 columns; a log file or pipe wants whole lines instead.
@@ -71,9 +72,10 @@ class Environment:
         """A one-line error on stderr, plain and ``printable``."""
         self.err.print(printable(text), markup=False, highlight=False, emoji=False, soft_wrap=True)
 
-    def json(self, text: str) -> None:
-        """JSON on stdout with every character beyond ASCII escaped: the data whole, nothing a terminal reads."""
-        self.out.print_json(text, ensure_ascii=True)
+    def json(self, payload: Any) -> None:
+        """``payload`` as strict JSON on stdout (a number that is not finite is null, its reason beside it:
+        ``contract.finite``), every character beyond ASCII escaped: the data whole, nothing a terminal reads."""
+        self.out.print_json(data=finite(payload), ensure_ascii=True, allow_nan=False, default=str)
 
 
 # `@pass_env` hands a command the context's Environment (a default one if the CLI was run without main).

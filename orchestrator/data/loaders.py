@@ -91,5 +91,5 @@ def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
             plain = idx.gunzip(files[key], gz_name)
             idx.parse_idx(plain, dims, gz_name)  # the header and size, checked once more
             _write(out, f"{TORCHVISION_DIR}/FashionMNIST/raw/{IDX_NAMES[key]}", plain)
-    _write(out, MANIFEST, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+    _write(out, MANIFEST, (json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
     return record

@@ -172,7 +172,7 @@ def prepare(data_root: Path, dataset: str, say: Optional[Say] = None, source: Op
         for name in files:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(out / name, target / name)
-        (Path(tmp) / SOURCE_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        (Path(tmp) / SOURCE_FILE).write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
         os.replace(Path(tmp) / SOURCE_FILE, target / SOURCE_FILE)  # last: its presence means ready
     say(f"{dataset} ready in {target}")
     return target

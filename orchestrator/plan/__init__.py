@@ -70,7 +70,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     keys = spec.replica_keys()
     addresses = backend.addresses(spec, keys, framework.port)
     host_group = f"{keys[0][0]}-{keys[0][1]}" if framework.shares_host(spec) else ""
-    job_json = json.dumps(spec.training_fields(), sort_keys=True, separators=(",", ":"))
+    job_json = json.dumps(spec.training_fields(), sort_keys=True, separators=(",", ":"), allow_nan=False)
     # The trust boundary: a replica sees the data read-only, its own folder, and the folder its job shares
     # (checkpoints); nothing orch writes and later trusts (records, the artifact, logs, stats) is mounted.
     shared = Mount(str(run_dir / contract.SHARED_DIR), f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}", False)

@@ -13,6 +13,12 @@ import time
 from . import contract, rendezvous
 
 
+def _json(payload: dict, **options) -> str:
+    """``payload`` as strict JSON: a loss that is NaN (training diverged) or infinite is null, with the reason
+    beside it (``contract.finite``), where NaN would make a strict parser refuse the whole record."""
+    return json.dumps(contract.finite(payload), allow_nan=False, **options)
+
+
 def stdout_lines(name: str, text: str) -> list[str]:
     """``text`` (one record of file ``name``, no newline) as report lines of at most STDOUT_LINE_LIMIT bytes."""
     text = text.encode("ascii", "backslashreplace").decode("ascii")  # one byte per character, so slices bound bytes
@@ -45,9 +51,9 @@ class Reporter:
         if kind in (contract.EVENT_START, contract.EVENT_DONE):  # the CPU this process has used so far: where a
             record["cpu_seconds"] = round(time.process_time(), 3)  # start-up's seconds go (benchmarks/floor.py)
         if self._events is None:
-            self._emit(contract.EVENTS_FILE, json.dumps(record, separators=(",", ":")))
+            self._emit(contract.EVENTS_FILE, _json(record, separators=(",", ":")))
         else:
-            self._events.write(json.dumps(record) + "\n")
+            self._events.write(_json(record) + "\n")
 
     def heartbeat(self, now: float) -> None:
         if self.to_stdout:
@@ -86,11 +92,11 @@ class Reporter:
 
     def write_json(self, name: str, payload: dict) -> None:
         if self.to_stdout:
-            self._emit(name, json.dumps(payload, separators=(",", ":")))
+            self._emit(name, _json(payload, separators=(",", ":")))
             return
         tmp = os.path.join(self.dir, name + ".tmp")
         with open(tmp, "w") as f:
-            json.dump(payload, f, indent=2)
+            f.write(_json(payload, indent=2))
         os.replace(tmp, os.path.join(self.dir, name))
 
 

@@ -97,7 +97,7 @@ class TensorFlow(Framework):
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:
         hosts = [f"localhost:{p}" for p in free_ports(ranks)]
         configs = [{"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}} for i in range(ranks)]
-        return [([str(venv / "bin" / "python"), *argv], {**env, "TF_CONFIG": json.dumps(c)}) for c in configs]
+        return [([str(venv / "bin" / "python"), *argv], {**env, "TF_CONFIG": json.dumps(c, allow_nan=False)}) for c in configs]
 
 
 
