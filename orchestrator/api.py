@@ -15,7 +15,7 @@ on bad input or a failed run, and leaves nothing running.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -33,11 +33,13 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Collected:
-    """What ``collect`` wrote: one summary per run (as its summary.json), and the comparison of the runs."""
+    """What ``collect`` wrote: one summary per run (as its summary.json), and the comparison of the runs; and
+    the runs it could not collect, each with its one-line reason and exit code."""
 
     summaries: list[dict[str, Any]]
     comparison: list[dict[str, Any]]
     report: Optional[Path] = None  # the interactive HTML report: the run's own, or the runs' side by side
+    failures: list[Any] = field(default_factory=list)  # analysis.collect.Failure: (run, message, exit_code)
 
 
 @dataclass(frozen=True)
@@ -118,14 +120,16 @@ def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[
 
 def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[Paths] = None) -> Collected:
     """Gather runs (default: the newest) into ``out`` (default: the results folder), one folder each, and
-    compare them: T(N)/T(1), speedup and efficiency against the 1-worker run of the same work."""
+    compare them: T(N)/T(1), speedup and efficiency against the 1-worker run of the same work. A run that cannot
+    be collected is in ``failures``; the others are collected all the same."""
     from orchestrator.analysis import html
     from orchestrator.analysis.collect import collect as gather
     from orchestrator.analysis.collect import compare
 
     paths = paths or default_paths()
     root = Path(out) if out else paths.results
-    summaries = gather(list(run_ids) or None, out_root=root, paths=paths)
+    failures: list[Any] = []
+    summaries = gather(list(run_ids) or None, out_root=root, paths=paths, failures=failures)
     report = Path(summaries[0]["results_dir"]) / "report.html" if len(summaries) == 1 else None
     if len(summaries) > 1:
         ids = [s["run_id"] for s in summaries]
@@ -135,7 +139,8 @@ def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[P
                                 [(Path(s["results_dir"]), None) for s in summaries])
         except Exception as exc:  # noqa: BLE001 - the results are written; the side-by-side view is extra
             summaries[-1].setdefault("warnings", []).append(f"no comparison report: {type(exc).__name__}: {exc}")
-    return Collected(summaries, compare(summaries), report if report is not None and report.is_file() else None)
+    return Collected(summaries, compare(summaries), report if report is not None and report.is_file() else None,
+                     failures)
 
 
 def experiment(file: Union[str, Path], *, quick: bool = False, force: bool = False,

@@ -3,10 +3,12 @@ import csv
 import io
 import json
 import os
+import re
 import struct
 import time
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import jsonschema
 import numpy as np
@@ -22,6 +24,9 @@ from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
 from tests.bounds import HANG_S
 from tests.conftest import run_orch
+from tests.strictjson import every_file as every_json_file
+from tests.strictjson import loads as strict_loads
+from tests.test_cli_inprocess import orch as orch_cli
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "orchestrator/schemas/summary.schema.json").read_text())
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -358,7 +363,8 @@ HUGE = "1" + "0" * 400  # as a container writes it into its JSON: Python reads i
 
 def test_numbers_out_of_range_are_refused_and_collect_plots_the_rest(tmp_path):
     """Epoch and sample counts of 10**400, a loss of 1e300 and a time of 1e400 (infinity) in a worker's events and
-    result: refused at the contract, each in one line, so no sum, mean, ratio or plot meets them."""
+    result: refused at the contract, in one line, so no sum, mean, ratio or plot meets them; that worker's figures
+    are invalid, and the run's are the other worker's."""
     paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
     run = _fake_run(paths, "huge")
     folder = run.replica_dir(("worker", 0))
@@ -372,12 +378,16 @@ def test_numbers_out_of_range_are_refused_and_collect_plots_the_rest(tmp_path):
         json.dumps({**result, "samples_per_epoch": [0, 0]}).replace("[0, 0]", f"[{HUGE}, {HUGE}]"))
     [summary] = collect(["huge"], paths=paths)
     jsonschema.validate(summary, SCHEMA)
-    assert summary["epochs_completed"] == 2 and summary["loss_curve"] == [0.9, 0.4]  # only the valid epochs
+    assert summary["epochs_completed"] == 2 and summary["loss_curve"] == [0.9, 0.4]  # worker 1's
+    assert summary["partial"] and summary["train_seconds"] == 31.0
     assert summary["workers"][0]["train_seconds"] is None and summary["workers"][1]["train_seconds"] == 31.0
     [warning] = summary["warnings"]
-    assert warning.startswith("worker-0: the result of worker-0 is refused: samples_per_epoch.0: ")
+    assert warning.startswith("worker-0: its figures are invalid: record 6 of worker-0's events.jsonl is refused: "
+                              "epoch.samples: ")
+    assert summary["workers"][0]["invalid"] in warning and summary["workers"][1]["invalid"] is None
     assert "\n" not in warning and HUGE not in warning
     assert "training.png" in summary["files"] and "cpu.png" in summary["files"]
+    assert "predictions-worker-0.png" not in summary["files"]  # an invalid worker's claims are not drawn
 
 
 def test_extreme_numbers_within_range_give_no_infinite_rate(tmp_path):
@@ -390,3 +400,156 @@ def test_extreme_numbers_within_range_give_no_infinite_rate(tmp_path):
     [summary] = collect(["tiny"], paths=paths)
     assert summary["samples_per_second"] is None and summary["train_seconds"] == 1e-300
     assert "Infinity" not in (tmp_path / "results" / "tiny" / "summary.json").read_text()
+
+
+# -- each worker judged alone; several runs, each collected alone --------------------------------------------------
+def _append(run: RunDir, i: int, *records: str) -> None:
+    with open(run.replica_dir(("worker", i)) / contract.EVENTS_FILE, "a") as f:
+        f.write("".join(record + "\n" for record in records))
+
+
+def _rewrite_result(run: RunDir, i: int, text: Callable[[str], str]) -> None:
+    path = run.replica_dir(("worker", i)) / contract.RESULT_FILE
+    path.write_text(text(path.read_text()))
+
+
+def _cli(paths: Paths, *argv: str):
+    """`orch argv` in this process, on the runs of ``paths``."""
+    return orch_cli("--runs-dir", str(paths.runs), *argv)
+
+
+V = contract.CONTRACT_VERSION
+BAD_RECORDS = {  # worker 1's attack, and the words its one-line reason holds
+    "an event of an unknown contract version": (
+        lambda run: _append(run, 1, json.dumps({"v": 99, "event": "epoch", "worker": 1, "time": 1.0, "epoch": 1})),
+        "contract version 99"),
+    "a result of an unknown contract version": (
+        lambda run: _rewrite_result(run, 1, lambda t: t.replace(f'"v": {V}', '"v": 77')), "contract version 77"),
+    "a denormal train time in the result": (
+        lambda run: _rewrite_result(run, 1, lambda t: t.replace('"train_seconds": 31.0', '"train_seconds": 5e-324')),
+        "train_seconds: Value error, a denormal number is not a time"),
+    "a denormal train time in an event": (
+        lambda run: _append(run, 1, _event(1, "done", 132.0, train_seconds=5e-324, test_accuracy=0.8)), "denormal"),
+    "a negative epoch time": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch=1, seconds=-1.0)),
+                              "epoch.seconds: Input should be greater than or equal to 0"),
+    "an infinite epoch time": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch=1, seconds=float("inf"))),
+                               "epoch.seconds"),
+    "a NaN time": (lambda run: _append(run, 1, _event(1, "epoch", float("nan"), epoch=1)), "epoch.time"),
+    "a mistyped field": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch="two")), "epoch.epoch"),
+    "a missing field": (lambda run: _append(run, 1, _event(1, "done", 140.0, test_accuracy=0.8)),
+                        "done.train_seconds: Field required"),
+    "an absurd sample count": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch=1, samples=10**13)),
+                               "epoch.samples"),
+    "another worker's name": (lambda run: _append(run, 1, _event(0, "epoch", 140.0, epoch=1, loss=9.9)),
+                              "names worker 0"),
+    "a line that is not JSON": (lambda run: _append(run, 1, '{"v": 2, "event": '), "is not JSON"),
+    "a line over 64 KiB": (lambda run: _append(run, 1, _event(1, "error", 140.0, message="x" * (70 << 10))),
+                           "a line longer than 64 KiB"),
+    "a result that names another worker": (
+        lambda run: _rewrite_result(run, 1, lambda t: t.replace('"worker": 1', '"worker": 0')), "names worker 0"),
+    "a result that is a link": (lambda run: (run.replica_dir(("worker", 1)) / contract.RESULT_FILE).unlink()
+                                or (run.replica_dir(("worker", 1)) / contract.RESULT_FILE).symlink_to("/etc/passwd"),
+                                "symbolic link"),
+    "an events file that is a FIFO": (lambda run: (run.replica_dir(("worker", 1)) / contract.EVENTS_FILE).unlink()
+                                      or os.mkfifo(run.replica_dir(("worker", 1)) / contract.EVENTS_FILE),
+                                      "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(BAD_RECORDS))
+def test_a_workers_bad_record_spoils_its_own_figures_only(tmp_path, attack):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    bad, good = _fake_run(paths, "bad"), _fake_run(paths, "good")
+    (bad.path / "stats.csv").unlink()
+    (good.path / "stats.csv").unlink()
+    plant, words = BAD_RECORDS[attack]
+    plant(bad)
+    result = _cli(paths, "collect", "bad", "good", "--format", "json", "--out", str(tmp_path / "out"))
+    assert result.code == 0 and "Traceback" not in result.err, result
+    runs = {s["run_id"]: s for s in strict_loads(result.out)["runs"]}
+    summary = runs["bad"]
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["partial"] and not runs["good"]["partial"] and runs["good"]["train_seconds"] == 31.0
+    worker0, worker1 = summary["workers"]
+    assert worker0["invalid"] is None and worker0["train_seconds"] == 30.0 and worker0["samples_per_epoch"] == [1920] * 2
+    assert words in worker1["invalid"] and "\n" not in worker1["invalid"] and len(worker1["invalid"]) <= 300
+    assert worker1["train_seconds"] is worker1["test_accuracy"] is None and worker1["samples_per_epoch"] == []
+    # The run's figures are worker 0's alone: the slowest valid worker, its curve; no rate from half the workers.
+    assert summary["train_seconds"] == 30.0 and summary["loss_curve"] == [0.9, 0.4] and summary["epochs_completed"] == 2
+    assert summary["samples_per_second"] is None
+    assert f"bad: worker-1: its figures are invalid: {worker1['invalid']}" in " ".join(result.err.split())
+    with open(tmp_path / "out" / "bad" / "epochs.csv", newline="") as f:
+        assert {row["worker"] for row in csv.DictReader(f)} == {"0"}
+    rows = {r["run_id"]: r for r in strict_loads(result.out)["comparison"]}
+    assert rows["bad"]["partial"] and not rows["good"]["partial"]
+
+
+def test_an_epoch_record_without_optional_fields_is_valid_and_its_unknowns_stay_unknown(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    run = _fake_run(paths, "bare")
+    for i in (0, 1):
+        (run.replica_dir(("worker", i)) / contract.EVENTS_FILE).write_text(
+            _event(i, "epoch", 110.0, epoch=1) + "\n" + _event(i, "epoch", 120.0, epoch=2, samples=1900) + "\n")
+        _rewrite_result(run, i, lambda t: t.replace('"samples_per_epoch": [1920, 1920], ', ""))
+    [summary] = collect(["bare"], paths=paths)
+    jsonschema.validate(summary, SCHEMA)
+    assert not summary["partial"] and summary["warnings"] == []
+    assert summary["workers"][0]["samples_per_epoch"] == [None, 1900] and summary["samples_per_second"] is None
+    assert summary["loss_curve"] == [None, None] and summary["epochs_completed"] == 2
+
+
+def test_collect_of_several_runs_collects_every_run_it_can_and_says_each_failure_in_one_line(tmp_path, monkeypatch):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    _fake_run(paths, "first", workers=1)
+    _fake_run(paths, "blocked", workers=1)
+    _fake_run(paths, "broken", workers=1)
+    _fake_run(paths, "last", workers=1)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "blocked").write_text("a file where its folder goes")
+    real = summarize
+
+    def summarize_or_fail(run):
+        if run.run_id == "broken":
+            raise TypeError("a bug met on this run")
+        return real(run)
+
+    monkeypatch.setattr("orchestrator.analysis.collect.summarize", summarize_or_fail)
+    result = _cli(paths, "collect", "first", "missing", "blocked", "broken", "last", "--format", "json",
+                      "--out", str(tmp_path / "out"))
+    assert result.code == 2 and "Traceback" not in result.err
+    payload = strict_loads(result.out)
+    assert [s["run_id"] for s in payload["runs"]] == ["first", "last"]
+    assert [f["run_id"] for f in payload["failed"]] == ["missing", "blocked", "broken"]
+    errors = [line for line in result.err.splitlines() if line.startswith("orch: error: ")]
+    assert len(errors) == 3 and all(len(line) < 500 for line in errors)
+    assert errors[0].startswith("orch: error: missing: no run 'missing'")
+    assert errors[1].startswith("orch: error: blocked: cannot write its results: ")
+    assert errors[2] == "orch: error: broken: internal error: TypeError: a bug met on this run"
+    for run_id in ("first", "last"):
+        assert strict_loads((tmp_path / "out" / run_id / "summary.json").read_text())["run_id"] == run_id
+    # The table form says the same, and a single run that cannot be collected fails as it always did.
+    table = _cli(paths, "collect", "first", "missing", "--out", str(tmp_path / "out"))
+    assert table.code == 2 and "first" in table.out and "orch: error: missing: no run 'missing'" in table.err
+    alone = _cli(paths, "collect", "missing", "--format", "json", "--out", str(tmp_path / "out"))
+    assert alone.code == 2 and alone.out == "" and len(alone.err.strip().splitlines()) == 1
+    with pytest.raises(RunNotFound):  # and so does the library, asked without a list for failures
+        collect(["missing"], paths=paths)
+
+
+# -- strict JSON ----------------------------------------------------------------------------------------------------
+def test_collect_json_is_strict_where_a_ratio_overflows(tmp_path):
+    """A 1-worker baseline of 10**8 s and a 2-worker run of 1e-307 s (both within the contract's range): their speedup
+    overflows to infinity, which strict JSON has no word for. It is null, with the reason beside it."""
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    one, two = _fake_run(paths, "one", workers=1), _fake_run(paths, "two", workers=2)
+    _rewrite_result(one, 0, lambda t: t.replace('"train_seconds": 30.0', '"train_seconds": 100000000.0'))
+    for i in (0, 1):
+        _rewrite_result(two, i, lambda t: re.sub(r'"train_seconds": [0-9.]+', '"train_seconds": 1e-307', t))
+    result = _cli(paths, "collect", "one", "two", "--format", "json", "--out", str(tmp_path / "out"))
+    assert result.code == 0, result
+    rows = {r["run_id"]: r for r in strict_loads(result.out)["comparison"]}
+    assert rows["two"]["speedup"] is None and rows["two"]["speedup_invalid"] == "not finite: inf"
+    assert rows["two"]["efficiency"] is None and rows["two"]["efficiency_invalid"] == "not finite: inf"
+    assert rows["two"]["time_ratio"] == pytest.approx(1e-315)
+    for folder in ("out/one", "out/two"):
+        assert len(every_json_file(tmp_path / folder)) == 1  # summary.json, strict

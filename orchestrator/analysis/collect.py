@@ -17,12 +17,12 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from orchestrator.analysis import metrics, plots
-from orchestrator.errors import RunNotFound
+from orchestrator.errors import EXIT_FAILED, EXIT_USAGE, OrchError, RunNotFound
 from orchestrator.paths import Paths, default_paths
-from orchestrator.run.records import EpochEvent
-from orchestrator.run.rundir import Key, RunDir, RunState, resolve
+from orchestrator.run.rundir import Key, RunDir, RunState, WorkerRecords, resolve
 from orchestrator.run.stats import HOST_FILE, STATS_FILE, read_samples
 from orchestrator.safeio import Unsafe, atomic_write, locked, read_bounded, write_json
+from orchestrator.safetext import one_line
 
 SUMMARY_SCHEMA_VERSION = 1
 PREDICTIONS_LIMIT = 8 << 20  # bytes of a predictions.npz; the trainer's is about 20 KB
@@ -30,16 +30,15 @@ MEMBER_LIMIT = 1 << 20  # bytes of one array in it, unpacked
 MAX_PREDICTIONS = 100  # images in it
 EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time",
                 "compute_seconds", "allreduce_wait_seconds"]
-Events = list[tuple[Key, Any]]
 
 
 class Collected(NamedTuple):
     """What ``summarize`` read of one run."""
 
     summary: dict[str, Any]
-    epochs: list[dict[str, Any]]  # one row per replica and epoch, EPOCH_FIELDS
+    epochs: list[dict[str, Any]]  # one row per replica whose figures are valid and epoch, EPOCH_FIELDS
     stats: list[dict[str, Any]]  # the rows of stats.csv
-    events: Events  # (replica, event model), in time order
+    workers: dict[Key, WorkerRecords]  # what each replica's records gave, judged alone
     keys: list[Key]  # the run's replicas
 
 
@@ -60,60 +59,92 @@ def _container_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _epochs_of(key: Key, events: Events, result_epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Replica ``key``'s epoch rows: from its events, or from its result where it wrote no epoch events.
+def _epochs_of(got: WorkerRecords) -> list[dict[str, Any]]:
+    """A replica's epoch rows: from its events, or from its result where it wrote no epoch events.
 
     The events hold every epoch of every attempt (a failed worker writes no result.json, and a restarted
     one's result lists only its last attempt); an epoch redone after a restart counts once, the last time.
     """
-    by_epoch = {e.epoch: e.model_dump() for k, e in events if k == key and isinstance(e, EpochEvent)}
-    rows = [by_epoch[n] for n in sorted(by_epoch)] or result_epochs
-    return [{"worker": key[1], **{f: e.get(f) for f in EPOCH_FIELDS if f != "worker"}} for e in rows]
+    rows = [got.epochs[n].model_dump() for n in sorted(got.epochs)] or (got.result.epochs if got.result else [])
+    return [{"worker": got.key[1], **{f: e.get(f) for f in EPOCH_FIELDS if f != "worker"}} for e in rows]
+
+
+def _samples(got: WorkerRecords, rows: list[dict[str, Any]]) -> list[Optional[int]]:
+    """The samples of each epoch: the result's, else the epoch records' (None where one did not say)."""
+    return list(got.result.samples_per_epoch if got.result and got.result.samples_per_epoch else
+                [e["samples"] for e in rows])
+
+
+def _rate(worker: dict[str, Any]) -> Optional[float]:
+    """A worker's own samples over its own train time, if it said both."""
+    samples, seconds = worker["samples_per_epoch"], worker["train_seconds"]
+    if not seconds or not samples or any(n is None for n in samples):
+        return None
+    return sum(samples) / seconds
+
+
+def _dropped_line(got: WorkerRecords, epochs: int, marked: Optional[str]) -> Optional[str]:
+    """What was left of a replica's records, in one line; None if nothing was."""
+    parts = [f"{got.dropped:,} record(s) past the job's {epochs} epoch(s) dropped"] if got.dropped else []
+    parts += [got.capped or marked] if got.capped or marked else []
+    return f"{got.key[0]}-{got.key[1]}: " + "; ".join(parts) if parts else None
 
 
 def summarize(run: RunDir) -> Collected:
-    """The summary, epoch rows, stats rows and events of one run. Pure reading, no engine."""
+    """The summary, epoch rows, stats rows and records of one run. Pure reading, no engine.
+
+    Each replica is judged alone (``RunDir.worker_records``): one whose records fail has its figures marked invalid
+    with the reason, the run's figures come from the others, and the summary says it is ``partial``."""
     info = run.record()
     if info is None:
         raise RunNotFound(f"{run.path} holds no run (no run record)")
     everyone = info.spec.replica_keys() if info.spec is not None else []
     keys = info.spec.reporting_keys() if info.spec is not None else []
+    job_epochs = info.spec.epochs if info.spec is not None else 0
     stats = read_samples(run.path / STATS_FILE)
-    events = run.events(keys).read()
-    recorded = {(w.get("role", "worker"), w.get("worker")): w for w in info.workers}
+    recorded = {(w.get("role", "worker"), w.get("worker")): w for w in info.workers if isinstance(w, dict)}
+    workers = {key: run.worker_records(key, job_epochs) for key in keys}
     epochs: list[dict[str, Any]] = []
-    per_worker, refused = [], []
+    rows_of: dict[Key, list[dict[str, Any]]] = {}
+    per_worker, warnings = [], []
     # Replicas that serve rather than train (ps's servers and workers): their cost, with no result.
     serving = [{"role": role, "worker": i, **_container_figures([r for r in stats if (r["role"], r["worker"]) == (role, i)])}
                for role, i in everyone if (role, i) not in keys]
-    for key in keys:
+    for key, got in workers.items():
         role, i = key
-        reasons: list[str] = []
-        result = run.result(key, reasons)
-        refused += [f"{role}-{i}: {reason}" for reason in reasons]
-        worker_epochs = _epochs_of(key, events, result.epochs if result else [])
-        epochs += worker_epochs
+        result = got.result
+        rows_of[key] = rows = _epochs_of(got)
+        epochs += rows
+        marked = (recorded.get(key) or {}).get("records_capped")
+        if got.invalid is not None:
+            warnings.append(f"{role}-{i}: its figures are invalid: {got.invalid}")
+        dropped = _dropped_line(got, job_epochs, marked if isinstance(marked, str) else None)
+        if dropped is not None:
+            warnings.append(one_line(dropped, 400))
         per_worker.append({
             "role": role,
             "worker": i,
             "exit_code": (recorded.get(key) or {}).get("exit_code"),
+            "invalid": got.invalid,
             "train_seconds": result.train_seconds if result else None,
             "test_accuracy": result.test_accuracy if result else None,
-            "samples_per_epoch": (result.samples_per_epoch if result else None)
-            or [e["samples"] for e in worker_epochs],
+            "samples_per_epoch": _samples(got, rows),
             "steps_per_epoch": result.steps_per_epoch if result else None,
             "replicas": result.replicas if result else None,
+            "records_dropped": got.dropped,
+            "records_unread_bytes": got.unread,
             **_container_figures([r for r in stats if (r["role"], r["worker"]) == key]),
         })
-    train_times = [w["train_seconds"] for w in per_worker if w["train_seconds"] is not None]
-    accuracies = [w["test_accuracy"] for w in per_worker if w["test_accuracy"] is not None]
+    valid = [w for w in per_worker if w["invalid"] is None]
+    train_times = [w["train_seconds"] for w in valid if w["train_seconds"] is not None]
+    accuracies = [w["test_accuracy"] for w in valid if w["test_accuracy"] is not None]
     cpu_means = [w["cpu_mean_percent"] for w in per_worker + serving if w["cpu_mean_percent"] is not None]
     net = [w["net_rx_bytes"] + w["net_tx_bytes"] for w in per_worker + serving if w["net_rx_bytes"] is not None]
-    first = [e for e in epochs if keys and e["worker"] == keys[0][1]]  # in sync training every replica agrees
+    # The curves are the first valid worker's: in sync training every replica agrees.
+    first = rows_of[(valid[0]["role"], valid[0]["worker"])] if valid else []
     epoch_times = [e["seconds"] for e in first if e.get("seconds") is not None]
     # Throughput: every worker's own samples over its own train time, summed (measured, not assumed equal).
-    rates = [sum(w["samples_per_epoch"]) / w["train_seconds"] for w in per_worker
-             if w["train_seconds"] and w["samples_per_epoch"]]
+    rates = [rate for w in per_worker if (rate := _rate(w)) is not None and w["invalid"] is None]
     split = {name: round(sum(e[name] for e in first), 4) if first and all(e.get(name) is not None for e in first)
              else None for name in ("compute_seconds", "allreduce_wait_seconds")}
     summary = {
@@ -121,29 +152,30 @@ def summarize(run: RunDir) -> Collected:
         "run_id": info.run_id,
         "state": info.state.value,
         "failed": info.state != RunState.SUCCEEDED,
+        "partial": len(valid) < len(per_worker),  # some worker's figures are invalid: the rest are the others'
         "error": info.error,
         "spec": info.spec.model_dump(mode="json") if info.spec is not None else {},
         "started": info.started,
         "wall_seconds": info.wall_seconds,
         "train_seconds": max(train_times) if train_times else None,
         "test_accuracy": accuracies[0] if accuracies else None,
-        "epochs_completed": max((len([e for e in epochs if e["worker"] == k[1]]) for k in keys), default=0),
+        "epochs_completed": max((len(rows_of[(w["role"], w["worker"])]) for w in valid), default=0),
         "epoch_seconds": round(mean(epoch_times), 4) if epoch_times else None,
         "val_loss": first[-1].get("val_loss") if first else None,  # after the last epoch
         "val_accuracy": first[-1].get("val_accuracy") if first else None,
-        "loss_curve": [e.get("loss") for e in first],  # the first worker's training loss per epoch
+        "loss_curve": [e.get("loss") for e in first],  # the first valid worker's training loss per epoch
         "samples_per_second": round(sum(rates), 2) if rates and len(rates) == len(per_worker)
         and math.isfinite(sum(rates)) else None,  # finite: a train time of 1e-300 s is a number, not a rate
-        **split,  # the first worker's, summed over its epochs, where its trainer measures them
+        **split,  # the first valid worker's, summed over its epochs, where its trainer measures them
         "cpu_mean_percent": round(mean(cpu_means), 2) if cpu_means else None,
         "net_bytes": sum(net) if net else None,
         "stats_samples": len(stats),
         "restarts": info.restarts,
         "workers": per_worker,
         "serving": serving,
-        "warnings": refused,  # what collect skipped, one line each: refused results, unreadable predictions
+        "warnings": warnings,  # one line each: invalid workers, dropped records, unreadable predictions
     }
-    return Collected(summary, epochs, stats, events, keys)
+    return Collected(summary, epochs, stats, workers, keys)  # an invalid worker's rows are none: it kept nothing
 
 
 def _csv(fieldnames: list[str], rows: list[dict[str, Any]]) -> str:
@@ -204,19 +236,20 @@ def read_predictions(path: Path) -> Optional[tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:
-    summary, epochs, stats, events, keys = got
+    summary, epochs, stats, workers, keys = got
     run_id = summary["run_id"]
-    chief = keys[0] if keys else None
+    valid = [key for key in keys if workers[key].invalid is None]  # an invalid worker's claims are not drawn
+    chief = valid[0] if valid else None
     start = summary.get("started") or (stats[0]["time"] if stats else 0.0)
     made = []
     if stats:
-        ends = [e.time for k, e in events if k == chief and isinstance(e, EpochEvent)]
+        ends = [workers[chief].epochs[n].time for n in sorted(workers[chief].epochs)] if chief else []
         made.append(plots.cpu_plot(stats, start, ends, f"CPU per container, run {run_id}", out / "cpu.png"))
         made.append(plots.network_plot(stats, start, f"Network per container, run {run_id}", out / "network.png"))
     chief_epochs = [e for e in epochs if chief is not None and e["worker"] == chief[1]]
     if chief_epochs:
         made.append(plots.training_plot(chief_epochs, f"Loss and accuracy, run {run_id}", out / "training.png"))
-    for role, index in keys:
+    for role, index in valid:
         try:
             predictions = read_predictions(run.predictions((role, index)))
         except Unsafe as exc:
@@ -228,35 +261,63 @@ def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:
     return [p.name for p in made]
 
 
+class Failure(NamedTuple):
+    """A run ``collect`` could not collect, and why, in one line."""
+
+    run: str
+    message: str
+    exit_code: int
+
+
+def _failure(run_id: Optional[str], exc: Exception) -> Failure:
+    name = run_id if run_id is not None else "the newest run"
+    if isinstance(exc, OrchError):
+        return Failure(name, one_line(exc.message, 400), exc.exit_code)
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return Failure(name, one_line(f"cannot write its results: {exc.strerror or exc}{where}", 400), EXIT_USAGE)
+    return Failure(name, one_line(f"internal error: {type(exc).__name__}: {exc}", 400), EXIT_FAILED)
+
+
 def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None,
-            paths: Optional[Paths] = None) -> list[dict[str, Any]]:
+            paths: Optional[Paths] = None, failures: Optional[list[Failure]] = None) -> list[dict[str, Any]]:
     """Write ``<out_root>/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, plots) for each run.
 
     ``run_ids`` None means the newest run; ``out_root`` None means ``paths.results``. ``out_root`` is locked
     meanwhile (FolderBusy if another orch writes there); every file is written atomically, summary.json last.
+    With ``failures`` (a list), a run that cannot be collected is added to it (``Failure``, one line) and the
+    others are still collected; without, its error is raised.
     """
     paths = paths or default_paths()
     out_root = paths.results if out_root is None else Path(out_root)
-    runs = [resolve(paths, run_id) for run_id in run_ids] if run_ids else [resolve(paths, None)]
     summaries = []
     with locked(out_root, "collect"):
-        for run in runs:
-            got = summarize(run)
-            summary = got.summary
-            out = out_root / summary["run_id"]
-            out.mkdir(parents=True, exist_ok=True)
-            atomic_write(out / "epochs.csv", _csv(EPOCH_FIELDS, got.epochs))
-            copied = []
-            for name in (STATS_FILE, HOST_FILE):  # the host wrote these, not a container
-                if (run.path / name).is_file():
-                    atomic_write(out / name, (run.path / name).read_bytes())
-                    copied.append(name)
-            summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
-            summary["results_dir"] = str(out)
-            write_json(out / "summary.json", summary)
-            _views(out, summary)
-            summaries.append(summary)
+        for run_id in run_ids or [None]:
+            try:
+                summaries.append(_collect_one(resolve(paths, run_id), out_root))
+            except Exception as exc:  # noqa: BLE001 - one run that cannot be collected leaves the others collected
+                if failures is None:
+                    raise
+                failures.append(_failure(run_id, exc))
     return summaries
+
+
+def _collect_one(run: RunDir, out_root: Path) -> dict[str, Any]:
+    got = summarize(run)
+    summary = got.summary
+    out = out_root / summary["run_id"]
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "epochs.csv", _csv(EPOCH_FIELDS, got.epochs))
+    copied = []
+    for name in (STATS_FILE, HOST_FILE):  # the host wrote these, not a container
+        if (run.path / name).is_file():
+            atomic_write(out / name, (run.path / name).read_bytes())
+            copied.append(name)
+    summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
+    summary["results_dir"] = str(out)
+    write_json(out / "summary.json", summary)
+    _views(out, summary)
+    return summary
 
 
 def _views(out: Path, summary: dict[str, Any]) -> None:
@@ -295,6 +356,7 @@ def compare(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append({
             "run_id": s["run_id"],
             "state": s["state"],
+            "partial": bool(s.get("partial")),
             "workers": n,
             "samples": (s.get("spec") or {}).get("samples"),
             "test_accuracy": s.get("test_accuracy"),

@@ -1,7 +1,6 @@
 """`orch collect`: a run's results, CSVs and plots, and a comparison of several runs."""
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import click
@@ -25,22 +24,31 @@ def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt
     host.csv, epochs.csv, cpu.png, network.png, training.png, predictions-worker-<i>.png.
     Given several runs it also prints one comparison: time ratio T(N)/T(1), speedup T(1)/T(N) and
     efficiency speedup/N against the 1-worker run with the same data, epochs and batch.
-    Failed runs are collected too, with what they recorded.
+    Failed runs are collected too, with what they recorded. A worker whose records fail validation has
+    its figures marked invalid, and the run's are the other workers' (partial). A run that cannot be
+    collected is said in one line, the others are collected, and the exit code is not 0.
     """
     from orchestrator.api import collect as gather
 
     got = gather(*runs, out=out_dir)
     summaries, rows = got.summaries, got.comparison
     if fmt == "json":
-        payload: Any = summaries[0] if len(summaries) == 1 else {"runs": summaries, "comparison": rows}
-        env.json(json.dumps(payload, default=str))
-        return
-    env.out.print(comparison_table(rows))
-    if len(summaries) == 1:
-        env.out.print(containers_table(summaries[0]))
+        failed = [{"run_id": f.run, "error": f.message} for f in got.failures]
+        payload: Any = ((summaries or [None])[0] if len(runs) <= 1
+                        else {"runs": summaries, "comparison": rows, "failed": failed})
+        if payload is not None:
+            env.json(payload)
+    elif summaries:
+        env.out.print(comparison_table(rows))
+        if len(summaries) == 1:
+            env.out.print(containers_table(summaries[0]))
     for s in summaries:
         env.say(f"{s['run_id']}: wrote {', '.join(s['files'])} to {s['results_dir']}")
         for warning in s.get("warnings") or []:
             env.say(f"{s['run_id']}: {warning}")
     if got.report is not None:
         env.say(f"interactive report: {got.report} ({got.report.stat().st_size // 1024} KB, works offline)")
+    for failure in got.failures:
+        env.error(f"orch: error: {failure.run}: {failure.message}")
+    if got.failures:  # what was collected is written and shown; the exit code says some was not
+        raise click.exceptions.Exit(max(f.exit_code for f in got.failures))

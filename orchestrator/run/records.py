@@ -7,9 +7,10 @@ contract version this orch does not know with ContractMismatch.
 """
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from orchestrator import contract
 from orchestrator.errors import ContractMismatch
@@ -26,12 +27,22 @@ MAX_TIME = 10**11  # a Unix time, in the year 5138
 MAX_METRIC = 1e15  # the size of a loss or another figure
 MAX_FIGURES = 64  # figures of one epoch in a result
 
+
+
+def _normal(value: float) -> float:
+    """A time must be 0 or a normal float: a denormal one (below 2.2e-308) is no measurement, and dividing by it
+    overflows."""
+    if value and abs(value) < sys.float_info.min:
+        raise ValueError("a denormal number is not a time")
+    return value
+
+
 Index = Annotated[int, Field(ge=0, le=MAX_WORKERS)]
 Workers = Annotated[int, Field(ge=0, le=MAX_WORKERS)]
 Epoch = Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
-Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
-Time = Annotated[float, Field(ge=0, le=MAX_TIME)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS), AfterValidator(_normal)]
+Time = Annotated[float, Field(ge=0, le=MAX_TIME), AfterValidator(_normal)]
 Metric = Annotated[float, Field(ge=-MAX_METRIC, le=MAX_METRIC)]
 Accuracy = Annotated[float, Field(ge=0, le=100)]  # a fraction, or a user's script's percent
 Figure = Union[Annotated[int, Field(ge=-MAX_COUNT, le=MAX_COUNT)], Metric, None]
@@ -100,8 +111,7 @@ class ErrorEvent(_Record):
 Event = Annotated[Union[StartEvent, ResumedEvent, EpochEvent, DoneEvent, ErrorEvent], Field(discriminator="event")]
 
 
-class _EventAdapter(BaseModel):
-    record: Event
+_EVENT = TypeAdapter(Event)
 
 
 class Result(BaseModel):
@@ -156,7 +166,7 @@ def event_of(raw: Any, what: str = "an event") -> Any:
         raise Refused(f"{what} is refused: not a JSON object")
     _check_version(raw, what)
     try:
-        return _EventAdapter(record=raw).record
+        return _EVENT.validate_python(raw)
     except ValidationError as exc:
         raise _refused(exc, what) from None
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from orchestrator import contract
-from orchestrator.errors import DiskFull, InvalidSpec, OrchError, RunNotFound
+from orchestrator.errors import ContractMismatch, DiskFull, InvalidSpec, OrchError, RunNotFound
 from orchestrator.jobspec import JobSpec, load_spec, make_spec
 from orchestrator.paths import Paths
-from orchestrator.run.records import Refused, parse_event, result_of
-from orchestrator.safeio import Tail, atomic_write, mtime, read_json_bounded, write_json
+from orchestrator.run.records import EpochEvent, Refused, Result, event_of, parse_event, result_of
+from orchestrator.safeio import Tail, Unsafe, atomic_write, mtime, read_bounded, read_json_bounded, write_json
+from orchestrator.safetext import one_line
 
 if TYPE_CHECKING:
     from orchestrator.plan.model import Plan
@@ -29,6 +30,9 @@ RUN_FILE = "run.json"
 PLAN_FILE = "plan.json"
 LOGS_DIR = "logs"  # the replicas' saved output, <role>-<i>.log: written by orch, never mounted
 RESULT_LIMIT = 1 << 20  # bytes of a result.json orch will read
+# Bytes of a replica's events.jsonl orch reads, and writes where it copies them (run/copier.py). A trainer writes a
+# few hundred bytes an epoch; past this the replica is marked, and the rest of its file is never read.
+EVENTS_LIMIT = 64 << 20
 # What run.json and `orch ps` keep of each worker's result.
 RESULT_FIGURES = ("train_seconds", "test_accuracy", "samples_per_epoch", "steps_per_epoch", "replicas", "global_batch")
 CONTAINER_UID = 1000  # replicas never run as root; a root host hands them their folders
@@ -126,7 +130,11 @@ class EventTailer:
     the file it came from; an event that names another worker than its file's is dropped."""
 
     def __init__(self, run: "RunDir", keys: list[Key]) -> None:
-        self.tails = {key: Tail(run.replica_dir(key) / contract.EVENTS_FILE) for key in keys}
+        self.tails = {key: Tail(run.replica_dir(key) / contract.EVENTS_FILE, limit=EVENTS_LIMIT) for key in keys}
+
+    def capped(self) -> dict[Key, str]:
+        """The replicas whose events file grew past EVENTS_LIMIT, and what that left unread (one line each)."""
+        return {key: capped_line(tail.unread) for key, tail in self.tails.items() if tail.capped}
 
     def read(self) -> list[tuple[Key, Any]]:
         """New complete events since the last call, as (replica, event), in time order."""
@@ -141,6 +149,36 @@ class EventTailer:
                 if event is not None and event.worker == key[1]:
                     out.append((key, event))
         return sorted(out, key=lambda pair: pair[1].time)
+
+
+def capped_line(unread: int) -> str:
+    """What a replica's events file past EVENTS_LIMIT means, in one line."""
+    return (f"its {contract.EVENTS_FILE} passed orch's limit of {EVENTS_LIMIT >> 20} MiB"
+            + (f"; the {unread:,} bytes past it were not read" if unread else ""))
+
+
+@dataclass
+class WorkerRecords:
+    """One replica's records as ``collect`` keeps them, judged alone: what its summary needs, and no more.
+
+    ``invalid`` is the first record that failed (one line); then nothing else of the replica's own figures is
+    used, and the other replicas' stand. ``dropped`` counts the valid records the summary needs not (epochs past
+    the job's), ``unread`` the bytes past EVENTS_LIMIT, which are never read."""
+
+    key: Key
+    epochs: dict[int, EpochEvent] = field(default_factory=dict)  # the last record of each of the job's epochs
+    result: Optional[Result] = None
+    invalid: Optional[str] = None
+    records: int = 0  # valid records read
+    dropped: int = 0
+    unread: int = 0
+    capped: Optional[str] = None
+
+    def spoil(self, reason: str) -> None:
+        """Mark the replica's figures invalid for ``reason`` (the first one stands)."""
+        if self.invalid is None:
+            self.invalid = one_line(reason, 300)
+            self.epochs, self.result = {}, None
 
 
 class RunDir:
@@ -265,6 +303,82 @@ class RunDir:
             (refused if refused is not None else []).append(f"{what} is refused: it names worker {result.worker}")
             return None
         return result
+
+    def worker_records(self, key: Key, epochs: int, chunk: int = 1 << 20) -> WorkerRecords:
+        """Replica ``key``'s events and result, judged alone (``WorkerRecords``), for a job of ``epochs`` epochs.
+
+        The events file is read as a stream, ``chunk`` bytes at a time and never past EVENTS_LIMIT, and only the
+        last record of each of the job's epochs is kept: time and memory do not grow with what the replica wrote.
+        Any record that fails (not JSON, a line over 64 KiB, another contract version, a field missing, mistyped
+        or out of range, another worker's) makes the replica's figures invalid, and reading stops there."""
+        got = WorkerRecords(key)
+        name = f"{key[0]}-{key[1]}"
+        tail = Tail(self.replica_dir(key) / contract.EVENTS_FILE, max_read=chunk, limit=EVENTS_LIMIT)
+        line_no = 0
+        while got.invalid is None:
+            before = tail.offset
+            lines = tail.read()
+            if tail.refused:
+                got.spoil(f"{contract.EVENTS_FILE}: {tail.refused}")
+            elif tail.too_long:
+                got.spoil(f"{contract.EVENTS_FILE} holds a line longer than {tail.max_line >> 10} KiB")
+            for line in lines if got.invalid is None else ():
+                line_no += 1
+                if not self._keep_event(got, line, epochs, f"record {line_no} of {name}'s {contract.EVENTS_FILE}"):
+                    break
+            if tail.offset == before:
+                break
+        got.unread = tail.unread
+        if tail.capped:
+            got.capped = capped_line(tail.unread)
+        if got.invalid is None:
+            self._keep_result(got, epochs)
+        return got
+
+    @staticmethod
+    def _keep_event(got: WorkerRecords, line: bytes, epochs: int, what: str) -> bool:
+        """Judge one line of ``got``'s events and keep what the summary needs; False once the replica is invalid."""
+        try:
+            event = event_of(json.loads(line), what)
+        except (ValueError, RecursionError) as exc:  # Refused is a ValueError, and so is bad JSON
+            got.spoil(str(exc) if isinstance(exc, Refused) else f"{what} is not JSON")
+            return False
+        except ContractMismatch as exc:
+            got.spoil(exc.message)
+            return False
+        if event.worker != got.key[1]:
+            got.spoil(f"{what} names worker {event.worker}")
+            return False
+        got.records += 1
+        if isinstance(event, EpochEvent):
+            if event.epoch > epochs:
+                got.dropped += 1
+            else:  # an epoch redone after a restart counts once, the last time
+                kept = got.epochs.get(event.epoch)
+                if kept is None or event.time >= kept.time:
+                    got.epochs[event.epoch] = event
+        return True
+
+    def _keep_result(self, got: WorkerRecords, epochs: int) -> None:
+        what = f"the result of {got.key[0]}-{got.key[1]}"
+        try:
+            data = read_bounded(self.replica_dir(got.key) / contract.RESULT_FILE, RESULT_LIMIT)
+            result = None if data is None else result_of(json.loads(data), what)
+        except Unsafe as exc:
+            return got.spoil(f"{what} is refused: {exc}")
+        except OSError as exc:
+            return got.spoil(f"{what} cannot be read: {exc.strerror or exc}")
+        except (ValueError, RecursionError) as exc:
+            return got.spoil(str(exc) if isinstance(exc, Refused) else f"{what} is refused: not JSON")
+        except ContractMismatch as exc:
+            return got.spoil(exc.message)
+        if result is not None and result.worker != got.key[1]:
+            return got.spoil(f"{what} is refused: it names worker {result.worker}")
+        if result is not None and (len(result.epochs) > epochs or len(result.samples_per_epoch) > epochs):
+            got.dropped += max(len(result.epochs), len(result.samples_per_epoch)) - epochs
+            result = result.model_copy(update={"epochs": result.epochs[:epochs],
+                                               "samples_per_epoch": result.samples_per_epoch[:epochs]})
+        got.result = result
 
     def results(self, keys: list[Key]) -> list[dict[str, Any]]:
         """Per-replica result figures (``{"role": r, "worker": i}`` and Nones where a replica wrote none)."""
