@@ -1,5 +1,8 @@
 """The run directory handle: records, events attributed by file, results, and finding runs."""
 import json
+import os
+import time
+import tracemalloc
 
 import pytest
 
@@ -9,6 +12,7 @@ from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
+from tests.bounds import HANG_S
 
 
 @pytest.fixture
@@ -151,3 +155,74 @@ def test_removing_the_shared_folder_never_follows_a_planted_link(paths, tmp_path
     assert shutil.rmtree.avoids_symlink_attacks
     shutil.rmtree(run.shared)
     assert (keep / "precious").read_text() == "x" and not run.shared.exists()
+
+
+# -- a worker's records for collect: a stream, bounded, kept only as far as the summary needs ----------------------
+def _epoch_line(worker: int, epoch: int, when: float) -> bytes:
+    return (json.dumps({"v": contract.CONTRACT_VERSION, "event": "epoch", "worker": worker, "time": when,
+                        "epoch": epoch, "loss": 1.0 / epoch, "samples": 100, "seconds": 1.0}) + "\n").encode()
+
+
+def _distinct_epochs(path, size: int, worker: int = 0) -> int:
+    """``path`` filled with about ``size`` bytes of epoch records, every one of another epoch; how many."""
+    lines, written, n = [], 0, 0
+    while written < size:
+        n += 1
+        lines.append(_epoch_line(worker, n, 100.0 + n))
+        written += len(lines[-1])
+    path.write_bytes(b"".join(lines))
+    return n
+
+
+def test_worker_records_keep_one_record_per_epoch_of_the_job_and_count_the_rest(paths):
+    run, _ = _made(paths)
+    events = run.replica_dir(("worker", 0)) / contract.EVENTS_FILE
+    written = _distinct_epochs(events, 256 << 10)
+    with open(events, "ab") as f:  # epoch 2 redone after a restart: the later record counts
+        f.write(_epoch_line(0, 2, 10_000.0).replace(b'"loss": 0.5', b'"loss": 0.25'))
+    got = run.worker_records(("worker", 0), epochs=5)
+    assert got.invalid is None and sorted(got.epochs) == [1, 2, 3, 4, 5] and got.epochs[2].loss == 0.25
+    assert got.records == written + 1 and got.dropped == written - 5 and got.unread == 0 and got.capped is None
+
+
+def test_worker_records_read_no_further_than_the_limit_however_large_the_file(paths, monkeypatch):
+    """A file of 4 GiB (sparse: its records, then a hole) costs what its first EVENTS_LIMIT bytes cost."""
+    from orchestrator.run import rundir
+
+    monkeypatch.setattr(rundir, "EVENTS_LIMIT", 1 << 20)
+    run, _ = _made(paths)
+    events = run.replica_dir(("worker", 0)) / contract.EVENTS_FILE
+    _distinct_epochs(events, 2 << 20)
+    os.truncate(events, 4 << 30)
+    started = time.monotonic()
+    got = run.worker_records(("worker", 0), epochs=5)
+    assert time.monotonic() - started < HANG_S
+    assert got.invalid is None and len(got.epochs) == 5 and got.unread == (4 << 30) - (1 << 20)
+    assert got.capped == f"its events.jsonl passed orch's limit of 1 MiB; the {got.unread:,} bytes past it were not read"
+    assert got.records < (1 << 20) // 100  # records of the first MiB only
+
+
+def test_worker_records_hold_memory_of_one_chunk_whatever_the_file_holds(paths):
+    """Reading 4 MiB of distinct epoch records, 128 KiB at a time, holds less than 2 MiB at its peak."""
+    run, _ = _made(paths)
+    events = run.replica_dir(("worker", 0)) / contract.EVENTS_FILE
+    _distinct_epochs(events, 4 << 20)
+    tracemalloc.start()
+    try:
+        got = run.worker_records(("worker", 0), epochs=5, chunk=128 << 10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got.invalid is None and len(got.epochs) == 5 and got.dropped > 25_000
+    assert peak < 2 << 20, f"{peak:,} bytes at the peak"
+
+
+def test_worker_records_stop_at_the_first_bad_record_and_keep_nothing_of_the_worker(paths):
+    run, _ = _made(paths)
+    folder = run.replica_dir(("worker", 1))
+    (folder / contract.EVENTS_FILE).write_bytes(_epoch_line(1, 1, 1.0) + b"[1, 2]\n" + _epoch_line(1, 2, 2.0))
+    (folder / contract.RESULT_FILE).write_text(json.dumps({"v": contract.CONTRACT_VERSION, "worker": 1,
+                                                           "train_seconds": 3.0}))
+    got = run.worker_records(("worker", 1), epochs=5)
+    assert got.invalid == "record 2 of worker-1's events.jsonl is refused: not a JSON object"
+    assert got.epochs == {} and got.result is None and got.records == 1

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator import contract
+from orchestrator.analysis.collect import collect
 from orchestrator.errors import WorkerFailed
+from orchestrator.run import copier, rundir
 from orchestrator.run.rundir import RunDir, RunState
-from tests.fakes import START, FakeBackend, heartbeat, trainer
+from tests.fakes import START, FakeBackend, heartbeat, raw_event, trainer
 from tests.test_log_reports import copier_for, say
 from tests.test_runner import Harness, stopped_within, stuck_at
 from tests.test_safeio import assert_outside_untouched, outside, plant_tree  # noqa: F401 - a fixture
@@ -169,3 +171,46 @@ def test_the_disk_scan_counts_allocated_blocks_never_follows_links_and_stops_ear
         assert "more than 10 files and folders" in disk.verdict(crowded, limit_mb=0)
     finally:
         disk.MAX_ENTRIES = monkeypatch_max
+
+
+# -- record files past their limit ---------------------------------------------------------------------------
+def _flood(count: int = 12, size: int = 4000) -> list:
+    """Error events of ``size`` characters each, written between the epochs of a healthy trainer."""
+    return [raw_event(1.5, {"v": contract.CONTRACT_VERSION, "event": "error", "message": "x" * size})] * count
+
+
+def test_a_replica_whose_events_pass_the_limit_is_read_no_further_and_marked(h, monkeypatch):
+    """On Compose a replica writes its events file itself: orch reads its first EVENTS_LIMIT bytes and no more,
+    says so once, marks the replica in run.json, and judges the run by what the replicas did."""
+    monkeypatch.setattr(rundir, "EVENTS_LIMIT", 16 << 10)
+    p = h.plan(workers=2)
+    info = h.apply(p, h.backend({0: trainer(), 1: sorted(trainer() + _flood(), key=lambda s: s.at)}))
+    assert info.state == RunState.SUCCEEDED
+    assert (p.run_dir / "worker-1" / contract.EVENTS_FILE).stat().st_size > 48 << 10
+    said = [line for line in h.said if "passed orch's limit" in line]
+    assert len(said) == 1 and said[0].startswith("worker-1: its events.jsonl passed orch's limit of 16 KiB; ")
+    assert said[0].endswith("; orch reads no more of its records")
+    workers = h.record(p).workers
+    assert "records_capped" not in workers[0] and workers[1]["records_capped"].startswith(
+        "its events.jsonl passed orch's limit of 16 KiB")
+    assert sum(1 for e in h.events if e.worker == 1 and e.event == "done") == 0  # past the limit: never read
+    [summary] = collect([p.spec.run_id], paths=h.paths)
+    assert not summary["partial"] and summary["workers"][1]["records_unread_bytes"] > 0
+    assert any(w.startswith("worker-1: its events.jsonl passed orch's limit of 16 KiB") for w in summary["warnings"])
+
+
+def test_a_replica_whose_stdout_records_pass_the_limit_is_copied_no_further_and_marked(h, monkeypatch):
+    """On Swarm and Kubernetes orch writes the events file from what the replica printed: it stops at the limit."""
+    monkeypatch.setattr(copier, "EVENTS_FILE_LIMIT", 16 << 10)
+    p = h.plan(workers=2)
+    info = h.apply(p, h.backend({0: trainer(), 1: sorted(trainer() + _flood(), key=lambda s: s.at)},
+                                reports_on_stdout=True, part_size=8000))
+    assert info.state == RunState.SUCCEEDED
+    assert (p.run_dir / "worker-1" / contract.EVENTS_FILE).stat().st_size <= 16 << 10
+    assert h.record(p).workers[1]["records_capped"] == (
+        "its events.jsonl reached orch's limit of 16 KiB; the records after it were not copied")
+    assert [line for line in h.said if "reached orch's limit" in line] == [
+        "worker-1: its events.jsonl reached orch's limit of 16 KiB; the records after it were not copied; "
+        "orch reads no more of its records"]
+    [summary] = collect([p.spec.run_id], paths=h.paths)
+    assert any("reached orch's limit of 16 KiB" in w for w in summary["warnings"])

@@ -22,13 +22,13 @@ from typing import Any, Iterable, Optional
 
 from orchestrator import contract
 from orchestrator.backends import Backend, Key, ReplicaState
-from orchestrator.run.rundir import RESULT_LIMIT, RunDir
+from orchestrator.run.rundir import EVENTS_LIMIT, RESULT_LIMIT, RunDir, size_text
 from orchestrator.run.stdout import Assembler
 from orchestrator.safeio import Unsafe, append_bounded, atomic_write
 
 LINE_LIMIT = contract.STDOUT_LINE_LIMIT + 64  # a report line with the engine's timestamp in front
 EVENT_LIMIT = 64 << 10  # bytes of one event, as the event tailer reads them
-EVENTS_FILE_LIMIT = 64 << 20  # bytes an events.jsonl may grow to
+EVENTS_FILE_LIMIT = EVENTS_LIMIT  # bytes an events.jsonl may grow to: what orch reads of one
 PULL_INTERVAL = 1.0  # seconds between two reads of the same replica's output
 
 
@@ -44,6 +44,11 @@ def stamp_ns(stamp: str) -> Optional[int]:
     except ValueError:
         return None
     return int(seconds) * 1_000_000_000 + int((frac + "000000000")[:9] or 0)
+
+
+def _events_full() -> str:
+    return (f"its {contract.EVENTS_FILE} reached orch's limit of {size_text(EVENTS_FILE_LIMIT)}; the records after "
+            "it were not copied")
 
 
 @dataclass
@@ -65,6 +70,7 @@ class ReportCopier:
         self.backend, self.run, self.keys, self.clock, self.interval = backend, run, set(keys), clock, interval
         self.cursors: dict[Key, _Cursor] = {}
         self._last_pull: Optional[float] = None
+        self.capped: dict[Key, str] = {}  # replicas whose records passed a limit, and which: one line each
 
     def pull(self, states: Iterable[ReplicaState], force: bool = False) -> None:
         """Copy what each replica in ``states`` printed since the last pull; at most once per ``interval`` unless
@@ -126,6 +132,8 @@ class ReportCopier:
                         if len(text) <= EVENT_LIMIT and size + len(text) + 1 <= EVENTS_FILE_LIMIT:
                             events.append(text)
                             size += len(text) + 1
+                        elif len(text) <= EVENT_LIMIT:
+                            self._cap(state.key, _events_full())
                     else:
                         self._write(state.key, name, text)
                 if events:
@@ -133,16 +141,24 @@ class ReportCopier:
             except OSError:
                 continue  # e.g. the replica's folder is gone: its records have nowhere to go
 
+    def _cap(self, key: Key, line: str) -> None:
+        self.capped.setdefault(key, line)
+
     def _write(self, key: Key, name: str, text: str) -> None:
         folder = self.run.replica_dir(key)
         if name == contract.EVENTS_FILE:
             if len(text) <= EVENT_LIMIT:
                 with contextlib.suppress(Unsafe):  # a FIFO or link planted there: refused, never waited on
-                    append_bounded(folder / name, (text + "\n").encode("utf-8", "replace"), EVENTS_FILE_LIMIT)
+                    if not append_bounded(folder / name, (text + "\n").encode("utf-8", "replace"), EVENTS_FILE_LIMIT):
+                        self._cap(key, _events_full())
         elif name == contract.HEARTBEAT_FILE:
             self._heartbeat(folder / name, text)
-        elif name == contract.RESULT_FILE and len(text) <= RESULT_LIMIT:
-            atomic_write(folder / name, text + "\n")
+        elif name == contract.RESULT_FILE:
+            if len(text) <= RESULT_LIMIT:
+                atomic_write(folder / name, text + "\n")
+            else:
+                self._cap(key, f"its {contract.RESULT_FILE} was over orch's limit of {size_text(RESULT_LIMIT)}, "
+                               "and was not copied")
 
     def _heartbeat(self, path: Path, text: str) -> None:
         """The heartbeat file with the replica's time as its modification time, which is what RunDir reads;

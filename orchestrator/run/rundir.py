@@ -151,9 +151,14 @@ class EventTailer:
         return sorted(out, key=lambda pair: pair[1].time)
 
 
+def size_text(size: int) -> str:
+    """A limit in bytes, as people write it: 64 MiB, 16 KiB."""
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} bytes"
+
+
 def capped_line(unread: int) -> str:
     """What a replica's events file past EVENTS_LIMIT means, in one line."""
-    return (f"its {contract.EVENTS_FILE} passed orch's limit of {EVENTS_LIMIT >> 20} MiB"
+    return (f"its {contract.EVENTS_FILE} passed orch's limit of {size_text(EVENTS_LIMIT)}"
             + (f"; the {unread:,} bytes past it were not read" if unread else ""))
 
 

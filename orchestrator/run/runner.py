@@ -73,15 +73,30 @@ class _Attempt:
     """One launch of the whole group, watched until the supervisor's verdict is more than ``wait``."""
 
     def __init__(self, p: Plan, backend: Backend, run: RunDir, on_event: OnEvent, poll: float, clock: Any,
-                 on_state: Optional[OnState] = None) -> None:
+                 on_state: Optional[OnState] = None, say: Say = lambda _msg: None) -> None:
         self.p, self.backend, self.run, self.on_event, self.poll, self.clock = p, backend, run, on_event, poll, clock
-        self.on_state = on_state
+        self.on_state, self.say = on_state, say
         self.seen: dict[tuple[str, int], tuple[Any, Optional[int]]] = {}
         self.tailer = run.events(p.spec.replica_keys())
         # Where the replicas share no folder with orch, their records come as lines on stdout, copied into the
         # run directory here; everything below reads the run directory as it does for Compose.
         self.copier = (ReportCopier(backend, run, p.spec.replica_keys(), clock=clock)
                        if backend.reports_on_stdout else None)
+        self._said: set[tuple[str, int]] = set()
+
+    def capped(self) -> dict[tuple[str, int], str]:
+        """The replicas whose record files passed orch's limits, as they were written or read: one line each."""
+        return {**self.tailer.capped(), **(self.copier.capped if self.copier is not None else {})}
+
+    def _read_events(self) -> tuple[Any, ...]:
+        events = tuple(self.tailer.read())
+        for key, event in events:
+            self.on_event(key, event)
+        for key, line in self.capped().items():  # said once, when it happens; run.json marks the replica
+            if key not in self._said:
+                self._said.add(key)
+                self.say(f"{key[0]}-{key[1]}: {line}; orch reads no more of its records")
+        return events
 
     def watch(self, restarts: int) -> Decision:
         keys = self.p.spec.reporting_keys()
@@ -95,9 +110,7 @@ class _Attempt:
             if self.copier is not None:
                 states = self.backend.states(self.p.spec.run_id)
                 self.copier.pull(states)
-            events = tuple(self.tailer.read())
-            for key, event in events:
-                self.on_event(key, event)
+            events = self._read_events()
             if self.copier is None:
                 states = self.backend.states(self.p.spec.run_id)
             self._states_seen(states)
@@ -116,8 +129,7 @@ class _Attempt:
                     decision = blame_memory(decision, _memory(self.backend, states, self.run))
                 if self.copier is not None:
                     self.copier.pull(states, force=True)
-                for key, event in self.tailer.read():
-                    self.on_event(key, event)
+                self._read_events()
                 return decision
             state = decision.watch
             clock.sleep(self.poll)
@@ -220,7 +232,7 @@ def apply(
         f"image {p.image}")
     launched = False
     sampler: Optional[Sampler] = None
-    attempt = _Attempt(p, backend, run, on_event, poll, clock, on_state)
+    attempt = _Attempt(p, backend, run, on_event, poll, clock, on_state, say)
     streamer: Optional[logs.Streamer] = None
     try:
         applied = time.time()
@@ -285,7 +297,7 @@ def apply(
                     sampler.stop()
             finally:  # the finish runs, and writes the record, whatever stopping the sampler met
                 if not (detach and launched):
-                    _finish(backend, p, run, info, started, attempt.copier, say)
+                    _finish(backend, p, run, info, started, attempt, say)
                     if info.state == RunState.INTERRUPTED:
                         say(f"interrupted: containers removed; what was written is in {run.path}")
         except KeyboardInterrupt:
@@ -311,11 +323,13 @@ def _force_remove(backend: Backend, p: Plan, run: RunDir, info: RunInfo) -> None
 
 
 def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: float,
-            copier: Optional[ReportCopier] = None, say: Say = lambda _msg: None) -> None:
+            attempt: Optional[_Attempt] = None, say: Say = lambda _msg: None) -> None:
     """Save logs and results, remove the run's replicas and network, and write the record, whatever
-    happened: each step runs even when an earlier one failed, and the record is written last of all."""
+    happened: each step runs even when an earlier one failed, and the record is written last of all. A replica
+    whose record files passed orch's limits is marked in it (``records_capped``)."""
     exit_codes: dict[tuple[str, int], Optional[int]] = {}
     keys = p.spec.reporting_keys()
+    copier = attempt.copier if attempt is not None else None
     try:
         states = backend.states(p.spec.run_id)
         exit_codes = {s.key: s.exit_code for s in states}
@@ -341,8 +355,11 @@ def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: floa
                     info.state, info.error = RunState.FAILED, exc.message
                 raise
             finally:
+                capped = attempt.capped() if attempt is not None else {}
                 for key, w in zip(keys, info.workers):
                     w["exit_code"] = exit_codes.get(key)
+                    if key in capped:
+                        w["records_capped"] = capped[key]
                     # None: still running when orch stopped it, after it had written its result
                     w["stopped_after_result"] = w["exit_code"] is None and w["test_accuracy"] is not None
                 run.write_record(info)
