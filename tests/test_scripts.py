@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,9 @@ from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.records import parse_event, parse_result
+from orchestrator.run import scripts
 from orchestrator.run.scripts import absolute, check, snapshot
+from tests.bounds import HANG_S
 from orchestrator.run.supervisor import Observation, Verdict, Watch, decide
 from tests.test_cli_inprocess import one_line_error, orch
 from tests.test_supervisor import NOW, ev, rs
@@ -64,7 +70,7 @@ def test_check_refuses_what_cannot_be_copied(tmp_path):
         check(_spec(tmp_path / "folder.py"))
     (tmp_path / "ok.py").write_text("print(1)\n")
     listing = check(_spec(tmp_path / "ok.py"))
-    assert ("ok.py", 9) in listing.files and listing.folder == tmp_path.resolve()
+    assert ("ok.py", 9) in [(f.path, f.size) for f in listing.files] and listing.folder == tmp_path.resolve()
 
 
 def test_a_snapshot_refuses_root_homes_and_orchs_own_folders(tmp_path, monkeypatch):
@@ -268,3 +274,217 @@ def test_an_experiment_names_its_script_relative_to_its_own_folder(tmp_path):
     cells = expand(load(path))
     assert {c.fields["script"] for c in cells} == {str(tmp_path / "train.py")}
     assert cells[0].fields["script_args"] == ["--epochs", "2"]
+
+
+# -- the snapshot: no name, race or link changes what its hash list says -------------------------------------------
+def _tree(root: Path, files: dict) -> Path:
+    """``root`` holding ``files`` (relative path, str or bytes name -> content), and train.py."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.py").write_text("print(1)\n")
+    for name, content in files.items():
+        path = os.path.join(os.fsencode(root), os.fsencode(name))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+    return root
+
+
+def _snap(src: Path, run: Path):
+    run.mkdir(parents=True)
+    return snapshot(check(_spec(src / "train.py")), run / "source"), (run / "source.sha256").read_bytes()
+
+
+def _sha256sum_checks(run: Path) -> None:
+    """coreutils' sha256sum reads the list back and finds every file as hashed."""
+    proc = subprocess.run(["sha256sum", "--check", "--strict", "../source.sha256"], cwd=run / "source",
+                          capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_name_with_a_newline_cannot_forge_another_files_line(tmp_path):
+    """Listed raw, a file named "x\\n<hash of y>  y" writes a line that looks like y's: a tree of it alone listed
+    exactly as a tree of x and y. Escaped as sha256sum escapes it, every file is one line and the trees differ."""
+    body_x, body_y = b"x = 1\n", b"y = 2\n"
+    forged = "x\n" + hashlib.sha256(body_y).hexdigest() + "  y"
+    honest, _ = _snap(_tree(tmp_path / "honest", {"x": body_x, "y": body_y}), tmp_path / "run1")
+    forging, listed = _snap(_tree(tmp_path / "forging", {forged: body_x}), tmp_path / "run2")
+    assert honest["sha256"] != forging["sha256"]
+    assert listed.count(b"\n") == 2 and b"  x\\n" in listed  # train.py and the one escaped line
+    assert listed.split(b"\n")[1].startswith(b"\\" + hashlib.sha256(body_x).hexdigest().encode())
+    _sha256sum_checks(tmp_path / "run2")
+
+
+def test_names_with_backslashes_newlines_and_any_bytes_list_apart_and_check(tmp_path):
+    names = {"a\\nb": b"1", "a\nb": b"2", "back\\slash": b"3", "crlf\r\n.py": b"4", b"latin-\xff.py": b"5",
+             "pkg/deep\nname.py": b"6", "plain.py": b"7"}
+    record, listed = _snap(_tree(tmp_path / "src", names), tmp_path / "run")
+    lines = listed.split(b"\n")[:-1]
+    assert record["files"] == len(lines) == len(names) + 1 and len(set(lines)) == len(lines)
+    assert b"\\" + hashlib.sha256(b"1").hexdigest().encode() + b"  a\\\\nb" in lines
+    assert b"\\" + hashlib.sha256(b"2").hexdigest().encode() + b"  a\\nb" in lines
+    assert hashlib.sha256(b"5").hexdigest().encode() + b"  latin-\xff.py" in lines  # its bytes, as on disk
+    assert hashlib.sha256(listed).hexdigest() == record["sha256"]
+    _sha256sum_checks(tmp_path / "run")
+
+
+@pytest.fixture
+def secret(tmp_path) -> Path:
+    """A folder outside the source, laid out as the source's pkg/ (the same names and sizes): what a swap would
+    have copied."""
+    (tmp_path / "outside").mkdir()
+    for name in ("model.py", "util.py"):
+        (tmp_path / "outside" / name).write_text("SECRT\n")
+    return tmp_path / "outside"
+
+
+def _source_with_pkg(tmp_path: Path) -> Path:
+    return _tree(tmp_path / "src", {"pkg/model.py": b"X = 1\n", "pkg/util.py": b"Y = 2\n"})
+
+
+def _nothing_of(secret: Path, run: Path) -> None:
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert b"SECRT" not in path.read_bytes(), path
+
+
+def test_a_folder_swapped_for_a_link_between_listing_and_copy_is_refused(tmp_path, secret):
+    src = _source_with_pkg(tmp_path)
+    listing = check(_spec(src / "train.py"))
+    (src / "pkg").rename(tmp_path / "pkg.real")
+    (src / "pkg").symlink_to(secret)  # the same names and sizes: only the identity tells them apart
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec) as caught:
+        snapshot(listing, tmp_path / "run" / "source")
+    assert "pkg was replaced by a link or a file while orch copied the folder" in caught.value.message
+    assert "\n" not in caught.value.message and not (tmp_path / "run" / "source.sha256").exists()
+    _nothing_of(secret, tmp_path / "run")
+
+
+def test_a_folder_swapped_for_another_folder_between_listing_and_copy_is_refused(tmp_path, secret):
+    src = _source_with_pkg(tmp_path)
+    listing = check(_spec(src / "train.py"))
+    (src / "pkg").rename(tmp_path / "pkg.real")
+    shutil.copytree(tmp_path / "pkg.real", src / "pkg")
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec, match="pkg was replaced by another folder"):
+        snapshot(listing, tmp_path / "run" / "source")
+
+
+def test_a_folder_swapped_for_a_link_during_the_copy_is_never_followed(tmp_path, secret, monkeypatch):
+    """The swap comes while pkg/model.py is being copied: pkg/util.py is read through the folder's fd, which still
+    names the folder listed (now pkg.real), never through the link now at its path."""
+    src = _source_with_pkg(tmp_path)
+    listing = check(_spec(src / "train.py"))
+    real_chunks = scripts._chunks
+
+    def swap_then_read(fd, size):
+        if not (src / "pkg").is_symlink():
+            (src / "pkg").rename(tmp_path / "pkg.real")
+            (src / "pkg").symlink_to(secret)
+        yield from real_chunks(fd, size)
+
+    monkeypatch.setattr(scripts, "_chunks", swap_then_read)
+    (tmp_path / "run").mkdir()
+    record = snapshot(listing, tmp_path / "run" / "source")
+    assert record["files"] == 3 and (tmp_path / "run" / "source" / "pkg" / "util.py").read_text() == "Y = 2\n"
+    _nothing_of(secret, tmp_path / "run")
+    _sha256sum_checks(tmp_path / "run")
+
+
+def test_a_file_swapped_for_a_link_between_listing_and_copy_is_refused(tmp_path, secret):
+    src = _source_with_pkg(tmp_path)
+    listing = check(_spec(src / "train.py"))
+    (src / "pkg" / "model.py").unlink()
+    (src / "pkg" / "model.py").symlink_to(secret / "model.py")
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec, match="pkg/model.py was replaced by a link while"):
+        snapshot(listing, tmp_path / "run" / "source")
+    _nothing_of(secret, tmp_path / "run")
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda path: path.write_bytes(b"X = 100\n"), "changed size (6 bytes listed, 8 now)"),
+    (lambda path: (path.unlink(), path.write_bytes(b"X = 9\n")), "was replaced"),  # perhaps with the same inode
+    (lambda path: path.write_bytes(b"X = 9\n"), "was replaced or rewritten"),
+    (lambda path: path.unlink(), "is gone"),
+    (lambda path: (path.unlink(), os.mkfifo(path)), "was replaced by another file"),
+])
+def test_a_file_that_changes_between_listing_and_copy_is_refused(tmp_path, change, reason):
+    src = _source_with_pkg(tmp_path)
+    listing = check(_spec(src / "train.py"))
+    change(src / "pkg" / "model.py")
+    (tmp_path / "run").mkdir()
+    started = time.monotonic()
+    with pytest.raises(InvalidSpec) as caught:
+        snapshot(listing, tmp_path / "run" / "source")
+    assert reason in caught.value.message and "pkg/model.py" in caught.value.message
+    assert time.monotonic() - started < HANG_S  # a FIFO is refused, never waited on
+
+
+@pytest.mark.parametrize("grow, reason", [(True, "grew past the 3,145,728 bytes listed"),
+                                          (False, "shrank (3,145,728 bytes listed, 1,048,576 read)")])
+def test_a_file_that_grows_or_shrinks_while_it_is_copied_is_refused(tmp_path, monkeypatch, grow, reason):
+    """Copied as it grew, the snapshot would hold bytes the listing never saw; the copy reads what was listed,
+    sees the rest, and refuses."""
+    src = _tree(tmp_path / "src", {"weights.bin": b"\0" * (3 << 20)})
+    listing = check(_spec(src / "train.py"))
+    real_chunks = scripts._chunks
+
+    def change_after_the_first_chunk(fd, size):
+        for i, chunk in enumerate(real_chunks(fd, size)):
+            if i == 0 and size > 1000:
+                if grow:
+                    with open(src / "weights.bin", "ab") as f:
+                        f.write(b"MORE")
+                else:
+                    os.truncate(src / "weights.bin", 1 << 20)
+            yield chunk
+
+    monkeypatch.setattr(scripts, "_chunks", change_after_the_first_chunk)
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec) as caught:
+        snapshot(listing, tmp_path / "run" / "source")
+    assert f"weights.bin {reason}" in caught.value.message
+
+
+def test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names(tmp_path, secret):
+    """A thread swaps pkg between the real folder and a link to another one, as fast as it can, while snapshots are
+    listed and copied over and over. Each is refused or copies the real folder's bytes, with a hash list that
+    sha256sum checks; none holds a byte of the other folder."""
+    src = _source_with_pkg(tmp_path)
+    (tmp_path / "link").symlink_to(secret)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper():
+        while not stop.is_set():
+            os.rename(src / "pkg", tmp_path / "held")  # the real folder out, the link in, and back
+            os.rename(tmp_path / "link", src / "pkg")
+            os.rename(src / "pkg", tmp_path / "link")
+            os.rename(tmp_path / "held", src / "pkg")
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    outcomes = {"copied": 0, "refused": 0}
+    try:
+        deadline = time.monotonic() + 3
+        attempt = 0
+        while time.monotonic() < deadline or min(outcomes.values()) == 0 and attempt < 2000:
+            attempt += 1
+            run = tmp_path / f"run{attempt}"
+            run.mkdir()
+            try:
+                record = snapshot(check(_spec(src / "train.py")), run / "source")
+            except InvalidSpec:
+                outcomes["refused"] += 1
+            else:
+                outcomes["copied"] += 1
+                _nothing_of(secret, run)
+                assert record["files"] in (1, 3)  # pkg listed as the folder, or skipped as a link
+                _sha256sum_checks(run)
+            shutil.rmtree(run)
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps[0] > 100 and outcomes["copied"] > 0, (swaps, outcomes)
