@@ -18,6 +18,8 @@ folder or, with ORCH_REPORT=stdout (Swarm), as ``@orch`` lines on stdout:
 - fifo: joins, then makes events.jsonl and heartbeat in its own folder FIFOs and goes on reporting events
   (Swarm with --script: orch's copier appends them there): first with no reader, then held open for reading
   and never read, with more events than a pipe holds; then stalls.
+- flood: worker 0 writes 72 MiB of distinct epoch records into its own events file (Compose: the engine keeps
+  only 30 MB of a container's stdout), past orch's 64 MiB limit, then a valid result; every worker exits 0.
 - disk: writes 1 MiB blocks without bound (at most 4 GiB) into its own folder, or into the shared folder
   where its own folder is not the host's (Swarm without --script).
 """
@@ -146,6 +148,29 @@ def numbers():
     sys.exit(0)
 
 
+def flood():
+    report_event(event="start", worker=worker, stage="training", steps_per_epoch=20)
+    heartbeat(time.time())
+    if worker == 0 and not to_stdout:
+        line = '{"v": 2, "event": "epoch", "worker": %d, "time": %.3f, "epoch": %d, "loss": %.6f, "samples": 1920}\n'
+        written, n = 0, 0
+        with open(os.path.join(mine, "events.jsonl"), "a") as f:
+            while written < 72 << 20:
+                n += 1
+                text = line % (worker, time.time(), n % 1_000_000 + 1, 1.0 / n)
+                f.write(text)
+                written += len(text)
+        print(f"[hostile {worker}] wrote {n} epoch records, {written} bytes", flush=True)
+    else:
+        report_event(event="epoch", worker=worker, epoch=1, epochs=1, loss=0.5, seconds=1.0, samples=1920)
+    heartbeat(time.time())
+    report("result.json", json.dumps({"v": 2, "worker": worker, "replicas": 1, "samples_per_epoch": [1920],
+                                      "train_seconds": 3.0, "test_accuracy": 0.5}))
+    report_event(event="done", worker=worker, train_seconds=3.0, test_accuracy=0.5)
+    time.sleep(1)
+    sys.exit(0)
+
+
 def future():
     report_event(event="start", worker=worker, stage="training", steps_per_epoch=20)
     heartbeat(time.time() + 10 * 365 * 86400)  # ten years ahead: never stale, unless orch clamps it
@@ -212,7 +237,8 @@ def disk():
     stall()
 
 
-MODES = {"escapes": escapes, "numbers": numbers, "future": future, "deep": deep, "fifo": fifo, "disk": disk}
+MODES = {"escapes": escapes, "numbers": numbers, "future": future, "deep": deep, "fifo": fifo, "disk": disk,
+         "flood": flood}
 if mode in MODES:
     print(f"[hostile {worker}] mode {mode}", flush=True)
     MODES[mode]()
