@@ -86,7 +86,9 @@ def _rate(worker: dict[str, Any]) -> Optional[float]:
 def _dropped_line(got: WorkerRecords, epochs: int, marked: Optional[str]) -> Optional[str]:
     """What was left of a replica's records, in one line; None if nothing was."""
     parts = [f"{got.dropped:,} record(s) past the job's {epochs} epoch(s) dropped"] if got.dropped else []
-    parts += [got.capped or marked] if got.capped or marked else []
+    capped = got.capped or marked
+    if capped:
+        parts.append(capped)
     return f"{got.key[0]}-{got.key[1]}: " + "; ".join(parts) if parts else None
 
 
@@ -291,8 +293,9 @@ def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None
     paths = paths or default_paths()
     out_root = paths.results if out_root is None else Path(out_root)
     summaries = []
+    wanted: list[Optional[str]] = list(run_ids) if run_ids else [None]
     with locked(out_root, "collect"):
-        for run_id in run_ids or [None]:
+        for run_id in wanted:
             try:
                 summaries.append(_collect_one(resolve(paths, run_id), out_root))
             except Exception as exc:  # noqa: BLE001 - one run that cannot be collected leaves the others collected

@@ -34,7 +34,7 @@ def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], fmt
     summaries, rows = got.summaries, got.comparison
     if fmt == "json":
         failed = [{"run_id": f.run, "error": f.message} for f in got.failures]
-        payload: Any = ((summaries or [None])[0] if len(runs) <= 1
+        payload: Any = ((summaries[0] if summaries else None) if len(runs) <= 1
                         else {"runs": summaries, "comparison": rows, "failed": failed})
         if payload is not None:
             env.json(payload)
