@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
@@ -25,6 +25,9 @@ from orchestrator.jobspec import JobSpec, make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import Plan
 from orchestrator.run.rundir import RunInfo
+
+if TYPE_CHECKING:
+    from orchestrator.analysis.collect import Failure
 
 __all__ = ["Collected", "ExperimentRun", "collect", "down", "experiment", "job_spec", "ps", "render", "up"]
 
@@ -39,7 +42,7 @@ class Collected:
     summaries: list[dict[str, Any]]
     comparison: list[dict[str, Any]]
     report: Optional[Path] = None  # the interactive HTML report: the run's own, or the runs' side by side
-    failures: list[Any] = field(default_factory=list)  # analysis.collect.Failure: (run, message, exit_code)
+    failures: list["Failure"] = field(default_factory=list)  # (run, message, exit_code), one per run not collected
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[P
 
     paths = paths or default_paths()
     root = Path(out) if out else paths.results
-    failures: list[Any] = []
+    failures: list[Failure] = []
     summaries = gather(list(run_ids) or None, out_root=root, paths=paths, failures=failures)
     report = Path(summaries[0]["results_dir"]) / "report.html" if len(summaries) == 1 else None
     if len(summaries) > 1:

@@ -265,17 +265,19 @@ def snapshot(listing: Listing, target: Path) -> dict[str, Any]:
     listed (same identity and size), read once, and hashed as the bytes copied; a file that changed size or identity
     is refused (InvalidSpec, one line)."""
     walker = _Walker(listing.folder, "source", {f.path: (f.device, f.inode) for f in listing.folders})
-    target.mkdir(mode=0o755)
-    out = _Target(target)
     lines: list[bytes] = []
     try:
-        for listed in listing.files:
-            folder, _, name = listed.path.rpartition("/")
-            digest = _copy(walker.enter(folder), name, out.enter(folder), listed, listing.folder)
-            lines.append(hash_line(digest, listed.path))
+        target.mkdir(mode=0o755)
+        out = _Target(target)
+        try:
+            for listed in listing.files:
+                folder, _, name = listed.path.rpartition("/")
+                digest = _copy(walker.enter(folder), name, out.enter(folder), listed, listing.folder)
+                lines.append(hash_line(digest, listed.path))
+        finally:
+            out.close()
     finally:
         walker.close()
-        out.close()
     manifest = b"".join(lines)
     (target.parent / "source.sha256").write_bytes(manifest)
     return {"from": str(listing.folder), "files": len(listing.files), "bytes": listing.size,
