@@ -98,3 +98,18 @@ class ContractMismatch(OrchError):
     """A trainer wrote records of a contract version this orch does not read."""
 
     exit_code = EXIT_USAGE
+
+
+class ClusterError(OrchError):
+    """The Kubernetes API server refused or failed a request; ``status`` is its HTTP status, if it answered."""
+
+    def __init__(self, message: str, *, details: str = "", status: int | None = None) -> None:
+        super().__init__(message, details=details)
+        self.status = status
+
+
+class ClusterRefused(ClusterError):
+    """The Kubernetes API server refused a request for what orch was given: credentials, permissions, a name that
+    exists, an object it finds invalid."""
+
+    exit_code = EXIT_USAGE

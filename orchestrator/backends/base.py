@@ -136,6 +136,11 @@ class Backend:
         """A running replica's resource use now, or None."""
         raise NotImplementedError
 
+    def stats_elsewhere(self, run_id: str) -> Optional[str]:
+        """Where the engine gives no live figures of the run's replicas to orch: where a user finds them instead (a
+        sentence). None where ``stats_stream`` gives them."""
+        return None
+
     def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         """Stop and remove every replica and network of the run; ``grace`` seconds to stop before a kill.
         Each step runs even when an earlier one failed. ``clock`` (``time`` by default) paces any waiting."""

@@ -19,6 +19,7 @@ one, ``preflight`` refuses and says to apply the rendered manifests with kubectl
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
@@ -27,7 +28,7 @@ from orchestrator.backends import k8s_manifests as manifests
 from orchestrator.backends import kube
 from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState, Status, Usage
 from orchestrator.backends.k8s_manifests import COMPLETION_INDEX, CONTAINER, documents_of, object_name
-from orchestrator.errors import DockerError, EngineUnreachable, InvalidSpec, OrchError, RenderOnlyBackend
+from orchestrator.errors import ClusterError, ClusterRefused, InvalidSpec, RenderOnlyBackend
 from orchestrator.labels import LABEL_ROLE, LABEL_RUN
 from orchestrator.timestamps import parse_timestamp
 
@@ -40,14 +41,17 @@ if TYPE_CHECKING:
 __all__ = ["KubernetesBackend", "COMPLETION_INDEX", "documents_of", "object_name", "pod_state"]
 
 class KubernetesBackend(Backend):
-    """Manifests for `kubectl apply`; no cluster access (``preflight`` says so)."""
+    """Manifests for `kubectl apply`, applied and watched through the official client where there is a kubeconfig."""
 
     name = "k8s"
     artifact_name = "k8s.yml"
 
     def __init__(self, engine: Any = None, api: Any = None) -> None:
-        self._engine = engine  # unused: a cluster is reached through ``api`` (kube.KubeApi, or a test's fake)
+        self._engine = engine  # unused: a cluster is reached through ``api`` (kube.KubeApi)
         self._api = api
+        # run id -> (kind, name, uid) of what this process created for it: a cancel deletes those very objects, so
+        # a run whose create found another's of the same name never deletes the other's.
+        self._created: dict[str, list[tuple[str, str, str]]] = {}
 
     # -- pure ----------------------------------------------------------------------------------
     def engine_name(self, run_id: str) -> str:
@@ -78,13 +82,7 @@ class KubernetesBackend(Backend):
             raise InvalidSpec("k8s_kind: Kubeflow Trainer supervises a TrainJob itself, so `orch up` renders it "
                               "only; apply it with `orch render --backend k8s --k8s-kind trainjob | kubectl apply "
                               "-f -`, or use --k8s-kind job with `orch up`")
-        try:
-            self.api.check()
-        except OrchError:  # no kubeconfig, or no client installed
-            raise
-        except Exception as exc:  # noqa: BLE001 - the client raises urllib3's, its own and the config's errors
-            raise EngineUnreachable(f"cannot reach the Kubernetes API server: {str(exc).splitlines()[0][:200]}; "
-                                    "check the kubeconfig's current context") from None
+        self.api.check()
         if plan.script_on and plan.spec.backend_options.registry is None:
             raise InvalidSpec("script: a cluster's nodes pull the image orch makes of your script for this run; pass "
                               "--registry HOST/PATH, a registry they pull from (orch pushes the image there)")
@@ -92,6 +90,9 @@ class KubernetesBackend(Backend):
             # The JobSet's failurePolicy restarts the group itself; orch restarting it as well would count twice.
             raise InvalidSpec("max_restarts: a JobSet restarts its group itself (failurePolicy), so `orch up` would "
                               "restart it twice; use --k8s-kind job with `orch up`, or apply the JobSet with kubectl")
+        for doc in documents_of(plan.artifact):  # before the run's folder is made: nothing to undo
+            if self.api.get(doc["kind"], doc["metadata"]["name"]) is not None:
+                raise _exists(plan.spec.run_id, doc)
 
     def stage_script(self, plan: "Plan", snapshot: "Path", say: Any) -> None:
         from orchestrator.docker.engine import Engine
@@ -100,8 +101,16 @@ class KubernetesBackend(Backend):
         script_images.stage(Engine(), plan, snapshot, say)  # built by this host's Docker engine, pushed
 
     def apply(self, plan: "Plan", artifact: "Path") -> None:
+        run_id = plan.spec.run_id
+        created = self._created[run_id] = []
         for doc in documents_of(artifact.read_text()):
-            self.api.create(doc)
+            kind, name = doc["kind"], doc["metadata"]["name"]
+            try:
+                created.append((kind, name, self.api.create(doc)))
+            except ClusterRefused as exc:
+                if exc.status == 409:
+                    raise _exists(run_id, doc) from None  # made meanwhile by another orch: its objects stay
+                raise
 
     def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
         selector = LABEL_RUN if run_id is None else f"{LABEL_RUN}={object_name(run_id)}"
@@ -117,7 +126,8 @@ class KubernetesBackend(Backend):
         since_seconds = max(1, int(time.time() - since) + 1) if since else None
         if follow:
             return self.api.follow_log(replica.id, since_seconds=since_seconds)
-        return iter(self.api.log(replica.id, since_seconds=since_seconds).split("\n"))
+        text = self.api.log(replica.id, since_seconds=since_seconds)
+        return iter(text.split("\n") if text else ())
 
     def stats_stream(self, replica: ReplicaState) -> Iterator[Usage]:
         return iter(())  # the metrics server is an add-on; orch reads no node's stats
@@ -125,20 +135,42 @@ class KubernetesBackend(Backend):
     def stats_once(self, replica: ReplicaState) -> Optional[Usage]:
         return None
 
+    def stats_elsewhere(self, run_id: str) -> Optional[str]:
+        return ("a cluster gives pods' figures through its metrics server, an add-on orch does not read; `kubectl top "
+                f"pod -l {LABEL_RUN}={object_name(run_id)}` shows them where it runs")
+
     def cancel(self, run_id: str, artifact: Optional["Path"], grace: int, clock: Any = None) -> None:
         clock = clock or time
-        if artifact is None or not artifact.is_file():
+        owned = self._created.pop(run_id, None)
+        if owned is not None:  # this process created them: those very objects, by uid
+            targets = owned
+        elif artifact is not None and artifact.is_file():  # `orch down`: the run's objects, by name
+            targets = [(d["kind"], d["metadata"]["name"], "") for d in documents_of(artifact.read_text())]
+        else:
             return
-        for doc in reversed(documents_of(artifact.read_text())):
-            self.api.delete(doc["kind"], doc["metadata"]["name"])
+        deleted = [kind for kind, name, uid in reversed(targets) if self.api.delete(kind, name, uid)]
+        if owned is not None and not set(deleted) & POD_OWNERS:
+            return  # no Job of this process's was there: no pod of it to wait for (any left are another's)
         # Deletion goes on in the background: wait until the pods are gone, so that a restarted group's Job
         # (the same name) is not refused, and no pod of this attempt is read as one of the next.
         deadline = clock.monotonic() + grace + REMOVAL_WAIT
         while self.api.pods(f"{LABEL_RUN}={object_name(run_id)}"):
             if clock.monotonic() > deadline:
-                raise DockerError(f"the pods of run {run_id} were not gone within {grace + REMOVAL_WAIT} s; "
-                                  f"`orch down {run_id}` tries again")
-            clock.sleep(0.5)
+                raise ClusterError(f"the pods of run {run_id} were not gone within {grace + REMOVAL_WAIT} s; "
+                                   f"`orch down {run_id}` tries again")
+            clock.sleep(1.0)  # a list a second: gentle on a busy API server
+
+
+def _exists(run_id: str, doc: dict[str, Any]) -> ClusterRefused:
+    return ClusterRefused(f"run_id: the cluster already has a {doc['kind']} {doc['metadata']['name']} (run "
+                          f"{run_id}, from an earlier `orch up` or `kubectl apply`); `orch down {run_id}` or "
+                          f"`kubectl delete -f` removes it, or pass another --run-id")
+
+
+POD_OWNERS = {"Job", "JobSet"}  # what orch creates that owns pods, which go after it in the background
+# The kubelet's words for a pod it evicted for writing past an emptyDir's sizeLimit (its eviction manager's
+# emptyDirMessageFmt): the volume and the limit.
+EMPTY_DIR_EVICTION = re.compile(r'Usage of EmptyDir volume "([^"]{1,63})" exceeds the limit "([^"]{1,32})"')
 
 
 def pod_state(pod: dict[str, Any], run_id: Optional[str]) -> Optional[ReplicaState]:
@@ -147,7 +179,7 @@ def pod_state(pod: dict[str, Any], run_id: Optional[str]) -> Optional[ReplicaSta
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     index = annotations.get(COMPLETION_INDEX, labels.get(COMPLETION_INDEX))
     env = {e.get("name"): e.get("value") for c in (pod.get("spec") or {}).get("containers") or []
-           if c.get("name") == CONTAINER for e in c.get("env") or []}
+           if c.get("name") in (CONTAINER, manifests.TRAINJOB_NODE) for e in c.get("env") or []}
     if index is None or not str(index).isdigit():
         return None
     try:  # one Job for every role: the index counts through them, as in the pod itself
@@ -160,14 +192,24 @@ def pod_state(pod: dict[str, Any], run_id: Optional[str]) -> Optional[ReplicaSta
         if c.get("name") == CONTAINER:
             terminated = (c.get("state") or {}).get("terminated") or {}
     phase = status.get("phase", "Unknown")
-    code = terminated.get("exitCode")
+    code, reason = terminated.get("exitCode"), None
     state = {"Pending": Status.PENDING, "Running": Status.RUNNING, "Succeeded": Status.SUCCEEDED,
              "Failed": Status.FAILED}.get(phase, Status.UNKNOWN)
+    if status.get("reason") == "Evicted":
+        over = EMPTY_DIR_EVICTION.search(str(status.get("message") or ""))
+        if over is not None:
+            # The kubelet killed it for what it wrote, which a restart would write again: not a signal's exit code.
+            state, code = Status.FAILED, None
+            reason = (f"evicted for writing more than its disk limit on the node: {over.group(2)} in its folder "
+                      f"{over.group(1)!r} (the emptyDir's sizeLimit)")
     finished = terminated.get("finishedAt")
-    return ReplicaState(id=meta.get("name", ""), name=meta.get("name", ""), run=run_id or labels.get(LABEL_RUN, ""),
+    try:
+        finished_at = parse_timestamp(str(finished)) if finished else None
+    except ValueError:
+        finished_at = None
+    # The run's id is in the pod's environment; its label holds the object name, which may be shortened.
+    return ReplicaState(id=meta.get("name", ""), name=meta.get("name", ""),
+                        run=run_id or env.get(contract.ENV_RUN_ID) or labels.get(LABEL_RUN, ""),
                         role=role, index=position, status=state, exit_code=code,
                         oom_killed=terminated.get("reason") == "OOMKilled",
-                        finished_at=parse_timestamp(finished) if finished else None)
-
-
-
+                        finished_at=finished_at, reason=reason)

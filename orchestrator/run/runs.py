@@ -110,19 +110,20 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: An
     if run_ids and all_runs:
         raise InvalidSpec("--all takes down every run; leave out the run names, or --all")
     paths = paths or default_paths()
-    live = _live_runs(_backend(backend, engine))
+    # Only --all asks the default engine for every run; a named run is asked of the backend it was applied with
+    # (a Kubernetes run needs no Docker engine, a Swarm run's replicas may all be on other nodes).
+    live = _live_runs(_backend(backend, engine)) if all_runs else {}
     targets = sorted(live) if all_runs else list(run_ids or [])
     done = []
     for run_id in targets:
         run = RunDir.of(paths, run_id)
-        if run_id not in live and not run.exists():
-            raise RunNotFound(f"no run {run_id!r}; `orch ps` lists the runs")
-        run_backend = _backend(backend, engine, run)
-        if run_id not in live and backend is None and run_backend.name != "compose":
-            # Found by its own backend: a Swarm run's replicas may all be on other nodes, or not scheduled yet.
+        run_backend = _backend(backend, engine, run if run.exists() else None)
+        if run_id not in live:
             live[run_id] = run_backend.states(run_id)
             if not live[run_id]:
                 del live[run_id]
+                if not run.exists():
+                    raise RunNotFound(f"no run {run_id!r}; `orch ps` lists the runs")
         final_state = RunState.STOPPED
         if run_id in live:
             if _live_state(live[run_id]) != RunState.RUNNING:
@@ -176,6 +177,9 @@ def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine:
     run = resolve(paths or default_paths(), run_id)
     backend = _backend(backend, engine, run)
     run_id = run.run_id
+    elsewhere = backend.stats_elsewhere(run_id)
+    if elsewhere is not None:
+        raise OrchError(f"run {run_id} runs on {backend.name}: {elsewhere}")
     running = [s for s in backend.states(run_id) if s.status == Status.RUNNING]
     if not running:
         raise OrchError(f"run {run_id} has no running containers; `orch collect {run_id}` shows what it recorded")
