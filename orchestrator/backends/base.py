@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
+from orchestrator import imageref
+from orchestrator.errors import InvalidSpec
 from orchestrator.usage import Usage
 
 __all__ = ["Backend", "Key", "ReplicaState", "Status", "Usage", "bounded_name", "pulled", "REMOVAL_WAIT"]
@@ -160,4 +162,9 @@ def bounded_name(run_id: str, limit: int, allowed: str) -> str:
 def pulled(image: str, spec: "JobSpec", own: bool) -> str:
     """``image`` as the nodes pull it: orch's own images under ``--registry``; a user's image as given."""
     registry = spec.backend_options.image_registry()
-    return f"{registry}/{image}" if own and registry else image
+    if not (own and registry):
+        return image
+    try:
+        return imageref.check(f"{registry}/{image}", "registry")
+    except ValueError as exc:  # a registry and an image each valid, together too long
+        raise InvalidSpec(str(exc)) from None

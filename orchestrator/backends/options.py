@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator import imageref
 from orchestrator.frameworks.base import Job
 
 REGISTRY_PATTERN = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
@@ -41,6 +42,9 @@ class BackendOptions(BaseModel):
 def _registry(value: Optional[str]) -> Optional[str]:
     if value is not None and not re.fullmatch(REGISTRY_PATTERN, value):
         raise ValueError(f"{value!r} is not HOST[:PORT][/PATH], e.g. registry.example:5000/ml")
+    why = imageref.name_problem(value) if value is not None else None
+    if why is not None:  # orch's images are named <registry>/<image>: the whole must read as an image's name
+        raise ValueError(f"{value!r} cannot start an image's name: {why}")
     return value
 
 

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator import imageref
+from orchestrator.errors import InvalidSpec
+
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
 
@@ -64,6 +67,14 @@ class BuildOptions:
     mirror: str = "http://deb.debian.org/debian"
     index: Optional[str] = None  # an extra package index for the framework's wheels (PyTorch's CPU-only one)
     allow_insecure_index: bool = False  # take a plain-http index (--allow-insecure-index)
+
+    def __post_init__(self) -> None:
+        for flag, image in (("--base", self.base), ("--build-base", self.build_base)):
+            try:
+                if image is not None:
+                    imageref.check(image, flag)
+            except ValueError as exc:
+                raise InvalidSpec(str(exc)) from None
 
 
 @dataclass(frozen=True)

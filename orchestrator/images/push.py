@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from orchestrator import frameworks
+from orchestrator import frameworks, imageref
 from orchestrator.data import prepare as datasets
 from orchestrator.data.prepare import dataset_dir
 from orchestrator.docker.engine import Engine
-from orchestrator.errors import ImageMissing
+from orchestrator.errors import ImageMissing, InvalidSpec
 from orchestrator.images import data as data_images
 from orchestrator.paths import Paths, default_paths
 
@@ -30,6 +30,11 @@ def push(contexts: list[str], dataset: Optional[str] = None, image: Optional[str
          engine: Optional[Engine] = None, paths: Optional[Paths] = None, say: Optional[Say] = None) -> list[Pushed]:
     """Copy the image a Swarm job runs (``image``, default orch's multi-worker trainer; with ``dataset``, that
     image with the data set added, built here first) to the engine of every context in ``contexts``."""
+    if image is not None:
+        try:
+            imageref.check(image, "--image")
+        except ValueError as exc:
+            raise InvalidSpec(str(exc)) from None
     engine = engine or Engine()
     paths = paths or default_paths()
     say = say or (lambda _msg: None)

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator import contract, frameworks
+from orchestrator import contract, frameworks, imageref
 from orchestrator.backends import options as backend_options
 from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import InvalidSpec
@@ -269,8 +269,8 @@ class JobSpec(BaseModel):
                 )
         if test < 1:
             raise ValueError(f"samples: {self.samples} leave no test samples")
-        if self.image is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", self.image):
-            raise ValueError(f"image: {self.image!r} is not a valid image reference")
+        if self.image is not None:
+            imageref.check(self.image, "image")
         if self.script is not None and not re.fullmatch(SCRIPT_PATTERN, self.script):
             raise ValueError(f"script: must be a Python file ending in .py, e.g. train.py (got {self.script[:80]!r})")
         if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
