@@ -46,7 +46,7 @@ def job_templates(doc: dict) -> list[dict]:
     replicated Jobs wrapped as Jobs."""
     if doc["kind"] == "Job":
         return [doc]
-    if doc["kind"] in ("JobSet", "TrainingRuntime"):
+    if doc["kind"] in ("JobSet", "TrainingRuntime", "ClusterTrainingRuntime"):
         jobset = doc["spec"] if doc["kind"] == "JobSet" else doc["spec"]["template"]["spec"]
         return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{doc['metadata']['name']}-{r['name']}-0"},
                  **r["template"]} for r in jobset["replicatedJobs"]]
@@ -76,10 +76,12 @@ def crd_validator(name: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(_strict(crd["openAPIV3Schema"]))
 
 
-# Kubeflow Trainer v2.3.0's TrainJob and TrainingRuntime (trainer.kubeflow.org/v1alpha1), from its manifests.
+# Kubeflow Trainer v2.3.0's TrainJob, TrainingRuntime and ClusterTrainingRuntime (trainer.kubeflow.org/v1alpha1), from
+# its manifests.
 CUSTOM = {"JobSet": ("jobset.x-k8s.io/v1alpha2", "jobset-v0.12.0"),
           "TrainJob": ("trainer.kubeflow.org/v1alpha1", "trainjob-v2.3.0"),
-          "TrainingRuntime": ("trainer.kubeflow.org/v1alpha1", "trainingruntime-v2.3.0")}
+          "TrainingRuntime": ("trainer.kubeflow.org/v1alpha1", "trainingruntime-v2.3.0"),
+          "ClusterTrainingRuntime": ("trainer.kubeflow.org/v1alpha1", "clustertrainingruntime-v2.3.0")}
 
 
 def validate_crd(doc: dict) -> None:
@@ -91,7 +93,7 @@ def validate_crd(doc: dict) -> None:
 
 def validate(text: str) -> list[dict]:
     """Validate every manifest of ``text`` against the Kubernetes schemas, and a custom resource (JobSet, TrainJob,
-    TrainingRuntime) against its CRD and, through its Job templates, against Kubernetes' own; return the
+    a Trainer runtime) against its CRD and, through its Job templates, against Kubernetes' own; return the
     documents."""
     for doc in documents(text, policy=True):
         if doc["kind"] in CUSTOM:
@@ -463,18 +465,29 @@ def test_every_empty_dir_has_a_size_limit():
 
 
 # -- Kubeflow Trainer v2 ------------------------------------------------------------------------------
+RUNTIMES = {"torch": ("TrainingRuntime", {"torch": {}}), "mpi": ("TrainingRuntime", {}),
+            "tensorflow": ("ClusterTrainingRuntime", {})}
+
+
+def test_every_framework_says_which_runtime_its_trainjob_takes():
+    assert set(RUNTIMES) == set(frameworks.BUILTIN)  # a new framework: its TrainJob is tested here
+
+
+@pytest.mark.parametrize("framework", sorted(RUNTIMES))
 @pytest.mark.parametrize("workers", range(1, 9))
-def test_a_trainjob_and_its_runtime_validate_against_trainers_crds(workers):
-    p = k8s_plan(framework="torch", workers=workers, k8s_kind="trainjob", global_batch=840)
+def test_a_trainjob_and_its_runtime_validate_against_trainers_crds(framework, workers):
+    p = k8s_plan(framework=framework, workers=workers, k8s_kind="trainjob", global_batch=840)
     docs = validate(p.artifact)
-    assert [d["kind"] for d in docs] == ["TrainingRuntime", "TrainJob"]
+    kind, policy = RUNTIMES[framework]
+    assert [d["kind"] for d in docs] == [kind, "TrainJob"]
     runtime, job = docs
-    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": kind,
                                          "name": runtime["metadata"]["name"]}
-    assert job["spec"]["trainer"] == {"numNodes": workers, "numProcPerNode": 1}
-    assert runtime["spec"]["mlPolicy"] == {"numNodes": workers, "torch": {}}
+    assert job["spec"]["trainer"] == {"numNodes": workers, **({"numProcPerNode": 1} if policy else {})}
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": workers, **policy}
+    assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == framework
     (node,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
-    # Trainer finds the job to scale and the container to give torchrun's PET_* variables by these names.
+    # Trainer finds the job to scale and the container to give a policy's variables by these names.
     assert node["name"] == "node"
     assert node["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
     (container,) = node["template"]["spec"]["template"]["spec"]["containers"]
@@ -482,7 +495,7 @@ def test_a_trainjob_and_its_runtime_validate_against_trainers_crds(workers):
     rules = node["template"]["spec"]["podFailurePolicy"]["rules"]
     assert rules[1]["onExitCodes"]["containerName"] == "node"
     if workers == 3:
-        assert p.artifact == _golden("k8s-trainjob-torch-3-workers.yml", p.artifact)
+        assert p.artifact == _golden(f"k8s-trainjob-{framework}-3-workers.yml", p.artifact)
 
 
 def test_each_trainjob_pod_meets_its_peers_where_trainer_names_them():
@@ -496,11 +509,30 @@ def test_each_trainjob_pod_meets_its_peers_where_trainer_names_them():
     assert "Kubeflow Trainer v2" in p.artifact.split("---")[0]
 
 
-def test_a_trainjob_runs_pytorch_only_and_is_rendered_not_supervised():
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_each_tensorflow_trainjob_pod_writes_the_tf_config_compose_would_set(trainer, workers):
+    p = k8s_plan(framework="tensorflow", workers=workers, k8s_kind="trainjob", global_batch=840)
+    tf = frameworks.get("tensorflow")
+    addresses = KubernetesBackend().addresses(p.spec, p.spec.replica_keys(), tf.port)
+    name = object_name(p.spec.run_id)
+    assert list(addresses.values()) == [f"{name}-node-0-{i}.{name}:{tf.port}" for i in range(workers)]
+    for (env, _i), key in zip(pods(p), p.spec.replica_keys()):
+        assert env.get("TF_CONFIG") == tf.env(p.spec, key, addresses).get("TF_CONFIG")
+
+
+def test_each_mpi_trainjob_pod_knows_every_host_and_the_launcher_is_the_first():
+    p = k8s_plan(framework="mpi", workers=3, k8s_kind="trainjob", global_batch=840)
+    name = object_name(p.spec.run_id)
+    for env, _i in pods(p):
+        assert env["ORCH_MPI_HOSTS"] == ",".join(f"{name}-node-0-{i}.{name}" for i in range(3))
+
+
+def test_a_trainjob_of_several_roles_is_refused_and_any_is_rendered_not_supervised():
     from orchestrator.backends.k8s import KubernetesBackend
 
-    one_line_error(orch("render", "--backend", "k8s", "--k8s-kind", "trainjob", "--workers", "2"), 2,
-                   "a TrainJob runs Kubeflow Trainer's PyTorch runtime, not --framework tensorflow")
+    one_line_error(orch("render", "--backend", "k8s", "--k8s-kind", "trainjob", "--strategy", "ps", "--workers", "2"),
+                   2, "--k8s-kind: a TrainJob runs one Job of like nodes, and this job has the roles chief, ps, worker; "
+                      "use --k8s-kind jobset")
     p = k8s_plan(framework="torch", workers=2, k8s_kind="trainjob")
     with pytest.raises(InvalidSpec, match="Kubeflow Trainer supervises a TrainJob itself"):
         KubernetesBackend().preflight(p)

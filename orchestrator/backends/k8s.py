@@ -9,8 +9,8 @@ Three kinds (``--k8s-kind``):
   Pods are ``<job>-<i>.<service>``.
 - ``jobset``: a JobSet with one replicated Job per role (so each role could get its own template), and the
   JobSet's ``failurePolicy.maxRestarts`` restarting the whole group. Pods are ``<jobset>-<role>-0-<i>.<jobset>``.
-- ``trainjob`` (PyTorch, render only): Kubeflow Trainer v2's TrainJob, and a TrainingRuntime whose JobSet template
-  is orch's pod. Pods are ``<trainjob>-node-0-<i>.<trainjob>``.
+- ``trainjob`` (render only): Kubeflow Trainer v2's TrainJob, and the runtime (the framework's declared kind and ML
+  policy) whose JobSet template is orch's pod. Pods are ``<trainjob>-node-0-<i>.<trainjob>``.
 
 With a kubeconfig, `orch up` applies the manifests through the official client (``kube.py``) and supervises the
 pods as it does containers: its own timeouts and whole-group restarts, the Job deleted and created again. Without

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
-from orchestrator import __version__, contract, rendezvous
+from orchestrator import __version__, contract, frameworks, rendezvous
 from orchestrator.backends.base import Key, bounded_name, pulled
 from orchestrator.images import data as data_images
 from orchestrator.labels import LABEL_ROLE, LABEL_RUN
@@ -227,21 +227,26 @@ def _failure_policy(spec: "JobSpec") -> dict[str, Any]:
     }
 
 def _trainjob(plan: "Plan") -> list[dict[str, Any]]:
-    """Kubeflow Trainer v2: a TrainingRuntime holding orch's locked-down pod as the JobSet template of its "node"
-    Job (the torch policy, so Trainer adds torchrun's PET_* variables), and the TrainJob that runs it."""
+    """Kubeflow Trainer v2: a runtime holding orch's locked-down pod as the JobSet template of its "node" Job, and
+    the TrainJob that runs it. The runtime names the ML policy of Trainer's that the framework declares (``torch``:
+    Trainer adds torchrun's PET_* variables), or none (Trainer's plain policy, which only counts the nodes)."""
     spec, name = plan.spec, object_name(plan.spec.run_id)
+    framework = frameworks.get(spec.framework.name)
+    policy, kind = framework.trainer_policy, framework.trainer_runtime
     pod = _pod_template(plan, list(plan.replicas), role=plan.replicas[0].role, fixed_role=True)
     labels = {**_labels(plan, plan.replicas[0].role), "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-    runtime = {"apiVersion": TRAINER_API, "kind": "TrainingRuntime",
-               "metadata": {**_metadata(plan), "labels": {**_labels(plan), "trainer.kubeflow.org/framework": "torch"}},
-               "spec": {"mlPolicy": {"numNodes": len(plan.replicas), "torch": {}},
+    runtime = {"apiVersion": TRAINER_API, "kind": kind,
+               "metadata": {**_metadata(plan), "labels": {**_labels(plan), "trainer.kubeflow.org/framework": framework.name}},
+               "spec": {"mlPolicy": {"numNodes": len(plan.replicas), **({policy: {}} if policy else {})},
                         "template": {"spec": {"failurePolicy": _failure_policy(spec), "replicatedJobs": [{
                             "name": TRAINJOB_NODE, "replicas": 1, "template": {
                                 "metadata": {"labels": labels},
                                 "spec": _job_spec(plan, len(plan.replicas), pod)}}]}}}}
+    # Ranks per node are a launching policy's (torchrun's --nproc-per-node); the plain policy launches none.
+    per_node = {"numProcPerNode": spec.procs_per_worker} if policy else {}
     job = {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": _metadata(plan),
-           "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": name},
-                    "trainer": {"numNodes": len(plan.replicas), "numProcPerNode": spec.procs_per_worker}}}
+           "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": kind, "name": name},
+                    "trainer": {"numNodes": len(plan.replicas), **per_node}}}
     return [runtime, job]
 
 def _job_spec(plan: "Plan", completions: int, pod: dict[str, Any]) -> dict[str, Any]:

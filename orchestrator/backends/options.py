@@ -102,7 +102,7 @@ class KubernetesOptions(_PulledOptions):
         "job",
         description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, "
                     "a JobSet (needs the JobSet controller), which restarts the whole group itself; trainjob, "
-                    "Kubeflow Trainer v2's TrainJob and its TrainingRuntime (PyTorch; render only).",
+                    "Kubeflow Trainer v2's TrainJob and the runtime orch renders for it (render only).",
     )
     k8s_checkpoint_claim: Optional[str] = Field(
         None, max_length=253, json_schema_extra=_FLAG,
@@ -120,9 +120,10 @@ class KubernetesOptions(_PulledOptions):
         if spec.network != "bridge":
             raise ValueError(f"network: --network {spec.network} is for --backend compose; on Kubernetes every pod "
                              "has its own network; leave --network out")
-        if self.k8s_kind == "trainjob" and spec.framework.name != "torch":
-            raise ValueError(f"k8s_kind: a TrainJob runs Kubeflow Trainer's PyTorch runtime, not --framework "
-                             f"{spec.framework.name}; use --k8s-kind job or jobset")
+        roles = [name for name, count in spec.framework.roles(spec.workers) if count]
+        if self.k8s_kind == "trainjob" and len(roles) > 1:
+            raise ValueError(f"k8s_kind: a TrainJob runs one Job of like nodes, and this job has the roles "
+                             f"{', '.join(roles)}; use --k8s-kind jobset (a Job per role)")
         if spec.max_restarts and self.k8s_checkpoint_claim is None:
             raise ValueError("max_restarts: a restarted group resumes from checkpoints every pod must reach; pass "
                              "--k8s-checkpoint-claim NAME (a ReadWriteMany PersistentVolumeClaim) or --max-restarts 0")

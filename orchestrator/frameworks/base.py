@@ -149,6 +149,12 @@ class Framework:
     # its index: one of rendezvous.KINDS ("tf_config", "rank", or "" for nothing beyond its role and index).
     rendezvous_kind: str = ""
     shm_mb: int = 0  # /dev/shm a replica needs in MiB; 0 = the engine's default (64 MiB)
+    # Kubeflow Trainer v2 (--k8s-kind trainjob): the ML policy of Trainer's that launches this framework's nodes
+    # (its key in a runtime's mlPolicy: "torch" gives each node torchrun's PET_* variables), or "" for Trainer's
+    # plain policy, which only counts the nodes (they meet as in a JobSet); and the kind of runtime orch renders
+    # for it, TrainingRuntime (the namespace's) or ClusterTrainingRuntime (the cluster's).
+    trainer_policy: str = ""
+    trainer_runtime: str = "TrainingRuntime"
     # Whether `orch build --requirements FILE` can add packages to its main image (for --script).
     takes_requirements: bool = False
     # Whether its images are built on demand only (`orch build --framework NAME`), not by a plain `orch build`.

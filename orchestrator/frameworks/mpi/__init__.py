@@ -54,6 +54,8 @@ class Mpi(Framework):
     trainer_entry = "mpi_entry"
     options = MpiOptions
     port = LAUNCH_PORT
+    # Trainer's MPI plugin launches Open MPI over ssh (keys, a hostfile); orch's ranks start with MPICH's Hydra and
+    # no ssh (above), so its TrainJob takes Trainer's plain policy, which only counts the nodes.
     takes_requirements = True  # the TensorFlow image's packages
     bench_transports = (
         BenchTransport("mpi-tcp", {"transport": "tcp"},

@@ -35,6 +35,9 @@ class TensorFlow(Framework):
     name = "tensorflow"
     title = "TensorFlow"
     rendezvous_kind = rendezvous.TF_CONFIG
+    # Trainer v2 has no TensorFlow plugin: its plain policy counts the nodes and each pod writes its TF_CONFIG from
+    # its index, in a runtime of the cluster's (as Trainer's own runtimes are) that orch renders.
+    trainer_runtime = "ClusterTrainingRuntime"
     trainer_entry = "tensorflow_entry"
     options = TensorFlowOptions
     port = 12345

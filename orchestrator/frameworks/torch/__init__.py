@@ -39,6 +39,7 @@ class Torch(Framework):
     title = "PyTorch"
     trainer_entry = "torch_loop"
     rendezvous_kind = rendezvous.RANK
+    trainer_policy = "torch"  # Trainer's torch plugin: torchrun's PET_* variables, the master the first node
     options = TorchOptions
     port = MASTER_PORT
     on_demand = True
