@@ -322,7 +322,7 @@ def test_each_pod_derives_the_tf_config_compose_would_set(trainer, kind, workers
     derived = [trainer.rendezvous.env_from_index(env) for env, _i in pods(p)]
     assert len(derived) == len(keys)
     for env, key, replica in zip(derived, keys, p.replicas):
-        expected = tf.env(p.spec, key, addresses)  # as Compose sets it, with the pods' addresses
+        expected = tf.replica_env(p.spec, key, addresses)  # as Compose sets it, with the pods' addresses
         assert env.get("TF_CONFIG") == expected.get("TF_CONFIG")
         assert (env[contract.ENV_ROLE], int(env[contract.ENV_WORKER_INDEX])) == key
         # and exactly the per-replica values the plan holds for it
@@ -517,7 +517,7 @@ def test_each_tensorflow_trainjob_pod_writes_the_tf_config_compose_would_set(tra
     name = object_name(p.spec.run_id)
     assert list(addresses.values()) == [f"{name}-node-0-{i}.{name}:{tf.port}" for i in range(workers)]
     for (env, _i), key in zip(pods(p), p.spec.replica_keys()):
-        assert env.get("TF_CONFIG") == tf.env(p.spec, key, addresses).get("TF_CONFIG")
+        assert env.get("TF_CONFIG") == tf.replica_env(p.spec, key, addresses).get("TF_CONFIG")
 
 
 def test_each_mpi_trainjob_pod_knows_every_host_and_the_launcher_is_the_first():

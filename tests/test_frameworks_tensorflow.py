@@ -17,14 +17,14 @@ def _addresses(spec):
 def test_single_worker_has_no_tf_config():
     spec = make_spec(run_id="r", workers=1)
     assert tensorflow.tf_config(spec, ("worker", 0), _addresses(spec)) is None
-    assert TF.env(spec, ("worker", 0), _addresses(spec)) == {}
+    assert TF.replica_env(spec, ("worker", 0), _addresses(spec)) == {}
 
 
 def test_a_users_script_on_one_container_gets_a_one_worker_tf_config(tmp_path):
     script = tmp_path / "main.py"
     script.write_text("print('hi')\n")
     spec = make_spec(run_id="r", workers=1, script=str(script))
-    config = json.loads(TF.env(spec, ("worker", 0), _addresses(spec))["TF_CONFIG"])
+    config = json.loads(TF.replica_env(spec, ("worker", 0), _addresses(spec))["TF_CONFIG"])
     # what MultiWorkerMirroredStrategy takes for a cluster of one
     assert config == {"cluster": {"worker": ["worker-0:12345"]}, "task": {"type": "worker", "index": 0}}
     assert TF.describe(spec, ("worker", 0), _addresses(spec)) == {"tf_config": config}
@@ -33,7 +33,7 @@ def test_a_users_script_on_one_container_gets_a_one_worker_tf_config(tmp_path):
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_every_worker_sees_the_same_cluster_and_its_own_index(index):
     spec = make_spec(run_id="r", workers=3)
-    config = json.loads(TF.env(spec, ("worker", index), _addresses(spec))["TF_CONFIG"])
+    config = json.loads(TF.replica_env(spec, ("worker", index), _addresses(spec))["TF_CONFIG"])
     assert config == {
         "cluster": {"worker": ["worker-0:12345", "worker-1:12345", "worker-2:12345"]},
         "task": {"type": "worker", "index": index},
@@ -55,7 +55,7 @@ def test_index_out_of_range():
 @pytest.mark.parametrize("key", [("chief", 0), ("ps", 1), ("worker", 0), ("worker", 1)])
 def test_ps_groups_the_cluster_by_role_and_each_replica_knows_its_own(key):
     spec = make_spec(run_id="r", workers=2, strategy="ps", parameter_servers=2)
-    config = json.loads(TF.env(spec, key, _addresses(spec))["TF_CONFIG"])
+    config = json.loads(TF.replica_env(spec, key, _addresses(spec))["TF_CONFIG"])
     assert config == {
         "cluster": {"chief": ["chief-0:12345"], "ps": ["ps-0:12345", "ps-1:12345"],
                     "worker": ["worker-0:12345", "worker-1:12345"]},

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import Field
 
-from orchestrator import frameworks
+from orchestrator import frameworks, macros
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import Framework, FrameworkOptions
 from orchestrator.jobspec import load_spec, make_spec
@@ -42,9 +42,9 @@ class Gossip(Framework):
     def image(self, spec):
         return spec.image or "gossip:1"
 
-    def env(self, spec, key, addresses):
-        keys = list(addresses)
-        return {"GOSSIP_PEERS": ",".join(addresses.values()), "GOSSIP_RANK": str(keys.index(key))}
+    def env(self, spec, role, addresses):
+        # The rank differs by replica: a placeholder each backend fills (a value, or the pod's completion index).
+        return {"GOSSIP_PEERS": ",".join(addresses.values()), "GOSSIP_RANK": macros.RANK}
 
     def describe(self, spec, key, addresses):
         return {"gossip": {"rank": list(addresses).index(key), "peers": len(addresses)}}
@@ -97,7 +97,7 @@ def test_every_backend_plans_and_renders_it(gossip, backend):
     if backend == "k8s":  # the pods of a role share one template: each pod's rank comes from its own index
         (job,) = [d for d in docs if d["kind"] == "Job"]
         env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-        assert env["ORCH_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        assert env["JOB_COMPLETION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
             "metadata.annotations['batch.kubernetes.io/job-completion-index']")
-        assert list(env).index("ORCH_INDEX") < list(env).index("GOSSIP_RANK")
-        assert env["GOSSIP_RANK"]["value"] == "$(ORCH_INDEX)"
+        assert list(env).index("JOB_COMPLETION_INDEX") < list(env).index("GOSSIP_RANK")
+        assert env["GOSSIP_RANK"]["value"] == "$(JOB_COMPLETION_INDEX)"

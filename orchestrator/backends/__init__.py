@@ -1,6 +1,6 @@
 """Backends: one module per engine, each turning the generic plan into its engine's artifact and running it.
 
-The shape follows a torchx scheduler (see ``base.Backend``). To add a backend: a module here with a
+Each has the shape of a scheduler (see ``base.Backend``). To add a backend: a module here with a
 ``Backend`` subclass named in ``BACKENDS``. Modules load only when a backend is asked for.
 """
 from __future__ import annotations

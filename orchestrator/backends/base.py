@@ -1,6 +1,6 @@
 """The interface every backend implements, and the engine-neutral replica state it reports.
 
-The shape follows a torchx scheduler: ``addresses`` and ``render`` are pure (the dry run); ``preflight``,
+The shape is a scheduler's: ``addresses`` and ``render`` are pure (the dry run); ``preflight``,
 ``apply``, ``states``, ``logs``, ``stats`` and ``cancel`` talk to the engine. Replica state comes back
 in one engine-neutral shape, ``ReplicaState``, which the supervisor judges the same for every backend.
 """

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.plan.model import Plan
 
 TEMPLATE = "job.yml.j2"
-SHM_MB = 256  # /dev/shm of a group that shares one IPC namespace (MPI's shared-memory transport lives there)
+SHM_MB = 256  # /dev/shm of a group that shares one IPC namespace (a shared-memory transport lives there)
 
 
 def port_base(spec: "JobSpec", port: int) -> int:
@@ -92,7 +92,7 @@ class ComposeBackend(Backend):
                 "working_dir": r.working_dir,
                 "host_network": spec.network == "host",
                 "shares_network": spec.network == "shared" and i > 0,
-                # One host for MPI's shared memory: a common host name (none of the replicas' own, which their
+                # One host for a framework's shared memory (Framework.shares_host): a common host name (none of the replicas' own, which their
                 # /etc/hosts would map to themselves), and the group's first replica's IPC and PID namespaces.
                 "hostname": f"{r.host_group}-host" if r.host_group else r.name,
                 "ipc": "" if not r.host_group else "shareable" if r.name == r.host_group else f"service:{r.host_group}",

@@ -1,8 +1,8 @@
-"""Kubernetes manifests for a plan: an Indexed Job and a headless Service, or a JobSet. Pure: no cluster.
+"""Kubernetes manifests for a plan: an Indexed Job and a headless Service, a JobSet, or a Kubeflow TrainJob. Pure.
 
-Every replica shares its Job's pod template: a value that differs by the pod's index is written with the
-completion index Kubernetes gives the pod (RANK, TF_CONFIG), and the template carries the whole cluster
-(``ORCH_CLUSTER``) for what each pod derives at start-up (``rendezvous.py``). Data comes from a data image
+Every replica shares its Job's pod template: the framework's placeholders (``macros``) are filled with the completion
+index Kubernetes gives each pod where that is their value, and the template carries the whole cluster
+(``ORCH_CLUSTER``) for what each pod derives at start-up where it is not (``rendezvous.py``). Data comes from a data image
 copied by an init container; events and results come back as lines on stdout (``ORCH_REPORT=stdout``);
 checkpoints live on a PersistentVolumeClaim the user names. ``k8s.py`` is the backend that applies these.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
-from orchestrator import __version__, contract, frameworks, rendezvous
+from orchestrator import __version__, contract, frameworks, macros, rendezvous
 from orchestrator.backends.base import Key, bounded_name, pulled
 from orchestrator.images import data as data_images
 from orchestrator.labels import LABEL_ROLE, LABEL_RUN
@@ -26,30 +26,17 @@ if TYPE_CHECKING:
 NAME_MAX = 40  # leaves room in a 63-character host name for "-<role>-0-<index>" (JobSet) or "-<index>"
 CONTAINER = "trainer"
 # Kubeflow Trainer v2 (--k8s-kind trainjob): its TrainJob runs the runtime's replicated Job "node", whose container
-# "node" gets the PET_* variables of torchrun; pods are <trainjob>-node-0-<i>.<trainjob>.
+# "node" gets the variables of the ML policy the framework declares; pods are <trainjob>-node-0-<i>.<trainjob>.
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 TRAINJOB_NODE = "node"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # on every pod of an Indexed Job
-# A variable whose value differs between the pods of one template only by the pod's index is written once, with
-# the index where it varies: Kubernetes expands $(ORCH_INDEX) from the variable defined before it.
-INDEX_REF = "$(ORCH_INDEX)"
-INDEX_ENV = {"name": "ORCH_INDEX", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}}
-
-
-def _index_template(values: list[Optional[str]], indices: list[int]) -> Optional[str]:
-    """One value for every pod, with INDEX_REF where the pods' values differ by their index alone (``rank=3`` for
-    the pod of index 3); None if the values differ otherwise."""
-    first = values[0]
-    if first is None or any(v is None for v in values):
-        return None
-    digits = str(indices[0])
-    start = first.find(digits)
-    while start != -1:
-        prefix, suffix = first[:start], first[start + len(digits):]
-        if all(v == f"{prefix}{i}{suffix}" for v, i in zip(values, indices)):
-            return f"{prefix}{INDEX_REF}{suffix}"
-        start = first.find(digits, start + 1)
-    return None
+# A value that depends on the pod (a placeholder of ``macros`` the pod's completion index fills) is written with
+# $(JOB_COMPLETION_INDEX), which Kubernetes expands from a variable defined before it. The Job controller adds
+# JOB_COMPLETION_INDEX after the template's own variables, too late for them, unless the template has it: so the
+# template defines it first, from the same annotation, and the controller leaves it.
+INDEX_REF = f"$({contract.ENV_COMPLETION_INDEX})"
+INDEX_ENV = {"name": contract.ENV_COMPLETION_INDEX,
+             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}}
 
 
 UID = 1000  # the trainer images' own user
@@ -150,8 +137,8 @@ def _service(plan: "Plan") -> dict[str, Any]:
 def _network_policy(plan: "Plan") -> dict[str, Any]:
     """The job's pods talk to each other and to the cluster's DNS, and to nothing else; nothing else reaches them.
 
-    The rendezvous and all-reduce servers (TensorFlow's gRPC, gloo, MPI) have no authentication. Peers may use
-    any TCP port of each other: gloo's pairs and MPI's TCP transport listen on ports the OS picks."""
+    The frameworks' rendezvous and all-reduce servers have no authentication. Peers may use any TCP port of each
+    other: collective libraries' pairs and TCP transports listen on ports the OS picks."""
     own = {"podSelector": {"matchLabels": {LABEL_RUN: object_name(plan.spec.run_id)}}}
     dns = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
     return {
@@ -228,8 +215,9 @@ def _failure_policy(spec: "JobSpec") -> dict[str, Any]:
 
 def _trainjob(plan: "Plan") -> list[dict[str, Any]]:
     """Kubeflow Trainer v2: a runtime holding orch's locked-down pod as the JobSet template of its "node" Job, and
-    the TrainJob that runs it. The runtime names the ML policy of Trainer's that the framework declares (``torch``:
-    Trainer adds torchrun's PET_* variables), or none (Trainer's plain policy, which only counts the nodes)."""
+    the TrainJob that runs it. The runtime names the ML policy of Trainer's that the framework declares
+    (``Framework.trainer_policy``: Trainer's plugin of that name gives the nodes its variables), or none (Trainer's
+    plain policy, which only counts the nodes)."""
     spec, name = plan.spec, object_name(plan.spec.run_id)
     framework = frameworks.get(spec.framework.name)
     policy, kind = framework.trainer_policy, framework.trainer_runtime
@@ -242,7 +230,7 @@ def _trainjob(plan: "Plan") -> list[dict[str, Any]]:
                             "name": TRAINJOB_NODE, "replicas": 1, "template": {
                                 "metadata": {"labels": labels},
                                 "spec": _job_spec(plan, len(plan.replicas), pod)}}]}}}}
-    # Ranks per node are a launching policy's (torchrun's --nproc-per-node); the plain policy launches none.
+    # Ranks per node are a launching policy's; the plain policy launches none.
     per_node = {"numProcPerNode": spec.procs_per_worker} if policy else {}
     job = {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": _metadata(plan),
            "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": kind, "name": name},
@@ -282,7 +270,7 @@ def _pod_template(plan: "Plan", members: list["Replica"], role: Optional[str], f
         "name": _container(spec),
         "image": pulled(plan.image, spec, own=spec.image is None),
         "imagePullPolicy": "IfNotPresent",
-        # The replicas of a Job share its template, so one command serves all (a launcher's, as MPI's).
+        # The replicas of a Job share its template, so one command serves all (a launcher's, where there is one).
         **({"command": list(members[0].command), "workingDir": members[0].working_dir}
            if members[0].command else {}),
         "env": ([INDEX_ENV] if any(INDEX_REF in v for v in env.values()) else [])
@@ -315,31 +303,33 @@ def _pod_template(plan: "Plan", members: list["Replica"], role: Optional[str], f
     return {"metadata": {"labels": _labels(plan, role)}, "spec": pod}
 
 def _env(plan: "Plan", members: list["Replica"], role: Optional[str]) -> dict[str, str]:
-    """What the replicas' environments share, the cluster every pod derives its own rendezvous from, and
-    the stdout reports. Raises ValueError if a per-replica variable could not be derived in the pod."""
-    # TF_CONFIG and RANK stay where the pod's index can write them, so any image finds them; orch's own variables,
-    # and TF_CONFIG in a Job of several roles, each pod derives at start-up (rendezvous.py).
-    drop = {contract.ENV_ROLE, contract.ENV_WORKER_INDEX, contract.ENV_NUM_WORKERS,
-            contract.ENV_CPUS}  # cores pinned by the kubelet, not orch
-    shared = [{k: v for k, v in r.env.items() if k not in drop} for r in members]
-    differing = sorted({k for env in shared for k in env if env.get(k) != shared[0].get(k)})
-    one_role = len({r.role for r in members}) == 1  # then a pod's completion index is its index in the role
-    templated: dict[str, Optional[str]] = {}
-    for k in differing:
-        template = _index_template([env.get(k) for env in shared], [r.key[1] for r in members]) \
-            if one_role or k not in contract.DERIVED_FROM_INDEX else None
-        if template is None and k in contract.DERIVED_FROM_INDEX:
-            shared[0].pop(k, None)  # derived in the pod instead
-        else:
-            templated[k] = template
-    unsolved = [k for k, template in templated.items() if template is None]
-    if unsolved:
-        raise ValueError(f"k8s: the replicas differ in {', '.join(unsolved)}, which one pod template cannot "
-                         "carry")
-    shared[0].update({k: t for k, t in templated.items() if t is not None})
+    """The environment one pod template gives ``members``: their shared template with its placeholders filled where
+    the pod's completion index is the value, the cluster every pod derives the rest from (``rendezvous.py``), and
+    the stdout reports. Raises ValueError for a variable one template cannot carry and no pod derives."""
+    # orch's own index variables each pod derives at start-up (rendezvous.py); cores are the kubelet's to pin.
+    drop = {contract.ENV_ROLE, contract.ENV_WORKER_INDEX, contract.ENV_NUM_WORKERS, contract.ENV_CPUS}
+    templates = [{k: v for k, v in r.template.items() if k not in drop} for r in members]
+    keys = plan.spec.replica_keys()
+    counted = list(range(len(members)))
+    # One pod: its own values. Several: the completion index counts the Job's pods, so it is a replica's index where
+    # they are one role's replicas, and its rank where they are the whole job's, in order.
+    values = macros.values_of(keys, members[0].key) if len(members) == 1 else {
+        **({macros.ROLE: members[0].role} if len({r.role for r in members}) == 1 else {}),
+        **({macros.INDEX: INDEX_REF} if [r.index for r in members] == counted else {}),
+        **({macros.RANK: INDEX_REF} if [keys.index(r.key) for r in members] == counted else {})}
+    env: dict[str, str] = {}
+    for name in dict.fromkeys(k for t in templates for k in t):
+        try:
+            if any(t.get(name) != templates[0].get(name) for t in templates):
+                raise KeyError(name)
+            env[name] = macros.fill(templates[0][name], values)
+        except KeyError:
+            if name not in contract.DERIVED_FROM_INDEX:
+                raise ValueError(f"k8s: the replicas differ in {name}, which one pod template cannot carry") from None
+            # derived in the pod instead, from the cluster and its completion index
     port = plan.replicas[0].port
     cluster = rendezvous.cluster_of(addresses(plan.spec, [r.key for r in plan.replicas], port))
-    env = {**shared[0], contract.ENV_CLUSTER: json.dumps(cluster, separators=(",", ":"), allow_nan=False),
+    env = {**env, contract.ENV_CLUSTER: json.dumps(cluster, separators=(",", ":"), allow_nan=False),
            **({contract.ENV_RENDEZVOUS: plan.rendezvous_kind} if plan.rendezvous_kind else {}),
            contract.ENV_REPORT: contract.REPORT_STDOUT}
     if role is not None:

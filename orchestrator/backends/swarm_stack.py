@@ -2,8 +2,8 @@
 
 One service per replica, not one service with N tasks: a service's DNS name then names exactly one container
 (``endpoint_mode: dnsrr``, one task), so each replica's address is its service name on the stack's overlay
-network, as its host name is on Compose's bridge, and every per-replica value (TF_CONFIG, the index) is a literal
-in its own service. Swarm's templates cannot do arithmetic and ``tasks.<service>`` answers in no fixed order, so
+network, as its host name is on Compose's bridge, and every per-replica value (the framework's placeholders filled,
+the index) is a literal in its own service. Swarm's templates cannot do arithmetic and ``tasks.<service>`` answers in no fixed order, so
 one templated service could not name its replicas exactly. ``swarm.py`` is the backend that deploys it.
 """
 from __future__ import annotations
@@ -110,8 +110,8 @@ def notes(plan: "Plan") -> list[str]:
              "# Not expressible in a stack file (Compose has them):"]
     notes += [f"#   - {line}" for line in NOT_EXPRESSIBLE]
     if plan.script_on:
-        notes.append(f"# The script's copy is a layer on {plan.script_on} ({plan.loaders_on} with Keras' and "
-                     "torchvision's data caches), made when the run starts; "
+        notes.append(f"# The script's copy is a layer on {plan.script_on} ({plan.loaders_on} with the frameworks' "
+                     "data caches), made when the run starts; "
                      + ("orch pushes it to --registry." if spec.backend_options.registry else
                         "only this node has it, so the stack needs a swarm of one node (or --registry)."))
     if spec.pin_cpus:
@@ -144,7 +144,7 @@ def _service(plan: "Plan", r: "Replica") -> dict[str, Any]:
         # the container, so a replica needs no folder of this host on whatever node it runs.
         volumes.append({"type": "tmpfs", "target": shared, "tmpfs": {"size": RUN_BYTES}})
     volumes += [
-        # Not for a script on this node's folder: its image links torchvision's "../data" there (images/script.py).
+        # Not for a script on this node's folder: its image links a data cache's "../data" there (images/script.py).
         *([] if keeps_own else [{"type": "tmpfs", "target": contract.OUT_MOUNT, "tmpfs": {"size": RUN_BYTES}}]),
         {"type": "tmpfs", "target": "/tmp", "tmpfs": {"size": TMP_BYTES}},
         {"type": "tmpfs", "target": "/dev/shm", "tmpfs": {"size": r.shm_mb * MiB or SHM_BYTES}},

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator import imageref
+from orchestrator import imageref, macros
 from orchestrator.errors import InvalidSpec
 
 if TYPE_CHECKING:
@@ -183,9 +183,15 @@ class Framework:
         """The image every replica of ``spec`` runs."""
         raise NotImplementedError
 
-    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        """The rendezvous environment of replica ``key``, given every replica's address."""
+    def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
+        """The rendezvous environment of the replicas of ``role``, given every replica's address: one for all of
+        them, with a placeholder of ``macros`` (INDEX, RANK, ROLE) wherever a value depends on the replica, which each
+        backend fills in its own way. What is the same for all (the world size, the addresses) is written as is."""
         return {}
+
+    def replica_env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+        """The rendezvous environment of replica ``key`` with its values (as Compose and Swarm set it)."""
+        return macros.fill_env(self.env(spec, key[0], addresses), macros.values_of(list(addresses), key))
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         """The rendezvous of replica ``key`` as `orch render --format json` shows it."""

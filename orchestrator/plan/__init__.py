@@ -11,7 +11,7 @@ import os
 from pathlib import PurePosixPath
 from typing import Optional
 
-from orchestrator import __version__, backends, contract, frameworks
+from orchestrator import __version__, backends, contract, frameworks, macros
 from orchestrator.data import loaders
 from orchestrator.data.prepare import LOADERS, dataset_dir
 from orchestrator.images import data as data_images
@@ -81,17 +81,20 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     # folder, or in the image, linked there when its interpreter starts (the images' sitecustomize).
     loaders_dir = dataset_dir(paths.data, LOADERS) if spec.script is not None else None
     replicas = []
+    frameworks_env = {role: framework.env(spec, role, addresses) for role in dict.fromkeys(r for r, _i in keys)}
     for position, key in enumerate(keys):
         role, index = key
+        # The replica's environment with a placeholder (macros) wherever it differs by replica: the backend may
+        # write it once for several replicas (Replica.template); ``env`` is it filled with this replica's values.
         env = {
             contract.ENV_RUN_ID: spec.run_id,
-            contract.ENV_ROLE: role,
-            contract.ENV_WORKER_INDEX: str(index),
+            contract.ENV_ROLE: macros.ROLE,
+            contract.ENV_WORKER_INDEX: macros.INDEX,
             contract.ENV_NUM_WORKERS: str(spec.role_replicas(role)),
             contract.ENV_JOB: job_json,
             contract.ENV_DATA_DIR: contract.IMAGE_DATA_DIR if data_in_image else contract.DATA_MOUNT,
             contract.ENV_OUT_DIR: contract.OUT_MOUNT,
-            **framework.env(spec, key, addresses),
+            **frameworks_env[role],
         }
         if spec.pin_cpus:
             env[contract.ENV_CPUS] = cpuset(position, len(keys), host_cpus)
@@ -118,12 +121,13 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
                 env[contract.ENV_KERAS_MNIST] = f"{contract.KERAS_CACHE_MOUNT}/{loaders.KERAS_MNIST}"
             command = ("python3", "-u", f"{contract.SCRIPT_MOUNT}/{within}", *spec.script_args)
             working_dir = own.target
-            env[contract.ENV_OUTPUT_DIR] = own.target
+            env[contract.ENV_OUTPUT_DIR] = f"{contract.OUT_MOUNT}/{macros.ROLE}-{macros.INDEX}"  # own.target
             env[contract.ENV_SHARED_DIR] = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
         launched = framework.launch(spec, command)
         if launched is not None:  # a framework that starts its processes itself (MPI's launcher) wraps the command
             command, working_dir = launched, working_dir or contract.IMAGE_WORKDIR
-        replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=mounts,
+        replicas.append(Replica(role=role, index=index, image=image, env=macros.fill_env(env, macros.values_of(keys, key)),
+                                template=env, labels=labels, mounts=mounts,
                                 rendezvous=framework.describe(spec, key, addresses), command=command,
                                 working_dir=working_dir, host_group=host_group, port=framework.port,
                                 shm_mb=framework.shm_mb))

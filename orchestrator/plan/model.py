@@ -26,6 +26,9 @@ class Replica:
     index: int
     image: str
     env: dict[str, str]
+    # ``env`` with the framework's placeholders (``macros``) where its values depend on the replica, for a backend
+    # that writes one template for several replicas (a Kubernetes Job) and fills them in its own way.
+    template: dict[str, str]
     labels: dict[str, str]
     mounts: tuple[Mount, ...]
     rendezvous: dict[str, Any]  # the framework's view, for `orch render --format json`

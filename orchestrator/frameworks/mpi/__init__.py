@@ -75,7 +75,7 @@ class Mpi(Framework):
         """Whether the replicas must look like processes of one host (one host name, IPC and PID namespace)."""
         return spec.workers > 1 and transport(spec) == "shm"
 
-    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+    def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.world_size == 1 and not spec.script:
             return {}  # orch's one rank: no MPI at all, the baseline
         return {

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from orchestrator import __version__, rendezvous
+from orchestrator import __version__, macros, rendezvous
 from orchestrator.frameworks.base import BenchTransport, Framework, Job
 from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
 from orchestrator.paths import recipe_dir
@@ -59,17 +59,19 @@ class TensorFlow(Framework):
     def image(self, spec: Job) -> str:
         return spec.image or image_ref("single" if len(spec.replica_keys()) == 1 else "multi")
 
-    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        derived = rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
-        if not derived and spec.script:
-            # One container: a script written for MultiWorkerMirroredStrategy reads TF_CONFIG, and a cluster of one
-            # worker is what it takes there. orch's own trainer runs its single strategy without one.
-            config = {"cluster": {key[0]: [addresses[key]]}, "task": {"type": key[0], "index": key[1]}}
-            return {"TF_CONFIG": json.dumps(config, separators=(",", ":"), sort_keys=True)}
-        return derived
+    def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
+        # One container: orch's own trainer runs its single strategy with no cluster at all, while a script written
+        # for MultiWorkerMirroredStrategy reads TF_CONFIG, and a cluster of one worker is what it takes there.
+        if len(addresses) == 1 and not spec.script:
+            return {}
+        cluster = {name: members for name, members in rendezvous.cluster_of(addresses)}
+        # The task as rendezvous.tf_config writes it, its type and index the replica's: placeholders.
+        config = json.dumps({"cluster": cluster, "task": {"type": macros.ROLE, "index": -1}},
+                            separators=(",", ":"), sort_keys=True)
+        return {"TF_CONFIG": config.replace('"index":-1', f'"index":{macros.INDEX}')}
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
-        raw = self.env(spec, key, addresses).get("TF_CONFIG")
+        raw = self.replica_env(spec, key, addresses).get("TF_CONFIG")
         return {"tf_config": json.loads(raw) if raw else None}
 
     def floor_transport(self, spec: Job) -> Optional[str]:

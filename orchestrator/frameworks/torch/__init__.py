@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from orchestrator import __version__, rendezvous
+from orchestrator import __version__, macros, rendezvous
 from orchestrator.frameworks.base import BenchTransport, Framework, Job
 from orchestrator.frameworks.mpi import host_of
 from orchestrator.frameworks.torch.options import TorchOptions
@@ -63,23 +63,22 @@ class Torch(Framework):
     def floor_transport(self, spec: Job) -> Optional[str]:
         return "gloo"
 
-    def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
+    def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.world_size == 1 and not spec.script:
             return {}  # orch's serial baseline: no process group
         keys = list(addresses)
         master = {"MASTER_ADDR": host_of(addresses[keys[0]]), "MASTER_PORT": str(MASTER_PORT)}
-        rank = rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
+        node = macros.RANK  # a container is a node: its rank across the job
         if spec.procs_per_worker == 1:
             # One rank per container, 1 included: what `torchrun --nnodes N --nproc-per-node 1` gives each rank, so
             # that a torchrun-shaped script (reading RANK, LOCAL_RANK, GROUP_RANK...) runs unchanged at every N.
-            node, world = rank["RANK"], str(spec.world_size)
-            return {**master, **rank, "WORLD_SIZE": world, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+            world = str(spec.world_size)
+            return {**master, "RANK": node, "WORLD_SIZE": world, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
                     "GROUP_RANK": node, "GROUP_WORLD_SIZE": world, "ROLE_NAME": "default", "ROLE_RANK": node,
                     "ROLE_WORLD_SIZE": world, "TORCHELASTIC_RUN_ID": spec.run_id,
                     "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}
         # Several ranks per container: torchrun starts them and gives each its RANK and LOCAL_RANK. It reads its
         # flags from PET_ variables (as under Kubeflow's Trainer): N nodes of P ranks, this container's node rank.
-        node = rank["RANK"]
         return {**master, "WORLD_SIZE": str(spec.world_size), "LOCAL_WORLD_SIZE": str(spec.procs_per_worker),
                 "PET_NNODES": str(len(keys)), "PET_NPROC_PER_NODE": str(spec.procs_per_worker),
                 "PET_NODE_RANK": node, "PET_MASTER_ADDR": master["MASTER_ADDR"], "PET_MASTER_PORT": str(MASTER_PORT),
@@ -103,7 +102,7 @@ class Torch(Framework):
                 "--max-restarts", "0", "--rdzv-id", spec.run_id, "--log-dir", "ranks", "--tee", "3", *script)
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
-        env = self.env(spec, key, addresses)
+        env = self.replica_env(spec, key, addresses)
         if not env:
             return {"torch": None}
         ranks = ({"rank": int(env["RANK"])} if spec.procs_per_worker == 1 else
