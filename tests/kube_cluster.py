@@ -14,7 +14,8 @@ What it models, each as the API server and its controllers behave:
   after ``linger`` further listings;
 - a pod's log: 400 while its container waits to start (an init container still copying), 404 once the pod is
   gone, ``tailLines``, ``sinceSeconds``, ``timestamps`` and ``follow`` (streamed until the container ends);
-- watches of pods as a stream of events, from a resource version, ending after ``timeoutSeconds``.
+- watches of pods as a stream of events, from a resource version, ending after ``timeoutSeconds``, or at once with
+  an ERROR event of 410 where the version has expired (``expire_watches``).
 """
 from __future__ import annotations
 
@@ -97,6 +98,7 @@ class Cluster:
         self.doomed: list[tuple[int, str]] = []  # (listings left, pod)
         self.on_list: Optional[Callable[["Cluster"], None]] = None  # the pods' lives, advanced per listing
         self.lists = 0
+        self.expire_watches = 0  # watches from a resource version that answer 410 (expired) first
 
     # -- what tests do ---------------------------------------------------------------------------------
     def fail(self, method: str, path: str, code: int, reason: str, message: str, times: int = 1,
@@ -377,6 +379,11 @@ class Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + float(query.get("timeoutSeconds") or 5)
         self._stream_start("application/json")
         with cluster.lock:
+            if since and cluster.expire_watches > 0:  # the version is older than the server keeps: an ERROR event
+                cluster.expire_watches -= 1
+                self._chunk(json.dumps({"type": "ERROR", "object": status_body(
+                    410, "Expired", f"too old resource version: {since} ({cluster.version})")}).encode() + b"\n")
+                return self._chunk(b"")
             if not since:  # no version: every pod as it is now, as ADDED
                 for pod in cluster.pods():
                     if cluster._selected(pod, query):

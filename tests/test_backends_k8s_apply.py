@@ -327,6 +327,29 @@ def test_following_a_pod_waits_while_it_starts(tmp_path, server):
     assert list(KubernetesBackend().log_lines(state, "stderr", follow=True)) == []  # a pod's log is one stream
 
 
+def test_following_a_pod_whose_watch_expired_lists_it_again(tmp_path, server):
+    cluster = server.cluster
+    h, p = started_run(tmp_path, server, workers=1)
+    (state,) = KubernetesBackend().states(p.spec.run_id)
+    cluster.expire_watches = 1
+    threading.Timer(0.3, lambda: (cluster.start(state.id), cluster.write(state.id, "up"),
+                                  cluster.finish(state.id, 0))).start()
+    lines = list(KubernetesBackend().log_lines(state, "stdout", follow=True))
+    assert [line.split(" ", 1)[1] for line in lines] == ["up"]
+    assert len([r for r in cluster.asked("GET", "/pods$") if r.query.get("watch") == "true"]) >= 1
+
+
+def test_a_jobset_on_a_cluster_without_its_controller_says_what_to_install(tmp_path, server):
+    server.cluster.fail("POST", "/jobsets$", 404, "NotFound", "the server could not find the requested resource")
+    h = Harness(tmp_path)
+    p = h.plan(backend="k8s", workers=2, k8s_kind="jobset")
+    with pytest.raises(ClusterRefused, match="answered 404 to create JobSet orch-fake-run: the server could not find "
+                                             r"the requested resource; where it has no JobSet \(jobset.x-k8s.io/v1alpha2\), "
+                                             "install its controller and CRD first"):
+        up(h, p)
+    assert not server.cluster.objects  # the policy made before it is deleted again
+
+
 def test_following_a_pod_that_goes_before_it_starts_ends(tmp_path, server):
     cluster = server.cluster
     h, p = started_run(tmp_path, server, workers=1)

@@ -131,35 +131,54 @@ class KubeApi:
 
     def _verbs(self, kind: str) -> tuple[Callable[[dict[str, Any]], Any], Callable[[str], Any],
                                          Callable[[str, dict[str, Any]], Any]]:
-        """Create, read and delete of ``kind`` in the namespace."""
-        ns = self.namespace
+        """Create, read and delete of ``kind`` in the namespace. A create's and a delete's answer come back as the
+        server wrote them (``_preload_content=False``): the object exists, or is gone, whatever the client's models
+        would make of the answer (a delete answers a Status, or the object while its dependents go)."""
+        ns, raw = self.namespace, {"_preload_content": False}
         if kind == "Service":
-            return (lambda doc: self.core.create_namespaced_service(ns, doc),
+            return (lambda doc: self.core.create_namespaced_service(ns, doc, **raw),
                     lambda name: self.core.read_namespaced_service(name, ns),
-                    lambda name, body: self.core.delete_namespaced_service(name, ns, body=body))
+                    lambda name, body: self.core.delete_namespaced_service(name, ns, body=body, **raw))
         if kind == "Job":
-            return (lambda doc: self.batch.create_namespaced_job(ns, doc),
+            return (lambda doc: self.batch.create_namespaced_job(ns, doc, **raw),
                     lambda name: self.batch.read_namespaced_job(name, ns),
-                    lambda name, body: self.batch.delete_namespaced_job(name, ns, body=body))
+                    lambda name, body: self.batch.delete_namespaced_job(name, ns, body=body, **raw))
         if kind == "NetworkPolicy":
-            return (lambda doc: self.networking.create_namespaced_network_policy(ns, doc),
+            return (lambda doc: self.networking.create_namespaced_network_policy(ns, doc, **raw),
                     lambda name: self.networking.read_namespaced_network_policy(name, ns),
-                    lambda name, body: self.networking.delete_namespaced_network_policy(name, ns, body=body))
+                    lambda name, body: self.networking.delete_namespaced_network_policy(name, ns, body=body, **raw))
         if kind == "JobSet":
             custom = (JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL)
-            return (lambda doc: self.custom.create_namespaced_custom_object(*custom, doc),
+            return (lambda doc: self.custom.create_namespaced_custom_object(*custom, doc, **raw),
                     lambda name: self.custom.get_namespaced_custom_object(*custom, name),
-                    lambda name, body: self.custom.delete_namespaced_custom_object(*custom, name, body=body))
+                    lambda name, body: self.custom.delete_namespaced_custom_object(*custom, name, body=body, **raw))
         raise ValueError(f"orch creates no {kind}")
 
     def _dict(self, obj: Any) -> dict[str, Any]:
         return obj if isinstance(obj, dict) else self._client.sanitize_for_serialization(obj)
 
+    @staticmethod
+    def _answer(response: Any) -> dict[str, Any]:
+        """The JSON object a raw response holds ({} for anything else); the connection goes back to the pool."""
+        try:
+            body = json.loads(response.data or b"{}")
+        except ValueError:
+            body = {}
+        finally:
+            response.release_conn()
+        return body if isinstance(body, dict) else {}
+
     def create(self, doc: dict[str, Any]) -> str:
-        """Create ``doc``; its uid. A 409 (it exists) is a ClusterRefused naming the object."""
-        create, _read, _delete = self._verbs(doc["kind"])
-        made = self._call(f"create {doc['kind']} {doc['metadata']['name']}", lambda: create(doc))
-        return str((self._dict(made).get("metadata") or {}).get("uid") or "")
+        """Create ``doc``; its uid. A 404 means the cluster has no such kind (a CRD not installed)."""
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        create, _read, _delete = self._verbs(kind)
+        try:
+            made = self._answer(self._call(f"create {kind} {name}", lambda: create(doc), quiet=(404,)))
+        except self._refused as exc:
+            raise ClusterRefused(f"the cluster answered 404 to create {kind} {name}: {status_message(exc)}; where it "
+                                 f"has no {kind} ({doc['apiVersion']}), install its controller and CRD first",
+                                 status=404) from None
+        return str((made.get("metadata") or {}).get("uid") or "")
 
     def get(self, kind: str, name: str) -> Optional[dict[str, Any]]:
         """The object ``kind``/``name`` as the cluster has it, or None if it has none."""
@@ -176,7 +195,7 @@ class KubeApi:
         _create, _read, delete = self._verbs(kind)
         body: dict[str, Any] = {"propagationPolicy": "Background", **({"preconditions": {"uid": uid}} if uid else {})}
         try:
-            self._call(f"delete {kind} {name}", lambda: delete(name, body), quiet=(404, 409))
+            self._answer(self._call(f"delete {kind} {name}", lambda: delete(name, body), quiet=(404, 409)))
         except self._refused:  # gone already, or another object of that name (a precondition failed): not ours
             return False
         return True
@@ -208,14 +227,21 @@ class KubeApi:
             if not listed.get("items") or not waiting(listed["items"][0]):
                 return bool(listed.get("items")) and started(listed["items"][0])
             version = (listed.get("metadata") or {}).get("resourceVersion")
-            for event in watch.Watch().stream(self.core.list_namespaced_pod, self.namespace, field_selector=selector,
-                                              resource_version=version, timeout_seconds=WATCH_SECONDS,
-                                              deserialize=False):
-                if event.get("type") == "DELETED":
-                    return False
-                if not waiting(event.get("object") or {}):
-                    return started(event.get("object") or {})
-            return None  # the watch ended with the pod still starting: look again
+            try:
+                # Deserialised, though only the raw object is read: with deserialize=False the client's watch fails
+                # on the ERROR event of an expired version (KeyError 'raw_object') instead of raising 410.
+                for event in watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
+                                                  field_selector=selector, resource_version=version,
+                                                  timeout_seconds=WATCH_SECONDS):
+                    pod = event.get("raw_object") or {}
+                    if event.get("type") == "DELETED":
+                        return False
+                    if not waiting(pod):
+                        return started(pod)
+            except self._refused as exc:
+                if exc.status != 410:
+                    raise
+            return None  # the watch ended (or its version expired, 410) with the pod still starting: look again
 
         while True:
             change = self._call(f"watch pod {pod} start", next_change)
