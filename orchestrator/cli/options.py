@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from orchestrator import frameworks
+from orchestrator import frameworks, sizes
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec import JobSpec
@@ -40,7 +40,7 @@ GROUPS = {
                 "source"),
     "Data and model": ("dataset", "samples", "model", "epochs", "global_batch", "learning_rate", "seed"),
     "Supervision": ("stall_timeout", "startup_timeout", "time_limit", "max_restarts", "checkpoint_every"),
-    "Limits": ("cpus", "gpus", "memory_mb", "disk_limit_mb", "threads", "pin_cpus"),
+    "Limits": ("cpus", "gpus", "memory_mb", "shm_size_mb", "disk_limit_mb", "threads", "pin_cpus"),
 }
 
 
@@ -82,6 +82,7 @@ class SpecFlag:
     default_text: Optional[str]  # what the help shows as the default, None for nothing
     help: str
     group: str = "Options"  # the help's heading
+    metavar: Optional[str] = None  # what the help calls its value; None: the type's name
 
     @property
     def decls(self) -> list[str]:
@@ -93,7 +94,7 @@ class SpecFlag:
         if self.type is bool:
             return click.option(*self.decls, cls=GroupedOption, group=self.group, default=None, help=self.help)
         return click.option(*self.decls, cls=GroupedOption, group=self.group, type=self.type, default=None,
-                            help=self.help)
+                            metavar=self.metavar, help=self.help)
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -133,13 +134,15 @@ def _flag(name: str, info: FieldInfo) -> Optional[SpecFlag]:
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     if extra.get("flag") is False or name in _NOT_FLAGS:
         return None
-    click_type, choices = _click_type(name, info.annotation)
+    # A size is read as text (2g, 512m) by the spec's own parser, which names the flag when it is wrong.
+    click_type, choices = (click.STRING, ()) if sizes.SIZE in info.metadata else _click_type(name, info.annotation)
     shown = _shown_default(info, extra.get("default_text"))  # type: ignore[arg-type]
     description = (info.description or "").strip()
     help_text = f"{description} [default: {shown}]" if shown is not None else description
     flag = extra.get("flag") or "--" + name.replace("_", "-")
     return SpecFlag(field=name, flag=str(flag), short=extra.get("short") or None,  # type: ignore[arg-type]
-                    type=click_type, choices=choices, default_text=shown, help=help_text)
+                    type=click_type, choices=choices, default_text=shown, help=help_text,
+                    metavar="SIZE" if sizes.SIZE in info.metadata else None)
 
 
 def _model_flags(model: type[BaseModel]) -> list[SpecFlag]:

@@ -288,7 +288,8 @@ def _scaled_quick(experiment: Experiment) -> tuple[dict[str, Any], dict[str, lis
     base, grid = dict(experiment.base), {k: list(v) for k, v in experiment.grid.items()}
     quick = dict(experiment.quick)
     repeats = quick.pop("repeats", 1)
-    if not experiment.quick:
+    scripts = "script" in base or "script" in grid or any("script" in setup for setup in experiment.setups)
+    if not experiment.quick and not scripts:  # a script's own arguments decide its size
         quick = {"epochs": 1}
         if "samples" in grid:
             tenths = [_tenth(s) for s in grid["samples"]]

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 Key = tuple[str, int]  # (role, index within the role)
 Say = Callable[[str], None]
+# The metadata of an option that only orch's own trainer reads: a --script never sees it, so a job with one refuses
+# it (``jobspec.fields.TRAINER``; the spec's fields use the same key).
+TRAINER_ONLY: dict[str, Any] = {"jobs": "trainer"}
 
 
 class Job(Protocol):

@@ -126,7 +126,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
         replicas.append(Replica(role=role, index=index, image=image, env=env, labels=labels, mounts=mounts,
                                 rendezvous=framework.describe(spec, key, addresses), command=command,
                                 working_dir=working_dir, host_group=host_group, port=framework.port,
-                                shm_mb=framework.shm_mb))
+                                shm_mb=spec.shm_size_mb or framework.shm_mb))
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, cache_dir=paths.cache, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,

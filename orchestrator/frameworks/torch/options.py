@@ -5,7 +5,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions, Job
+from orchestrator.frameworks.base import TRAINER_ONLY, FrameworkOptions, Job
 
 
 class TorchOptions(FrameworkOptions):
@@ -14,7 +14,7 @@ class TorchOptions(FrameworkOptions):
 
     name: Literal["torch"] = Field("torch", description="the framework")
     batch_per_worker: int = Field(
-        0, ge=0, le=65_536, json_schema_extra={"default_text": "off: --batch-size is the global batch"},
+        0, ge=0, le=65_536, json_schema_extra={**TRAINER_ONLY, "default_text": "off: --batch-size is the global batch"},
         description="With --framework torch: each rank's own batch, so the global batch is this times --workers and "
                     "grows with N (the per-process batch of PyTorch's DDP examples); leave --batch-size out with it. "
                     "0 = off: --batch-size is the global batch, split among the ranks, the same work per step for "
