@@ -14,8 +14,9 @@ Needs root (the cold build runs debootstrap) and about 25 minutes on 2 cores. In
    (TensorFlow's defaults everywhere) against orch's defaults, each through the `orch up` command as a
    user runs it; the per-step synchronisation cost, (T(3) - T(1)) / steps; and orchestration overhead,
    the command's wall time minus the slowest worker's train time.
-3. orch's own time over a bare `docker compose up` of the same rendered file (compose_overhead.py).
-4. What bounds the step: one all-reduce of the model's gradients alone (allreduce_latency.py).
+3. orch's own time over a bare `docker compose up` of the same rendered file
+   (investigations/compose_overhead.py).
+4. What bounds the step: one all-reduce of the model's gradients alone (investigations/allreduce_latency.py).
 
 Writes benchmarks/results/targets.json and targets.md (skipped with --tiny).
 """
@@ -37,6 +38,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+# The investigations that measured these figures first; their functions are reused here, not copied.
+sys.path.insert(0, str(ROOT / "benchmarks" / "investigations"))
 
 import allreduce_latency  # noqa: E402
 import compose_overhead  # noqa: E402

@@ -182,13 +182,24 @@ def experiment(file: Union[str, Path], *, quick: bool = False, force: bool = Fal
     return ExperimentRun(folder, folder / "report.md", cells)
 
 
+def experiment_report(file: Union[str, Path], *, quick: bool = False, out: Union[str, Path, None] = None,
+                      paths: Optional[Paths] = None, say: Optional[Say] = None) -> ExperimentRun:
+    """Write the report of the experiment in ``file`` again from its recorded cells, running none."""
+    from orchestrator.experiments import file as experiment_file
+    from orchestrator.experiments import sweep
+
+    paths = paths or default_paths()
+    folder, cells = sweep.rewrite_report(experiment_file.load(Path(file)), quick=quick,
+                                         root=Path(out) if out else paths.results, say=say, paths=paths)
+    return ExperimentRun(folder, folder / "report.md", cells)
+
+
 def ps(*run_ids: str, paths: Optional[Paths] = None, say: Optional[Say] = None) -> list[RunInfo]:
     """The records of runs (default: every run), read from their folders, with the state their replicas are in
     now; when the engine does not answer, ``say`` is told so once and each run is as its record left it."""
     from orchestrator.run.runs import ps as list_runs
 
     return list_runs(list(run_ids) or None, paths=paths, say=say)
-
 
 
 def down(*run_ids: str, all_runs: bool = False, paths: Optional[Paths] = None) -> list[str]:

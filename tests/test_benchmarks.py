@@ -11,8 +11,8 @@ pytestmark = pytest.mark.docker
 
 
 def test_scaling_benchmark_runs_pairs_on_tiny_data(images, orch_env):
-    proc = subprocess.run([sys.executable, "benchmarks/scaling.py", "--tiny", "--workers", "2"], cwd=ROOT,
-                          env=orch_env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "benchmarks/investigations/scaling.py", "--tiny", "--workers", "2"],
+                          cwd=ROOT, env=orch_env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == 2 and all("failed" not in row for row in rows), proc.stdout
@@ -42,8 +42,8 @@ def test_targets_benchmark_prints_every_figure_on_tiny_data(images, orch_env):
 
 
 def test_mpi_targets_benchmark_prints_every_target_on_tiny_data(images, orch_env):
-    proc = subprocess.run([sys.executable, "benchmarks/mpi_targets.py", "--tiny"], cwd=ROOT, env=orch_env,
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run([sys.executable, "benchmarks/investigations/mpi_targets.py", "--tiny"], cwd=ROOT,
+                          env=orch_env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for figure in ("T(3)/T(1), MPI", "T(2)/T(1), MPI", "T(3)/T(1), MultiWorkerMirroredStrategy",
                    "MPI all-reduce, containers / host", "test accuracy, largest gap"):

@@ -37,6 +37,17 @@ def test_grid_times_repeats():
     assert len({c.key for c in cells}) == 12
 
 
+def test_rotated_order_runs_one_repeat_of_every_point_a_round_each_round_starting_one_point_later():
+    cells = expand(parse("name: t\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3]}\nrepeats: 3\n"
+                         "order: rotated\n"))
+    assert [c.key for c in cells] == ["workers1-r0", "workers3-r0", "workers3-r1", "workers1-r1", "workers1-r2",
+                                      "workers3-r2"]
+    grouped = expand(parse(GRID))
+    assert sorted(c.key for c in expand(parse(GRID + "order: rotated\n"))) == sorted(c.key for c in grouped)
+    with pytest.raises(InvalidSpec, match="order"):
+        parse(GRID + "order: shuffled\n")
+
+
 def test_quick_uses_the_quick_section():
     exp = parse(GRID + "quick: {epochs: 1, samples: [3000], repeats: 1}\n")
     cells = expand(exp, quick=True)
@@ -308,6 +319,25 @@ def _fake_sweep(monkeypatch, started=None, on_up=None):
     monkeypatch.setattr(experiments.runner, "up", fake_up)
     monkeypatch.setattr(experiments, "collect", fake_collect)
     monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
+
+
+def test_a_report_is_written_again_from_the_recorded_cells_running_none(monkeypatch, tmp_path):
+    paths = _paths(tmp_path)
+    exp = parse("name: again\nbase: {dataset: synthetic, epochs: 1, samples: 6000}\ngrid: {workers: [1, 3]}\n")
+    with pytest.raises(InvalidSpec, match="holds no recorded cell of again; run it first"):
+        experiments.rewrite_report(exp, paths=paths)
+    started = []
+    _fake_sweep(monkeypatch, started=started)
+    out, _cells = experiments.run(exp, paths=paths)
+    (out / "report.md").write_text("stale\n")
+    (out / "time-vs-workers.png").unlink()
+    html = (out / "report.html").read_bytes()
+    said = []
+    again, cells = experiments.rewrite_report(exp, paths=paths, say=said.append)
+    assert again == out and len(cells) == 2 and len(started) == 2  # nothing ran again
+    assert "| 3 |" in (out / "report.md").read_text() and (out / "time-vs-workers.png").is_file()
+    # the collected runs are not beside the cells (as in a committed sweep): report.html stays as it was
+    assert (out / "report.html").read_bytes() == html and "report.html left as it was" in said[0]
 
 
 def test_the_sweep_gives_each_cell_the_run_id_expand_validated(monkeypatch, tmp_path):

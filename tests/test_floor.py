@@ -553,14 +553,15 @@ def test_the_processes_benchmark_puts_every_peer_on_loopback_with_a_port_of_its_
 
 
 def test_start_ab_names_its_baseline_by_commit_and_refuses_what_is_not_one():
-    spec = importlib.util.spec_from_file_location("start_ab_benchmark", ROOT / "benchmarks" / "start_ab.py")
+    spec = importlib.util.spec_from_file_location("start_ab_benchmark",
+                                                  ROOT / "benchmarks" / "investigations" / "start_ab.py")
     start_ab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(start_ab)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
     assert start_ab._commit("HEAD") == head  # a name that moves on is recorded as the commit it was
-    proc = subprocess.run([sys.executable, "benchmarks/start_ab.py", "--before", "no-such-revision"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "benchmarks/investigations/start_ab.py", "--before", "no-such-revision"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "start_ab: 'no-such-revision' is not a commit of this repository (`git log --oneline` lists them)"]

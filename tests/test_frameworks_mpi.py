@@ -67,6 +67,14 @@ def test_a_users_script_is_the_rank_command(tmp_path):
     assert p.replicas[1].command == (*LAUNCHER, "python3", "-u", "/orch/script/train.py", "--epochs", "2")
 
 
+def test_a_users_script_on_one_container_runs_under_hydra_as_at_every_n(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    (r,) = mpi_plan(tmp_path, workers=1, script=str(script)).replicas
+    assert r.command == (*LAUNCHER, "python3", "-u", "/orch/script/train.py")  # mpiexec gives it PMI_RANK...
+    assert r.env["ORCH_MPI_HOSTS"] == "worker-0" and r.rendezvous["mpi"]["world_size"] == 1
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"strategy": "mwms"}, "strategy: --strategy is an option of --framework tensorflow, not mpi"),
     ({"steps_per_execution": 10}, "--steps-per-execution is an option of --framework tensorflow"),

@@ -20,6 +20,16 @@ def test_single_worker_has_no_tf_config():
     assert TF.env(spec, ("worker", 0), _addresses(spec)) == {}
 
 
+def test_a_users_script_on_one_container_gets_a_one_worker_tf_config(tmp_path):
+    script = tmp_path / "main.py"
+    script.write_text("print('hi')\n")
+    spec = make_spec(run_id="r", workers=1, script=str(script))
+    config = json.loads(TF.env(spec, ("worker", 0), _addresses(spec))["TF_CONFIG"])
+    # what MultiWorkerMirroredStrategy takes for a cluster of one
+    assert config == {"cluster": {"worker": ["worker-0:12345"]}, "task": {"type": "worker", "index": 0}}
+    assert TF.describe(spec, ("worker", 0), _addresses(spec)) == {"tf_config": config}
+
+
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_every_worker_sees_the_same_cluster_and_its_own_index(index):
     spec = make_spec(run_id="r", workers=3)

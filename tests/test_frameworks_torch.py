@@ -62,7 +62,28 @@ def test_a_users_script_runs_under_the_interface_launcher(tmp_path):
                                      "/orch/script/ddp.py", "--x", "1")
     assert p.replicas[1].env["RANK"] == "1"
     one = plan(make_spec(framework="torch", run_id="t", script=str(script)), _paths(tmp_path))
-    assert one.replicas[0].command == ("python3", "-u", "/orch/script/ddp.py")
+    assert one.replicas[0].command == ("python3", "-m", "orch_trainer.torch_env", "python3", "-u",
+                                       "/orch/script/ddp.py")
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_script_gets_torchruns_environment_at_every_n_one_included(tmp_path, workers):
+    script = tmp_path / "ddp.py"
+    script.write_text("print('hi')\n")
+    p = plan(make_spec(framework="torch", workers=workers, run_id="t", script=str(script)), _paths(tmp_path))
+    for i, replica in enumerate(p.replicas):
+        env = replica.env
+        # what `torchrun --nnodes N --nproc-per-node 1` gives rank i
+        assert {k: env[k] for k in ("RANK", "GROUP_RANK", "ROLE_RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_WORLD_SIZE",
+                                    "ROLE_WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT", "ROLE_NAME",
+                                    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")} == {
+            "RANK": str(i), "GROUP_RANK": str(i), "ROLE_RANK": str(i), "LOCAL_RANK": "0", "WORLD_SIZE": str(workers),
+            "GROUP_WORLD_SIZE": str(workers), "ROLE_WORLD_SIZE": str(workers), "LOCAL_WORLD_SIZE": "1",
+            "MASTER_PORT": "29500", "ROLE_NAME": "default", "TORCHELASTIC_RUN_ID": "t",
+            "TORCHELASTIC_RESTART_COUNT": "0"}
+        assert env["MASTER_ADDR"] == "worker-0"
+    own = plan(make_spec(framework="torch", run_id="t"), _paths(tmp_path))  # orch's serial baseline: no group
+    assert "RANK" not in own.replicas[0].env and own.replicas[0].rendezvous == {"torch": None}
 
 
 def test_pytorch_defaults_are_seed_002s():

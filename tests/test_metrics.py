@@ -195,3 +195,20 @@ def test_the_cpu_bound_is_the_cores_over_what_one_worker_used_and_never_more_tha
     assert cpu_bound(3, 80.0, cores=2) == 2.5
     assert cpu_bound(3, 50.0, cores=2) == 3.0  # never more than N
     assert cpu_bound(3, None) is None and cpu_bound(3, 0.0) is None and cpu_bound(0, 90.0) is None
+
+
+def test_the_scaling_plots_draw_the_core_limit_of_the_machine_not_n_times(tmp_path, monkeypatch):
+    """3 and 4 workers on the 2 cores the cells were measured on: the speedup's ideal stops at 2 and the legend
+    says it is the core limit; nothing draws 3× or 4×."""
+    from orchestrator.analysis import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    cells = {f"g-{n}-{r}": _scaling_cell("global_batch", n, t + r, r) for n, t in ((1, 10.0), (3, 8.0), (4, 9.0))
+             for r in range(2)}
+    plots._scaling_plots(metrics.aggregate(cells), "workers", tmp_path, cores=metrics.cells_cores(cells))
+    for name, want in (("speedup.png", [1.0, 2.0, 2.0]), ("efficiency.png", [1.0, 2 / 3, 0.5])):
+        (ax,) = drawn[name].axes
+        (limit,) = [line for line in ax.get_lines() if line.get_label().startswith("core limit: 2 cores")]
+        assert list(limit.get_xdata()) == [1, 3, 4] and list(limit.get_ydata()) == pytest.approx(want)
+        assert not any("N×" == line.get_label()[:2] for line in ax.get_lines())

@@ -193,7 +193,7 @@ def _render_in_chromium(html: Path, cell_keys: set) -> None:
     dom = subprocess.run([*flags, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert 'data-rendered="yes"' in dom, dom[:2000]
     assert "data-errors" not in dom, dom[:2000]
-    for series in [*cell_keys, "measured", "N× (ideal)", "CPU bound of this host"]:
+    for series in [*cell_keys, "measured", "core limit: ", "CPU bound of this host"]:
         assert f'data-series="{series}' in dom, series
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report-quick-sweep.png"

@@ -4,6 +4,8 @@
 - Pages link to committed results outside docs/ (``../benchmarks/results/allreduce.md``), so that the links also
   work when the Markdown is read in the repository. The build copies those folders into the site under ``repo/``
   and points the links there; a link to a file that does not exist stays broken and fails the strict build.
+- The copied Markdown (the benchmarks' notes) links back into the manual the same way (``../../docs/images.md``):
+  those links are pointed at the manual's pages.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from pathlib import Path
 from mkdocs.structure.files import File, InclusionLevel
 
 REPO = Path(__file__).resolve().parent.parent
-OUTSIDE = ("benchmarks/results", "experiments/results", "examples")  # folders the manual may link into
+OUTSIDE = ("benchmarks/results", "benchmarks/investigations", "experiments/results",
+           "examples")  # folders the manual may link into
 MARKER = "<!-- orch-cli-reference -->"
 LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?\)")
 
@@ -38,6 +41,14 @@ def _outside(page_uri: str, target: str) -> str | None:
     return joined if joined.startswith(OUTSIDE) else None
 
 
+def _into_docs(page_uri: str, target: str) -> str | None:
+    """The manual page (relative to docs/) a relative link of a copied page points to, when it enters docs/."""
+    if "://" in target or target.startswith("/"):
+        return None
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(page_uri.removeprefix("repo/")), target))
+    return joined.removeprefix("docs/") if joined.startswith("docs/") else None
+
+
 def on_page_markdown(markdown, page, config, files):
     if MARKER in markdown:
         from orchestrator.cli.reference import markdown as reference
@@ -45,7 +56,13 @@ def on_page_markdown(markdown, page, config, files):
         markdown = markdown.replace(MARKER, reference())
     uri = page.file.src_uri
     if uri.startswith("repo/"):
-        return markdown
+        def back(match: re.Match) -> str:
+            path = _into_docs(uri, match.group(2))
+            if path is None:
+                return match.group(0)
+            return f"{match.group(1)}{posixpath.relpath(path, posixpath.dirname(uri))}{match.group(3) or ''})"
+
+        return LINK.sub(back, markdown)
 
     def relink(match: re.Match) -> str:
         path = _outside(uri, match.group(2))

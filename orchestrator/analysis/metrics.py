@@ -196,6 +196,12 @@ def named_baseline(rows: list[dict[str, Any]], baseline: Mapping[str, Any]) -> O
                 None)
 
 
+def cells_cores(cells: Mapping[str, Mapping[str, Any]]) -> Optional[int]:
+    """The cores of the machine most of ``cells`` were measured on; None where they recorded none."""
+    recorded = [(c.get("machine") or {}).get("cores") for c in cells.values() if isinstance(c.get("machine"), dict)]
+    return max(set(recorded), key=recorded.count) if recorded and all(isinstance(n, int) for n in recorded) else None
+
+
 def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
               baseline: Optional[Mapping[str, Any]] = None) -> list[dict[str, Any]]:
     """One row per grid point of an experiment's recorded cells (cells.json): the median and range over
@@ -205,8 +211,7 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
     workers × replicas); the synchronisation cost per step; the CPU bound of each row on the cores of the
     machine the cells were measured on (this one's if they recorded none). Failed cells count in ``runs`` and
     ``failed`` only."""
-    recorded = [(c.get("machine") or {}).get("cores") for c in cells.values() if isinstance(c.get("machine"), dict)]
-    cores = max(set(recorded), key=recorded.count) if recorded and all(isinstance(n, int) for n in recorded) else None
+    cores = cells_cores(cells)
     groups: dict[str, dict[str, Any]] = {}
     for record in cells.values():
         group = groups.setdefault(point_id(record["params"]), _point(record))

@@ -144,9 +144,15 @@ def _setup_label(row: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(row["params"].items()))
 
 
-def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Path]:
-    """The four figures of a scaling study: loss curves, speedup with the ideal line, efficiency, and a training
-    comparison (train time and throughput against N)."""
+def core_limit(n: int, cores: int) -> float:
+    """The best speedup N workers can have on ``cores`` cores at equal work: N, until they share the cores."""
+    return float(min(n, cores))
+
+
+def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path, cores: int) -> list[Path]:
+    """The four figures of a scaling study: loss curves, speedup and efficiency against the limit this machine's
+    ``cores`` set (not N×, which would need N cores) and the floor where measured, and a training comparison (train
+    time and throughput against N)."""
     plt = _pyplot()
     timed = [r for r in rows if r["train_seconds"]]
     if not timed:
@@ -166,10 +172,13 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path) -> list[Pat
     ax.grid(alpha=0.3)
     paths.append(_save(fig, out / "loss-curves.png"))
     top = max(metrics.point_scale(r, axis) for r in timed)
-    for metric, ylabel, ideal, name in (("speedup", "speedup T(1)/T(N)", lambda n: n, "speedup"),
-                                        ("efficiency", "efficiency speedup/N", lambda n: 1.0, "efficiency")):
+    ns = sorted({metrics.point_scale(r, axis) for r in timed} | {1, top})
+    for metric, ylabel, ideal, name in (("speedup", "speedup T(1)/T(N)", lambda n: core_limit(n, cores), "speedup"),
+                                        ("efficiency", "efficiency speedup/N", lambda n: core_limit(n, cores) / n,
+                                         "efficiency")):
         fig, ax = plt.subplots(figsize=(7, 4))
-        ax.plot([1, top], [ideal(1), ideal(top)], linestyle="--", color="grey", label="N× (ideal with N× the cores)")
+        ax.plot(ns, [ideal(n) for n in ns], linestyle="--", color="grey",
+                label=f"core limit: {cores} cores (N× would need N)")
         for label, group in lines.items():
             points = [(metrics.point_scale(r, axis), *r[f"{metric}_range"]) for r in group if r[f"{metric}_range"]]
             if points:  # the median, with the repeats' min-max as the error bar

@@ -6,6 +6,7 @@ report.md is written atomically (``safeio``): an interrupted or failed write lea
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -248,13 +249,14 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     baseline = dict(getattr(experiment.report, "baseline", {}) or {})
     axes = sorted({k for r in rows for k in r["params"]} - {axis})
     scaling = bool(getattr(experiment.report, "scaling", False))
-    plots = _scaling_plots(rows, axis, out) if scaling else _plots(rows, axes, axis, out, named=bool(baseline))
+    cores = metrics.cells_cores(cells) or os.cpu_count() or 1
+    plots = _scaling_plots(rows, axis, out, cores) if scaling else _plots(rows, axes, axis, out, named=bool(baseline))
     spec_fields = next(iter(cells.values()))["fields"] if cells else {}
     lines = [f"# {experiment.report.title or experiment.name}", ""]
     if experiment.description:
         lines += [experiment.description.strip(), ""]
     lines += [
-        f"- Machine: {machine_description()}",
+        f"- Report written on: {machine_description()}",
         _measured_on(cells),
         f"- Written: {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
         + (" — **quick mode** (`--quick`): scaled down, for a demo, not for conclusions" if quick else ""),

@@ -86,6 +86,27 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
         click.get_current_context().exit(EXIT_FAILED)
 
 
+@experiment.command("report")
+@click.argument("file", type=click.Path(dir_okay=False), shell_complete=complete_experiment_files)
+@click.option("--quick", is_flag=True, help="The report of the file's `quick:` form.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder that holds <experiment>/. [default: $ORCH_RESULTS_DIR, else results]")
+@pass_env
+def experiment_report(env: Environment, file: str, quick: bool, out_dir: Optional[str]) -> None:
+    """Write the report of the experiment in FILE again from the cells it recorded, running none.
+
+    report.md and its plots are drawn from cells.json as this orch draws them (after an upgrade, say);
+    report.html too where the sweep's collected runs are still in its folder.
+    """
+    from orchestrator import api
+    from orchestrator.paths import default_paths
+
+    root = Path(out_dir) if out_dir else default_paths().results
+    done = api.experiment_report(file, quick=quick, out=root, say=env.say)
+    env.say(f"report: {done.report} ({len(done.cells)} cells, none run)")
+    env.out.print(Text(str(done.report)), soft_wrap=True)
+
+
 class _ProgressView:
     """The sweep's progress on stderr: a bar on a terminal, a line per cell otherwise."""
 

@@ -123,6 +123,10 @@ class Experiment(BaseModel):
     setups: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_VALUES)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
+    # The order the cells run in. "grouped": a point's repeats one after another. "rotated": one repeat of every
+    # point, then the next, each round starting one point later, so that a ratio between points (T(N)/T(1)) pairs
+    # runs measured minutes apart, not a whole sweep apart, and no point always runs first or last.
+    order: Literal["grouped", "rotated"] = "grouped"
     quick: dict[str, Any] = Field(default_factory=dict)
     report: ReportOptions = Field(default_factory=ReportOptions)
 
@@ -334,6 +338,12 @@ def expand(experiment: Experiment, quick: bool = False) -> list[Cell]:
             except InvalidSpec as exc:
                 raise InvalidSpec(_line(f"cell {key}: {exc.message}")) from None
             cells.append(Cell(key=key, params=params, repeat=repeat, fields=fields))
-    return cells
+    return rotated(cells, repeats) if experiment.order == "rotated" else cells
+
+
+def rotated(cells: list[Cell], repeats: int) -> list[Cell]:
+    """``cells`` (each point's repeats in turn) as rounds: repeat r of every point, starting at point r."""
+    points = [cells[i:i + repeats] for i in range(0, len(cells), repeats)]
+    return [points[(start + r) % len(points)][r] for r in range(repeats) for start in range(len(points))]
 
 

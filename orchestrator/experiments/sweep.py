@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from orchestrator.analysis import machine, metrics, report
 from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
-from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, OrchError
+from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
 from orchestrator.experiments import floor
 from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
 from orchestrator.jobspec import make_spec
@@ -111,10 +111,40 @@ def run(
         _sweep(experiment, cells, recorded, out, force, paths, say or (lambda _m: None),
                on_progress or (lambda _p: None))
         current = {c.key: recorded[c.key] for c in cells if c.key in recorded}
-        rows = metrics.aggregate(current, experiment.report.scale, experiment.report.baseline)
-        report.write_experiment_report(experiment, quick, current, rows, out)
-        _html_report(experiment, quick, current, rows, out, say or (lambda _m: None))
+        _reports(experiment, quick, current, out, say or (lambda _m: None), rewrite=False)
     return out, current
+
+
+def rewrite_report(experiment: Experiment, quick: bool = False, root: Optional[Path] = None,
+                   say: Optional[Callable[[str], None]] = None, paths: Optional[Paths] = None) -> tuple[Path, dict[str, Any]]:
+    """Write the report of the cells already recorded (cells.json) again, running nothing: report.md and its plots
+    as this orch draws them, and report.html where the sweep's collected runs are still beside it. Returns (dir,
+    cells)."""
+    paths = paths or default_paths()
+    out = results_dir(experiment, quick, paths.results if root is None else root)
+    recorded = load_cells(out)
+    current = {c.key: recorded[c.key] for c in expand(experiment, quick) if c.key in recorded}
+    if not current:
+        raise InvalidSpec(f"{out} holds no recorded cell of {experiment.name}; run it first: "
+                          f"orch experiment run FILE{' --quick' if quick else ''}")
+    with locked(out, "a sweep"):
+        _reports(experiment, quick, current, out, say or (lambda _m: None), rewrite=True)
+    return out, current
+
+
+def _reports(experiment: Experiment, quick: bool, cells: dict[str, Any], out: Path, say: Callable[[str], None],
+             rewrite: bool) -> None:
+    """report.md, its plots and report.html of ``cells``. Written again (``rewrite``), report.html is left as it is
+    where a collected run is missing (a committed sweep keeps its cells.json, not its runs), rather than written
+    without it."""
+    rows = metrics.aggregate(cells, experiment.report.scale, experiment.report.baseline)
+    report.write_experiment_report(experiment, quick, cells, rows, out)
+    missing = [key for key, c in cells.items() if isinstance(c, dict) and c.get("summary")
+               and not (out / "runs" / str(c.get("run_id")) / "summary.json").is_file()]
+    if rewrite and missing and (out / "report.html").is_file():
+        say(f"report.html left as it was: the collected runs of {len(missing)} cells are not in {out / 'runs'}")
+        return
+    _html_report(experiment, quick, cells, rows, out, say)
 
 
 def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], rows: list[dict[str, Any]], out: Path,

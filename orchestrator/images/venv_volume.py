@@ -3,9 +3,9 @@
 A container reads its image through the engine's storage driver. Under fuse-overlayfs (rootless engines, engines
 inside containers), every file an import opens crosses FUSE in user space, and TensorFlow's and PyTorch's imports
 open thousands. Three containers that each import TensorFlow took 4.92 s with the environment in the image's
-layers and 3.55 s with it in a volume; PyTorch 3.68 s and 2.71 s (benchmarks/results/venv_volume.md). So, where
-every replica runs on this engine (Compose), a run of an image orch chose mounts a copy of the image's /opt/venv,
-read-only, over that folder.
+layers and 3.55 s with it in a volume; PyTorch 3.68 s and 2.71 s
+(benchmarks/investigations/results/venv_volume.md). So, where every replica runs on this engine (Compose), a run
+of an image orch chose mounts a copy of the image's /opt/venv, read-only, over that folder.
 
 The copy is the engine's own (it fills a new volume with the image's content at that path when a container that
 mounts it is created), made from the image's id once per build: a second, empty volume ``NAME.ok`` labelled with

@@ -48,7 +48,7 @@ def _images(dataset: str, path: str, samples: int, seed: int) -> Split:
         raise ValueError(f"{dataset}'s images are {x_all.dtype}, not bytes (uint8): prepare the data again")
     pick = np.random.default_rng(seed).permutation(len(x_all))[:samples]
     # Kept as bytes: scaling 60,000 images to float32 here took each worker about 0.4 s of CPU while every worker
-    # started at once, and 188 MB (benchmarks/results/start_ab-torch-images-scaled-per-batch.md).
+    # started at once, and 188 MB (benchmarks/investigations/results/start_ab-torch-images-scaled-per-batch.md).
     return x_all[pick], y_all[pick].astype(np.int32)
 
 

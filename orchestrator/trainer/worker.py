@@ -49,7 +49,7 @@ def threads_left_free(cores: set[int]) -> Iterator[list[int]]:
     """Threads started inside the block run on ``cores`` (the container's), not on the share the starting thread
     is pinned to; yields the list their ids are added to when the block ends. For a transport's own threads,
     which pass each collective's messages: pinned beside the rank's computing thread, gloo's all-reduce took
-    2.5 to 3.6 times as long (benchmarks/step_cost.py --framework torch)."""
+    2.5 to 3.6 times as long (benchmarks/investigations/step_cost.py --framework torch)."""
     before = set(os.listdir("/proc/self/task"))
     started: list[int] = []
     yield started

@@ -74,8 +74,8 @@ class Mpi(Framework):
         return spec.workers > 1 and transport(spec) == "shm"
 
     def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        if spec.world_size == 1:
-            return {}  # one rank: no MPI at all, the baseline
+        if spec.world_size == 1 and not spec.script:
+            return {}  # orch's one rank: no MPI at all, the baseline
         return {
             ENV_HOSTS: ",".join(host_of(a) for a in addresses.values()),
             ENV_LAUNCH_PORT: str(LAUNCH_PORT),
@@ -90,14 +90,16 @@ class Mpi(Framework):
 
     def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """The command a replica runs: the rank's command (orch's trainer by default) under orch's launcher."""
-        rank = command or contract.TRAINER_COMMAND
-        return rank if spec.world_size == 1 else ("python3", "-m", "orch_trainer.mpi_launch", *rank)
+        # A script runs under Hydra at every N, 1 included, so that it sees the variables mpiexec gives a rank.
+        if spec.world_size == 1 and not command:
+            return contract.TRAINER_COMMAND
+        return ("python3", "-m", "orch_trainer.mpi_launch", *(command or contract.TRAINER_COMMAND))
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         hosts = [host_of(a) for a in addresses.values()]
         per, node = spec.procs_per_worker, list(addresses).index(key)
         ranks = {"rank": node} if per == 1 else {"ranks": list(range(node * per, (node + 1) * per))}
-        return {"mpi": None if spec.world_size == 1 else {
+        return {"mpi": None if spec.world_size == 1 and not spec.script else {
             **ranks, "world_size": spec.world_size, "hosts": hosts, "launcher": hosts[0], "transport": transport(spec)}}
 
     # The images are TensorFlow's: `orch build` makes them, and `orch build --framework mpi` the same.

@@ -57,10 +57,17 @@ class TensorFlow(Framework):
         return spec.image or image_ref("single" if len(spec.replica_keys()) == 1 else "multi")
 
     def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        return rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
+        derived = rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
+        if not derived and spec.script:
+            # One container: a script written for MultiWorkerMirroredStrategy reads TF_CONFIG, and a cluster of one
+            # worker is what it takes there. orch's own trainer runs its single strategy without one.
+            config = {"cluster": {key[0]: [addresses[key]]}, "task": {"type": key[0], "index": key[1]}}
+            return {"TF_CONFIG": json.dumps(config, separators=(",", ":"), sort_keys=True)}
+        return derived
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
-        return {"tf_config": tf_config(spec, key, addresses)}
+        raw = self.env(spec, key, addresses).get("TF_CONFIG")
+        return {"tf_config": json.loads(raw) if raw else None}
 
     def floor_transport(self, spec: Job) -> Optional[str]:
         if spec.framework.resolved_strategy(spec.workers) not in ("mwms", "custom"):

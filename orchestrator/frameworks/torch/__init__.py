@@ -63,14 +63,19 @@ class Torch(Framework):
         return "gloo"
 
     def env(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, str]:
-        if spec.world_size == 1:
-            return {}  # the serial baseline: no process group
+        if spec.world_size == 1 and not spec.script:
+            return {}  # orch's serial baseline: no process group
         keys = list(addresses)
         master = {"MASTER_ADDR": host_of(addresses[keys[0]]), "MASTER_PORT": str(MASTER_PORT)}
         rank = rendezvous.derived(self.rendezvous_kind, rendezvous.cluster_of(addresses), *key)
         if spec.procs_per_worker == 1:
-            return {**master, **rank, "WORLD_SIZE": str(spec.world_size),
-                    "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}  # one rank per container
+            # One rank per container, 1 included: what `torchrun --nnodes N --nproc-per-node 1` gives each rank, so
+            # that a torchrun-shaped script (reading RANK, LOCAL_RANK, GROUP_RANK...) runs unchanged at every N.
+            node, world = rank["RANK"], str(spec.world_size)
+            return {**master, **rank, "WORLD_SIZE": world, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                    "GROUP_RANK": node, "GROUP_WORLD_SIZE": world, "ROLE_NAME": "default", "ROLE_RANK": node,
+                    "ROLE_WORLD_SIZE": world, "TORCHELASTIC_RUN_ID": spec.run_id,
+                    "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}
         # Several ranks per container: torchrun starts them and gives each its RANK and LOCAL_RANK. It reads its
         # flags from PET_ variables (as under Kubeflow's Trainer): N nodes of P ranks, this container's node rank.
         node = rank["RANK"]
@@ -88,7 +93,7 @@ class Torch(Framework):
         container's folder (``ranks/<run id>_*/attempt_0/<local rank>/stdout.log``, ``stderr.log``) and tees it,
         each line prefixed with the rank, to the container's log; one failed rank stops the container's others and
         fails the container."""
-        if not command or spec.world_size == 1:
+        if not command:
             return None
         if spec.procs_per_worker == 1:
             return ("python3", "-m", "orch_trainer.torch_env", *command)

@@ -65,7 +65,7 @@ def meet(comm) -> None:
     For the waits outside the steps, where a rank can be early by seconds (the start, each epoch's end, the
     last): MPICH's blocking calls poll, so an early rank takes the core a slower neighbour needs for its import,
     data or checkpoint. Each step's all-reduce stays blocking: there the ranks arrive within a step of each
-    other, and sleeping between tests cost more than it saved (benchmarks/mpi_wait.py)."""
+    other, and sleeping between tests cost more than it saved (benchmarks/investigations/mpi_wait.py)."""
     if comm.size == 1:
         return
     request = comm.Ibarrier()
@@ -78,9 +78,9 @@ def allreduce_op(tf):
     wait for a rank still computing, measured by each rank, not assumed. MPI must be initialised first (mpi4py is).
 
     It blocks in MPI_Allreduce, which MPICH polls, as mpi4py's call did when the gradients left the graph for it
-    through tf.numpy_function: leaving cost 0.16-0.24 ms of a 0.28-0.37 ms step (benchmarks/results/mpi_step.md).
-    (Waiting with sched_yield between tests of a non-blocking Iallreduce, to give a core-mate the core, measured
-    no better: benchmarks/results/mpi_wait.md.)"""
+    through tf.numpy_function: leaving cost 0.16-0.24 ms of a 0.28-0.37 ms step
+    (benchmarks/investigations/results/mpi_step.md). (Waiting with sched_yield between tests of a non-blocking
+    Iallreduce, to give a core-mate the core, measured no better: benchmarks/investigations/results/mpi_wait.md.)"""
     return tf.load_op_library(ALLREDUCE_OP).orch_mpi_allreduce
 
 

@@ -67,8 +67,8 @@ def build(name: str, keras, tf, x_example: np.ndarray, vocabulary: int = 0, step
         Keras' train_step and test_step end with the metrics' result(), and under
         MultiWorkerMirroredStrategy that reads each metric's variables across workers: small
         all-reduces after every step, on top of the gradients' one. On 3 workers on 2 cores they cost
-        about 7 ms of a 14 ms step (benchmarks/step_cost.py). These steps update the same metrics
-        and return no logs; the trainer reads the metrics across workers once per epoch instead.
+        about 7 ms of a 14 ms step (benchmarks/investigations/step_cost.py). These steps update the same
+        metrics and return no logs; the trainer reads the metrics across workers once per epoch instead.
         """
 
         def train_step(self, data):

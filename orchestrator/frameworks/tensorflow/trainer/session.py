@@ -55,7 +55,7 @@ def floats(tf, x):
     be: inside a tf.function it turns ``x / 255.0`` into a product with the reciprocal, which puts 126 of the 256
     values a bit away from every figure trained before. A lookup in a table of the 256 values is exact too, but an
     MLP step took 329 microseconds with it against 210 with this, and 207 with float32 rows
-    (benchmarks/pixel_scaling.py)."""
+    (benchmarks/investigations/pixel_scaling.py)."""
     if x.dtype != tf.uint8:
         return x
     return tf.math.divide_no_nan(tf.cast(x, tf.float32), tf.constant(PIXEL_SCALE, tf.float32))

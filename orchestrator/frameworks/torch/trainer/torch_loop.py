@@ -159,8 +159,8 @@ def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> 
         # The rank's steps run on its share of the cores; gloo's threads (its TCP store, its device loop and its
         # workers, all started here, eagerly: not under TORCH_GLOO_LAZY_INIT) run on every core the container
         # has. Pinned beside the steps, the gradients' all-reduce at 2 ranks took 3.3-3.6 ms in place against
-        # 1.0-1.3 ms with gloo's threads free (benchmarks/step_cost.py --framework torch). The result names the
-        # cores they had at the end.
+        # 1.0-1.3 ms with gloo's threads free (benchmarks/investigations/step_cost.py --framework torch). The
+        # result names the cores they had at the end.
         with threads_left_free(container_cores) as gloo_threads:
             dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=timeout)
     torch.manual_seed(job["seed"])  # the same initial weights on every rank (DDP also broadcasts rank 0's)

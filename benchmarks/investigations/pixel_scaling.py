@@ -1,14 +1,14 @@
 """How TensorFlow's trainers turn a batch of image bytes into float32: which ways give NumPy's values, and what each
 costs a training step, side by side in one container.
 
-Usage: python benchmarks/pixel_scaling.py [--repeats 15]
+Usage: python benchmarks/investigations/pixel_scaling.py [--repeats 15]
 
 orch's trainers keep the images as bytes (uint8) and scale each batch as they take it; the values must be, bit for
 bit, NumPy's ``x.astype(np.float32) / 255.0``, which every earlier figure was trained on. In orch's TensorFlow
 image, pinned to one core, this checks each way on all 256 pixel values, inside a tf.function and inside a
 tf.data map, and times seed 000's MLP step (Adam, 2,000 steps' worth of random MNIST-shaped bytes) with its batch
 taken each way, in tf.function calls of 50 steps as MPI's trainer makes them, the ways alternating repeat after
-repeat. Prints the table and writes benchmarks/results/pixel_scaling.json and .md.
+repeat. Prints the table and writes benchmarks/investigations/results/pixel_scaling.json and .md.
 """
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.safetext import one_line, printable  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 IMAGE = "orch-trainer:0.1.0-single"
 PROBE = r"""
 import json, os, sys, time
@@ -105,8 +106,8 @@ def main() -> int:
     report = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "repeats": args.repeats, "image": IMAGE,
               **json.loads(done.stdout.strip().splitlines()[-1])}
     lines = ["# Image bytes to float32 in TensorFlow: exact or not, and the cost in a step", "",
-             f"`python benchmarks/pixel_scaling.py --repeats {args.repeats}`, {report['when']}, {IMAGE} (TensorFlow "
-             f"{report['tensorflow']}) pinned to one core.", "",
+             f"`python benchmarks/investigations/pixel_scaling.py --repeats {args.repeats}`, {report['when']}, "
+             f"{IMAGE} (TensorFlow {report['tensorflow']}) pinned to one core.", "",
              "Pixel values of 256 whose float32 differs from NumPy's `x.astype(np.float32) / 255.0`:", "",
              "| way | in a tf.function | in a tf.data map |", "| --- | ---: | ---: |"]
     for name, counts in report["exact"].items():

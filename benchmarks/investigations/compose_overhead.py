@@ -1,6 +1,6 @@
 """orch's own time over a bare `docker compose up` of the same rendered file.
 
-Usage: python benchmarks/compose_overhead.py [--workers 3] [--repeats 3] [--dataset synthetic --samples 12000]
+Usage: python benchmarks/investigations/compose_overhead.py [--workers 3] [--repeats 3] [--dataset synthetic --samples 12000]
 
 Each repeat renders one job twice (two run ids, same spec). One copy runs with a bare
 `docker compose up` (attached, so it returns when every container has exited) followed by
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.paths import default_paths  # noqa: E402

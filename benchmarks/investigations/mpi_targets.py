@@ -2,13 +2,13 @@
 MultiWorkerMirroredStrategy, the MPI all-reduce between containers against bare host processes, and where a
 MultiWorkerMirroredStrategy run's time goes beyond its all-reduces.
 
-Usage: python benchmarks/mpi_targets.py [--repeats 3]
-       python benchmarks/mpi_targets.py --tiny     (CI: tiny data, one repeat; checks that it runs)
+Usage: python benchmarks/investigations/mpi_targets.py [--repeats 3]
+       python benchmarks/investigations/mpi_targets.py --tiny     (CI: tiny data, one repeat; checks that it runs)
 
 Seed 000's workload: the MLP, 60,000 MNIST images drawn (38,400 to train), 5 epochs, global batch 96. Every
 training run goes through orch's Python API exactly as `orch up` would run it, one at a time, the cells of a
 repeat side by side (1, 2, 3 containers of one framework, then the other), so a drift of this machine's speed
-hits them alike. Figures are medians over repeats with their range. Writes benchmarks/results/mpi-targets.json
+hits them alike. Figures are medians over repeats with their range. Writes benchmarks/investigations/results/mpi-targets.json
 and mpi-targets.md (not with --tiny).
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import bench  # noqa: E402
@@ -32,7 +33,7 @@ from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import up  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 TINY = {"dataset": "synthetic", "samples": 3_000, "epochs": 2, "global_batch": 96, "model": "mlp"}
 FRAMEWORKS = {"mpi": {"framework": "mpi"}, "mwms": {"strategy": "auto"}}
@@ -121,7 +122,7 @@ def main() -> int:
               "repeats": repeats, "measured": measured, "targets": targets, "mwms_breakdown": breakdown,
               "allreduce": bench.to_json(rows), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     lines = ["# Issue 14's targets: N containers close to the cost of one", "",
-             f"`python benchmarks/mpi_targets.py`, {report['when']}, 2 cores. Workload: "
+             f"`python benchmarks/investigations/mpi_targets.py`, {report['when']}, 2 cores. Workload: "
              f"{json.dumps(workload)}; {repeats} repeats, medians with the range.", "",
              "| figure | condition | target | measured |", "| --- | --- | --- | --- |"]
     for figure, condition, target, value in targets:

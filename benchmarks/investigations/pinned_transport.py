@@ -1,13 +1,15 @@
 """The transport floor as measured, against the same all-reduce with its ranks pinned as a training run's are.
 
-Usage: python benchmarks/pinned_transport.py [--transports tf-ring-bridge gloo mpi-shm] [--ranks 3] [--repeats 2]
+Usage: python benchmarks/investigations/pinned_transport.py [--transports tf-ring-bridge gloo mpi-shm] [--ranks 3]
+                                                            [--repeats 2]
 
 benchmarks/floor.py measures each framework's all-reduce as `orch bench allreduce` does: its ranks' processes
 free to run on any core. A training run pins each rank (orch's pinning: with 3 ranks on 2 cores, two share
 core 0). This times, side by side and in alternating order, the same harness and probe at the MLP's gradient
 size both ways: the second arm's ranks pin themselves to the cores orch gives them (ORCH_CPUS) before they
 import their framework, as the trainer's ranks are pinned. The difference, times a run's steps, is what the
-pinning adds to the transport beyond its floor. Writes benchmarks/results/pinned_transport.json and .md.
+pinning adds to the transport beyond its floor. Writes benchmarks/investigations/results/pinned_transport.json
+and .md.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import bench  # noqa: E402
@@ -30,7 +33,7 @@ from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.run.runner import up  # noqa: E402
 from orchestrator.safeio import read_json_bounded  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 SIZE = 4 * parameters("mlp")  # the MLP's gradients, as floor.py's transport floor uses
 # Run in place of the harness: pin this process (and so every thread it starts) to the cores orch gave the
 # replica, with the trainer's own pin() (the images carry orch_trainer), then run the harness as its own main.
@@ -97,9 +100,9 @@ def main() -> int:
                          "pinned_p50_us": statistics.median(got["pinned"])})
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = ["# The transport floor, free and pinned", "",
-             f"`python benchmarks/pinned_transport.py`, {when}, {os.cpu_count()} cores, {args.repeats} repeats in "
-             f"alternating order, {args.iterations} all-reduces of {SIZE:,} bytes each (medians of the p50s; "
-             "each repeat's p50 in brackets).", "",
+             f"`python benchmarks/investigations/pinned_transport.py`, {when}, {os.cpu_count()} cores, "
+             f"{args.repeats} repeats in alternating order, {args.iterations} all-reduces of {SIZE:,} bytes each "
+             "(medians of the p50s; each repeat's p50 in brackets).", "",
              "| transport | ranks | p50 µs, ranks free (floor.py's) | p50 µs, ranks pinned as in training | "
              "pinned / free |", "| --- | ---: | ---: | ---: | ---: |"]
     for r in rows:

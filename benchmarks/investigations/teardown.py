@@ -1,6 +1,6 @@
 """Where a run's last second goes: floor.py's "results and teardown", split, for 3 containers of each framework.
 
-Usage: python benchmarks/teardown.py [--frameworks mpi mwms torch] [--workers 3] [--repeats 5]
+Usage: python benchmarks/investigations/teardown.py [--frameworks mpi mwms torch] [--workers 3] [--repeats 5]
 
 Each repeat is one orch run of floor.py's workload (the MLP, 60,000 MNIST images, 5 epochs, global batch 96) for
 each framework in turn, as floor.py runs it. From the last worker's result ("done" event) to the end of the run's
@@ -20,7 +20,8 @@ a bridge network made for them, that exit together a second after they start; ho
 Engine API first lists each exited, then the containers removed through the Engine API in parallel (as `docker
 compose down` removes them), then their network; each part timed, the median of --repeats.
 
-Prints the median of each part and writes benchmarks/results/teardown.json and teardown.md.
+Prints the median of each part and writes benchmarks/investigations/results/teardown.json and
+teardown.md.
 """
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))  # floor.py, the suite's, which puts ROOT on the path too
 
 import floor  # noqa: E402 - its workload, run() and split()
 
@@ -46,7 +48,7 @@ from orchestrator.docker.engine import Engine  # noqa: E402
 from orchestrator.run import runner  # noqa: E402
 from orchestrator.timestamps import parse_timestamp  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 PARTS = ("exit", "notice", "logs", "removal", "rest", "results_and_teardown")
 
 

@@ -1,12 +1,13 @@
 """How an MPI rank waits for the all-reduce, when ranks share cores: the levers tried, measured side by side.
 
-Usage: python benchmarks/mpi_wait.py [--workers 3 8] [--repeats 2]
+Usage: python benchmarks/investigations/mpi_wait.py [--workers 3 8] [--repeats 2]
 
 With more ranks than cores, a rank that reaches the all-reduce first waits while a rank on its core still
 computes. MPICH waits by polling, which holds the core its neighbour needs. Each way of waiting
-(benchmarks/probes/mpi_wait.py) runs orch's own MPI trainer as a `--script` job on seed 000's workload (the MLP,
+(probes/mpi_wait.py) runs orch's own MPI trainer as a `--script` job on seed 000's workload (the MLP,
 60,000 MNIST images drawn, global batch 96, 5 epochs), every way once per repeat, back to back. Prints a Markdown
-table of the slowest worker's train seconds (median and range); writes benchmarks/results/mpi_wait.json.
+table of the slowest worker's train seconds (median and range); writes
+benchmarks/investigations/results/mpi_wait.json.
 """
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.jobspec import make_spec  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.run.runner import up  # noqa: E402
 
-PROBE = ROOT / "benchmarks" / "probes" / "mpi_wait.py"
+PROBE = HERE / "probes" / "mpi_wait.py"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}
 WAYS = {
     "block": "the all-reduce op in the graph: a blocking MPI_Allreduce, polled by MPICH (orch's)",
@@ -62,7 +64,7 @@ def main() -> int:
                         raise SystemExit(f"{way} with {n} ranks {info.state}: {info.error}")
                     measured[way][n].append(info.train_seconds)
                     print(f"repeat {r + 1}: {n} ranks, {way}: {info.train_seconds:.2f} s", file=sys.stderr, flush=True)
-    lines = [f"`python benchmarks/mpi_wait.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+    lines = [f"`python benchmarks/investigations/mpi_wait.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"{args.repeats} repeats; train seconds, median (range):", "",
              "| how a rank waits | " + " | ".join(f"{n} ranks" for n in args.workers) + " |",
              "| --- |" + " ---: |" * len(args.workers)]
@@ -70,7 +72,7 @@ def main() -> int:
         cells = [f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})" for v in measured[way].values()]
         lines.append(f"| {what} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
-    (ROOT / "benchmarks" / "results" / "mpi_wait.json").write_text(
+    (HERE / "results" / "mpi_wait.json").write_text(
         json.dumps({"workload": WORKLOAD, "ways": WAYS, "train_seconds": measured}, indent=2) + "\n")
     return 0
 

@@ -1,7 +1,7 @@
 """Two start-up levers, measured before building them: creating every container at once, and a network shared
 by a sweep's cells.
 
-Usage: python benchmarks/create_ab.py [--workers 3 8] [--repeats 5]
+Usage: python benchmarks/investigations/create_ab.py [--workers 3 8] [--repeats 5]
 
 orch renders an MPI job's ranks into rank 0's IPC and PID namespaces (MPICH's shared memory and its
 cross-memory copies need both), so Compose creates and starts rank 0 first and the other ranks after it. And
@@ -17,7 +17,7 @@ alternating order:
 Each container runs a Python that sleeps instead of the trainer (rank 0's namespaces must outlive the ranks'
 creation), so what is timed is only creating and starting the containers, and killing and removing them.
 The difference between the arms is the most each lever could save a run.
-Writes benchmarks/results/create_ab.json and .md.
+Writes benchmarks/investigations/results/create_ab.json and .md.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.backends.compose import ComposeBackend  # noqa: E402
@@ -43,7 +44,7 @@ from orchestrator.plan import plan  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
 from orchestrator.run.runner import container_user  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 ARMS = {
     "as rendered": "as orch renders it (rank 0 first, then the others)",
     "all at once": "every container created at once",
@@ -131,7 +132,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "create_ab.json").write_text(json.dumps({"repeats": args.repeats, "results": results}, indent=2) + "\n")
     (args.out / "create_ab.md").write_text(
-        f"`python benchmarks/create_ab.py --repeats {args.repeats}`, medians (range), seconds.\n\n{text}\n")
+        f"`python benchmarks/investigations/create_ab.py --repeats {args.repeats}`, medians (range), "
+        f"seconds.\n\n{text}\n")
 
 
 if __name__ == "__main__":

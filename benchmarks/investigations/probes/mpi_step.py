@@ -1,7 +1,7 @@
 """Runs inside a trainer container, pinned to one core: the cost of one step of orch's MPI loop with no MPI.
 
 Usage (one core, as a rank sharing a core with nothing):
-  docker run --rm --network none --cpuset-cpus 0 -v "$PWD/benchmarks/probes/mpi_step.py:/p.py:ro" \\
+  docker run --rm --network none --cpuset-cpus 0 -v "$PWD/benchmarks/investigations/probes/mpi_step.py:/p.py:ro" \\
       --entrypoint python3 orch-trainer:0.1.0-multi /p.py
 
 The MLP's step as mpi_loop.py runs it (gather the batch, forward, backward, the flat gradients through a NumPy

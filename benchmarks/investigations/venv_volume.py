@@ -1,12 +1,13 @@
 """A start-up lever, measured: the image's Python environment read from a volume instead of the image's layers.
 
-Usage: python benchmarks/venv_volume.py [--frameworks mpi mwms torch] [--workers 3] [--repeats 3]
+Usage: python benchmarks/investigations/venv_volume.py [--frameworks mpi mwms torch] [--workers 3] [--repeats 3]
 
 For each framework, in alternating order, one run of floor.py's workload (the MLP, 60,000 MNIST images, 5 epochs,
 global batch 96) with the replicas' /opt/venv mounted from the volume orch makes (images/venv_volume.py), and one
 with it read from the image's layers as before; then the start floor both ways (the containers only import the
 framework). The stages come from the runs' own events, as floor.py splits them. Also times the copy itself: the
-volume removed and made again. Prints the medians and writes benchmarks/results/venv_volume.json and .md.
+volume removed and made again. Prints the medians and writes
+benchmarks/investigations/results/venv_volume.json and .md.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))  # floor.py, the suite's, which puts ROOT on the path too
 
 import floor  # noqa: E402 - its run(), split() and start_floor()
 
@@ -61,8 +63,8 @@ def measure(name: str, workers: int, repeats: int, runs: Path) -> dict:
 def markdown(report: dict) -> str:
     n = report["workers"]
     lines = ["# The Python environment from a volume, against the image's layers", "",
-             f"`python benchmarks/venv_volume.py`, {report['when']}, {floor.CORES} cores, storage driver "
-             f"{report['driver']}, {report['repeats']} repeat(s) of each way, alternating (medians). {n} containers "
+             f"`python benchmarks/investigations/venv_volume.py`, {report['when']}, {floor.CORES} cores, "
+             f"storage driver {report['driver']}, {report['repeats']} repeat(s) of each way, alternating (medians). {n} containers "
              "of floor.py's workload; the stages from the runs' own events (seconds). The start floor is "
              f"{n} containers of the image started at once that each import the framework and exit, read the same "
              "way.", "",
@@ -85,7 +87,7 @@ def main() -> int:
     parser.add_argument("--frameworks", nargs="+", choices=sorted(floor.FRAMEWORKS), default=list(floor.FRAMEWORKS))
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=floor.RESULTS)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
     report = {"workers": args.workers, "repeats": args.repeats, "frameworks": {},
               "driver": Engine().client.info().get("Driver", "?"),

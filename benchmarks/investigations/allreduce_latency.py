@@ -1,6 +1,6 @@
 """What bounds a training step on N workers: the latency of the all-reduce alone, with no model.
 
-Usage: python benchmarks/allreduce_latency.py [--workers 2 3] [--calls 20]
+Usage: python benchmarks/investigations/allreduce_latency.py [--workers 2 3] [--calls 20]
 
 Starts N trainer containers that do nothing but all-reduce an 80 KB tensor (the MLP's gradients)
 with MultiWorkerMirroredStrategy, on the bridge network and in one shared network namespace, with
@@ -18,14 +18,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.frameworks.tensorflow import image_ref  # noqa: E402
 from orchestrator.plan import cpuset  # noqa: E402
 from orchestrator.safetext import printable  # noqa: E402
 
-PROBE = ROOT / "benchmarks/probes/allreduce.py"
+PROBE = HERE / "probes" / "allreduce.py"
 
 
 def measure(workers: int, network: str, threads: int, calls: int, pinned: bool = False) -> float:

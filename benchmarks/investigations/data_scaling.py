@@ -1,15 +1,15 @@
 """What scaling MNIST's pixels costs N workers that start at once, the old way against orch's, side by side.
 
-Usage: python benchmarks/data_scaling.py [--workers 3] [--repeats 5]
+Usage: python benchmarks/investigations/data_scaling.py [--workers 3] [--repeats 5]
 
 Every worker draws the same 60,000 images and scales them to float32 in [0, 1] before training. The old way,
 ``x[pick].astype(np.float32) / 255.0``, makes two arrays of 4 bytes a pixel (188 MB each); orch's trainer then
 scaled the first in place (``x /= np.float32(255.0)``), which gives the same bits. (It has since kept the images as
-bytes and scales each batch as it takes it: benchmarks/start_ab.py measured that.) For each of orch's images
-(TensorFlow's and, when present, PyTorch's), N containers run at once, locked down as orch runs them (read-only
+bytes and scales each batch as it takes it: start_ab.py measured that.) For each of orch's images (TensorFlow's
+and, when present, PyTorch's), N containers run at once, locked down as orch runs them (read-only
 root, a tmpfs /tmp, 2 GiB, no network), each importing its framework, then loading orch's prepared MNIST and
 scaling it one way; the ways alternate, repeat after repeat. Prints each way's CPU seconds per container and
-the wall time of the slowest, as medians, and writes benchmarks/results/data_scaling.json and .md.
+the wall time of the slowest, as medians, and writes benchmarks/investigations/results/data_scaling.json and .md.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import contract  # noqa: E402
@@ -30,7 +31,7 @@ from orchestrator.data.prepare import prepare  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.safetext import one_line  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 IMAGES = {"tensorflow": "orch-trainer:0.1.0-multi", "torch": "orch-torch:0.1.0"}
 # One worker's load and scaling, as orch_trainer.data does it, timed in the container's own process after its
 # framework's import, as in the trainer (the import changes what large allocations cost).
@@ -103,7 +104,8 @@ def main() -> int:
                      "cpu_range": [min(r["cpu"] for r in rounds[way]), max(r["cpu"] for r in rounds[way])]}
                for way in WAYS}}
     lines = ["# Scaling MNIST's pixels in N workers that start at once", "",
-             f"`python benchmarks/data_scaling.py`, {report['when']}, {args.workers} containers at once, "
+             f"`python benchmarks/investigations/data_scaling.py`, {report['when']}, {args.workers} containers "
+             "at once, "
              f"{args.repeats} repeats, the ways alternating (medians; CPU range in brackets). Each container imports "
              "its framework, then loads orch's prepared MNIST and scales 60,000 images to float32; both ways give the "
              "same bits.", "",

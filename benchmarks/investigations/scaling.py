@@ -1,13 +1,13 @@
 """Pairs of runs in one invocation: 1 worker vs N workers under each setting, and setting A vs B.
 
-Usage: python benchmarks/scaling.py [--workers 3] [--samples 60000] [--epochs 5] [--only NAME ...]
-       python benchmarks/scaling.py --tiny      (CI: tiny synthetic data, two settings, checks it runs)
+Usage: python benchmarks/investigations/scaling.py [--workers 3] [--samples 60000] [--epochs 5] [--only NAME ...]
+       python benchmarks/investigations/scaling.py --tiny      (CI: tiny synthetic data, two settings, checks it runs)
 
 Every setting runs a 1-worker and an N-worker job of the same workload (global batch, epochs,
 data) back to back, so T(N)/T(1) compares equal work on the same machine state. It also
 reports the per-step synchronisation cost, (T(N) - T(1)) / steps, and orch's orchestration
 overhead, the wall time of `orch up` minus the slowest worker's train time. Results go to
-benchmarks/results/scaling.json and a markdown table to stdout.
+benchmarks/investigations/results/scaling.json and a markdown table to stdout.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import contract  # noqa: E402
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[96])
     parser.add_argument("--only", nargs="*", help="run only settings whose name contains one of these")
     parser.add_argument("--tiny", action="store_true", help="synthetic data, 2 settings: for CI")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/scaling.json")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "scaling.json")
     args = parser.parse_args()
     base = {"dataset": "mnist", "samples": args.samples, "epochs": args.epochs}
     settings = SETTINGS

@@ -1,6 +1,7 @@
 """A start-up lever, measured: the 3-container start-up split of the trainer at a git revision against this tree's.
 
-Usage: python benchmarks/start_ab.py --before REV [--label TEXT] [--framework torch] [--workers 3] [--repeats 4]
+Usage: python benchmarks/investigations/start_ab.py --before REV [--label TEXT] [--framework torch] [--workers 3]
+                                                    [--repeats 4]
 
 REV is named by its commit in the results, so HEAD stays meaningful after the next commit.
 
@@ -9,7 +10,7 @@ trainer's code) with every source of the trainer's code (what `orch build` copie
 REV, then as it is in this working tree, and one run of floor.py's workload (the MLP, 60,000 MNIST images, 5
 epochs, global batch 96) is timed with each. The stages come from the runs' own events, as floor.py splits
 them. The working tree's trainer code is put back afterwards, whatever happens. Prints the median of each
-stage for both, and writes benchmarks/results/start_ab-<framework>-<label>.json and .md.
+stage for both, and writes benchmarks/investigations/results/start_ab-<framework>-<label>.json and .md.
 """
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))  # floor.py, the suite's, which puts ROOT on the path too
 
 import floor  # noqa: E402 - its run() and split()
 
@@ -34,7 +36,7 @@ from orchestrator import frameworks  # noqa: E402
 from orchestrator.images.builder import SHARED_WITH_TRAINER  # noqa: E402
 from orchestrator.paths import trainer_dir  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 FOLDERS = {"mpi": "mpi", "mwms": "tensorflow", "torch": "torch"}  # floor.py's names -> orch's framework folders
 STAGES = ("create", "start", "import", "data", "rendezvous", "results_and_teardown", "beyond_train", "cpu_data",
           "cpu_rendezvous", "cpu_to_train", "train")
@@ -125,7 +127,7 @@ def main() -> int:
               "runs": splits}
     lines = [f"# Start-up of {args.workers} {args.framework} containers: the trainer at {args.before} against "
              f"{args.label}", "",
-             f"`python benchmarks/start_ab.py {shlex.join(sys.argv[1:])}`, {report['when']}, "
+             f"`python benchmarks/investigations/start_ab.py {shlex.join(sys.argv[1:])}`, {report['when']}, "
              f"{args.repeats} repeats in alternating order (medians, seconds; each stage ends when the last worker "
              "leaves it, as in floor.py).", "",
              "| trainer | create | start | import | data | rendezvous | results and teardown | wall − train | "

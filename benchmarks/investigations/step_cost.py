@@ -1,17 +1,18 @@
 """Where a training step's time goes on N workers, against the floor floor.py draws for it.
 
-Usage: python benchmarks/step_cost.py [--framework tensorflow|torch] [--workers 2 3 4] [--repeats 2] [--calls 8]
+Usage: python benchmarks/investigations/step_cost.py [--framework tensorflow|torch] [--workers 2 3 4] [--repeats 2]
+                                                     [--calls 8]
 
 For each N, in one run and in turn:
   in place: the framework's probe in N trainer containers on a bridge network, at the global batch of 96.
-            TensorFlow (benchmarks/probes/step.py), pinned as orch pins workers, 50 steps to a tf.function call:
+            TensorFlow (probes/step.py), pinned as orch pins workers, 50 steps to a tf.function call:
               bare:    forward, backward, one all-reduce of the gradients and Adam, in a custom loop;
               compute: the same step without its all-reduce;
               reduce:  the gradients' all-reduce alone, as the optimizer issues it;
               keras:   the same model compiled as orch's trainer compiles it, with Keras' own steps
                        (and once more without accuracy);
               orch:    the trainer's own model, whose steps read the metrics only once per epoch.
-            PyTorch (benchmarks/probes/torch_step.py), the trainer's MLP and step, each arm twice: with every
+            PyTorch (probes/torch_step.py), the trainer's MLP and step, each arm twice: with every
             thread of a rank pinned to its cores, and with gloo's threads free on every core (as the trainer now):
               compute: the step without any all-reduce;
               reduce:  the gradients' all-reduce alone, back to back; aligned: each after a barrier, as the
@@ -24,7 +25,8 @@ For each N, in one run and in turn:
   bench:    the framework's all-reduce of the gradients at N ranks, as `orch bench allreduce` measures it
             (TensorFlow's ring, gloo): floor.py's transport floor per step.
 So a step splits into what the floor counts, what the same pieces cost in place, and what the framework's step
-adds around them. Writes benchmarks/results/step_cost.json and .md (torch_step_cost.* for PyTorch), or into --out.
+adds around them. Writes benchmarks/investigations/results/step_cost.json and .md (torch_step_cost.* for
+PyTorch), or into --out.
 """
 from __future__ import annotations
 
@@ -37,8 +39,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+HERE = Path(__file__).resolve().parent  # benchmarks/investigations
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from allreduce_latency import run_probe  # noqa: E402
@@ -49,7 +52,7 @@ from orchestrator.frameworks import tensorflow as tf_framework  # noqa: E402
 from orchestrator.frameworks import torch as torch_framework  # noqa: E402
 from orchestrator.plan import rank_cores  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = HERE / "results"
 GLOBAL = 96
 GRADIENTS = 4 * parameters("mlp")
 
@@ -67,9 +70,9 @@ class Probe(NamedTuple):
 
 
 PROBES = {
-    "tensorflow": Probe(ROOT / "benchmarks/probes/step.py", tf_framework.image_ref("multi"), "tf-ring-bridge",
+    "tensorflow": Probe(HERE / "probes" / "step.py", tf_framework.image_ref("multi"), "tf-ring-bridge",
                         ("bare", "compute", "reduce", "keras", "keras_no_metrics", "orch"), "step_cost", False),
-    "torch": Probe(ROOT / "benchmarks/probes/torch_step.py", torch_framework.image_ref(), "gloo",
+    "torch": Probe(HERE / "probes" / "torch_step.py", torch_framework.image_ref(), "gloo",
                    tuple(f"{arm}{pinning}" for pinning in ("", "_step_pinned") for arm in TORCH_ARMS),
                    "torch_step_cost", True),
 }
@@ -156,7 +159,8 @@ def main() -> None:
          "host_cpus": host_cpus, "global_batch": GLOBAL, "gradient_bytes": GRADIENTS, "repeats": raw,
          "medians": results}, indent=2) + "\n")
     (args.out / f"{probe.stem}.md").write_text(
-        f"`python benchmarks/step_cost.py --framework {args.framework} --workers {' '.join(map(str, args.workers))} "
+        f"`python benchmarks/investigations/step_cost.py --framework {args.framework} "
+        f"--workers {' '.join(map(str, args.workers))} "
         f"--repeats {args.repeats}`, {time.strftime('%Y-%m-%d', time.gmtime())}, {host_cpus} cores; milliseconds "
         f"per step, medians of {args.repeats} repeats.\n\n{text}\n")
 

@@ -1,5 +1,5 @@
 """Runs as an orch `--script` job of `--framework mpi`: orch's own MPI trainer, with one way of waiting for the
-all-reduce changed (benchmarks/mpi_wait.py).
+all-reduce changed (benchmarks/investigations/mpi_wait.py).
 
     python3 mpi_wait.py WAY
 
