@@ -3,7 +3,8 @@
 Docker's own parser (go-units ``RAMInBytes``) takes a number, an optional space, one of ``b k m g t p`` in
 either case, and an optional ``i`` and ``b`` after it; every unit is a power of 1024. One difference: a number
 alone is MiB here, as orch's size flags and fields have always read it (``--memory 2048``), where Docker
-reads bytes. Every size flag and field of the spec goes through ``mib``.
+reads bytes. Every size flag and field of the spec goes through ``mib``; `orch bench allreduce --sizes`, whose
+sizes are messages' bytes, through ``size_bytes``.
 """
 from __future__ import annotations
 
@@ -26,24 +27,35 @@ class Size:
 SIZE = Size()
 
 
+def _scaled(text: str, bare: int, hint: str) -> tuple[int, int]:
+    """A size string as (bytes times ``scale``, ``scale``), exactly: 1.5g is 1536 MiB, never a float's rounding."""
+    found = _SIZE.fullmatch(text)
+    if found is None:
+        raise ValueError(f"{text[:40]!r} is not a size; {hint}")
+    number, unit = found.group(1), found.group(2)
+    whole, _, fraction = number.partition(".")
+    return int(whole + fraction) * (_UNITS[unit.lower()] if unit else bare), 10 ** len(fraction)
+
+
+def size_bytes(text: str, bare: int = 1) -> int:
+    """A size string in bytes, a number alone taken as ``bare`` bytes. ValueError (one line) for no size, or one
+    that is not a whole number of bytes."""
+    scaled, scale = _scaled(text.strip(), bare, "e.g. 4K, 80K, 1M or 16M")
+    if scaled % scale:
+        raise ValueError(f"{text.strip()[:40]!r} is not a whole number of bytes")
+    return scaled // scale
+
+
 def mib(value: Any) -> Any:
     """``value`` in MiB: a size string (``2g``, ``512m``, ``1.5GiB``, ``2048``) as a whole number of MiB. Any other
     value is returned as it is, for the field's own check. ValueError (one line) for a string that is no size
     or no whole number of MiB."""
     if not isinstance(value, str):
         return value
-    text = value.strip()
-    found = _SIZE.fullmatch(text)
-    if found is None:
-        raise ValueError(f"{text[:40]!r} is not a size; give MiB or a size as Docker writes it, e.g. {EXAMPLES}")
-    number, unit = found.group(1), (found.group(2) or "m").lower()
-    whole, _, fraction = number.partition(".")
-    # Exact arithmetic: 1.5g is 1536 MiB, and 0.1m is refused rather than rounded.
-    scale = 10 ** len(fraction)
-    size_bytes_scaled = int(whole + fraction) * _UNITS[unit]
-    if size_bytes_scaled % (scale << 20):
-        raise ValueError(f"{text[:40]!r} is not a whole number of MiB; e.g. {EXAMPLES}")
-    return size_bytes_scaled // (scale << 20)
+    scaled, scale = _scaled(value.strip(), 1 << 20, f"give MiB or a size as Docker writes it, e.g. {EXAMPLES}")
+    if scaled % (scale << 20):
+        raise ValueError(f"{value.strip()[:40]!r} is not a whole number of MiB; e.g. {EXAMPLES}")
+    return scaled // (scale << 20)
 
 
 def shown(megabytes: int) -> str:

@@ -59,11 +59,12 @@ class KubeApi:
 
     def pods(self, selector: str) -> list[dict[str, Any]]:
         listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
-        return self._client.sanitize_for_serialization(listed).get("items", [])
+        items: list[dict[str, Any]] = self._client.sanitize_for_serialization(listed).get("items", [])
+        return items
 
     def log(self, pod: str, tail: Optional[int] = None, since_seconds: Optional[int] = None) -> str:
-        return self.core.read_namespaced_pod_log(pod, self.namespace, timestamps=True, tail_lines=tail,
-                                                 since_seconds=since_seconds, container="trainer")
+        return str(self.core.read_namespaced_pod_log(pod, self.namespace, timestamps=True, tail_lines=tail,
+                                                     since_seconds=since_seconds, container="trainer"))
 
     def follow_log(self, pod: str, since_seconds: Optional[int] = None) -> Iterator[str]:
         """A pod's log lines as they come, until the pod's container ends."""

@@ -97,7 +97,7 @@ class Watcher:
 @track_options
 @format_option
 @pass_env
-def up(env: Environment, detach: bool, dry_run: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
+def up(env: Environment, /, detach: bool, dry_run: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
        requirements: Optional[str], track: Optional[str], tracking_uri: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 

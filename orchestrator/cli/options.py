@@ -16,7 +16,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 import click
 from pydantic import BaseModel
@@ -28,6 +28,8 @@ from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec import JobSpec
 from orchestrator.jobspec.messages import problem, say
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
 _NOT_FLAGS = {"name"}
@@ -90,7 +92,7 @@ class SpecFlag:
             return [f"{self.flag}/--no-{self.flag[2:]}", self.field]
         return [self.flag, *([self.short] if self.short else []), self.field]
 
-    def option(self) -> Callable[[Callable], Callable]:
+    def option(self) -> Callable[[F], F]:
         if self.type is bool:
             return click.option(*self.decls, cls=GroupedOption, group=self.group, default=None, help=self.help)
         return click.option(*self.decls, cls=GroupedOption, group=self.group, type=self.type, default=None,
@@ -206,7 +208,7 @@ def spec_flags() -> tuple[SpecFlag, ...]:
     return tuple(flags)
 
 
-def spec_options(fn: Callable) -> Callable:
+def spec_options(fn: F) -> F:
     """Decorate a command with every spec flag; unset flags take the spec's defaults."""
     return functools.reduce(lambda f, flag: flag.option()(f), reversed(spec_flags()), fn)
 
@@ -217,7 +219,8 @@ def set_spec_fields(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in names and v is not None}
 
 
-def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), requirements: Optional[str] = None):
+def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (),
+              requirements: Optional[str] = None) -> "JobSpec":
     """A validated spec from the flags the user set, the arguments after `--` and --requirements, made as
     the library makes one (``api.job_spec``); InvalidSpec otherwise."""
     from orchestrator.api import job_spec
@@ -249,7 +252,7 @@ def _shape(value: Optional[str], given: dict[str, Any]) -> dict[str, int]:
     return {"workers": int(found.group(1)), "procs_per_worker": int(found.group(2) or 1)}
 
 
-def script_options(fn: Callable) -> Callable:
+def script_options(fn: F) -> F:
     """The script's arguments (everything after `--`), --requirements and -j, for `up` and `render`."""
     fn = click.option("-j", "shape", metavar="NxP", cls=GroupedOption, group="General",
                       help="N containers of P ranks each, as TorchX's -j: --workers N --procs-per-worker P.")(fn)
@@ -297,7 +300,7 @@ def complete_experiment_files(ctx: click.Context, param: click.Parameter, incomp
     return out
 
 
-def track_options(fn: Callable) -> Callable:
+def track_options(fn: F) -> F:
     """--track and --tracking-uri: where a finished run (or sweep) is logged besides orch's own folders."""
     fn = click.option("--tracking-uri", metavar="URI", envvar="MLFLOW_TRACKING_URI", show_envvar=True,
                       cls=GroupedOption, group="Tracking",

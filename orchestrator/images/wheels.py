@@ -225,7 +225,8 @@ def host_index() -> tuple[str, dict[str, str]]:
     """The host's one index (pip's index-url, from PIP_INDEX_URL or its configuration; else PyPI) and an environment
     for pip that keeps how it connects (certificate, proxy, timeouts) but nothing that adds a second source."""
     proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    order, kept = (":env:", "download", "install", "global"), {}
+    order = (":env:", "download", "install", "global")
+    kept: dict[str, dict[int, str]] = {}
     for line in proc.stdout.splitlines() if proc.returncode == 0 else ():
         section, _, rest = line.partition(".")
         key, _, value = rest.partition("=")

@@ -27,7 +27,7 @@ from orchestrator.backends import options as backend_options
 from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import FrameworkOptions
-from orchestrator.frameworks.base import nearest_multiples
+from orchestrator.frameworks.base import TRAINER_ONLY, nearest_multiples
 from orchestrator.jobspec.fields import (
     DEFAULT_ROLE,
     NO_FLAG,
@@ -36,7 +36,6 @@ from orchestrator.jobspec.fields import (
     SCRIPT,
     SCRIPT_PATTERN,
     TRAINER,
-    TRAINER_ONLY,
     BackendName,
     DatasetName,
     MiB,
@@ -65,15 +64,16 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
-    workers: int = Field(1, ge=1, le=32, json_schema_extra=flag(short="-n"),
+    workers: int = Field(default=1, ge=1, le=32, json_schema_extra=flag(short="-n"),
                          description="Worker containers (1 = the single-worker baseline, no TF_CONFIG).")
-    roles: tuple[Role, ...] = Field((), json_schema_extra=NO_FLAG,
+    roles: tuple[Role, ...] = Field(default=(), json_schema_extra=NO_FLAG,
                                     description="replicas per role; default: `workers` replicas of the role worker")
     framework: SerializeAsAny[FrameworkOptions] = Field(
-        default_factory=lambda: frameworks.options_model(frameworks.DEFAULT)(), json_schema_extra=NO_FLAG,
+        default_factory=lambda: frameworks.options_model(frameworks.DEFAULT).model_validate({}),
+        json_schema_extra=NO_FLAG,
         description="the framework and its own options")
     backend: BackendName = Field(
-        "compose",
+        default="compose",
         description="Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm "
                     "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
                     "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`).",
@@ -82,104 +82,105 @@ class JobSpec(BaseModel):
         default_factory=backend_options.ComposeOptions, json_schema_extra=NO_FLAG,
         description="the backend's own options (backends/options.py), the model of the backend `backend` names")
     dataset: DatasetName = Field(
-        "mnist",
+        default="mnist",
         description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
                     "(70,000), vader-reviews (13,056 review snippets, tokenized, for --model text), synthetic (made "
                     "in the trainer, for tests).",
     )
-    samples: int = Field(60_000, ge=1, json_schema_extra=flag(short="-s", jobs=TRAINER),
+    samples: int = Field(default=60_000, ge=1, json_schema_extra=flag(short="-s", jobs=TRAINER),
                          description="Samples drawn from the data set, split 64/16/20 into train, validation and test.")
-    epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e", jobs=TRAINER), description="Epochs.")
-    global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b", jobs=TRAINER),
+    epochs: int = Field(default=5, ge=1, le=1000, json_schema_extra=flag(short="-e", jobs=TRAINER),
+                        description="Epochs.")
+    global_batch: int = Field(default=96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b", jobs=TRAINER),
                               description="GLOBAL batch, summed over workers: the same work per step for every N.")
-    learning_rate: float = Field(1e-3, gt=0, le=10, allow_inf_nan=False,
+    learning_rate: float = Field(default=1e-3, gt=0, le=10, allow_inf_nan=False,
                                  json_schema_extra=flag(default_text=defaults("learning_rate", 0.001), jobs=TRAINER),
                                  description="Learning rate of the framework's optimizer (Adam for TensorFlow and MPI; "
                                              "SGD with momentum 0.9 for PyTorch).")
-    seed: int = Field(42, ge=0, le=2**31 - 1, json_schema_extra=TRAINER_ONLY,
+    seed: int = Field(default=42, ge=0, le=2**31 - 1, json_schema_extra=TRAINER_ONLY,
                       description="Seed of the draw, split and shuffles.")
     model: Literal["mlp", "cnn", "text"] = Field(
-        "mlp", json_schema_extra=flag(default_text=defaults("model", "mlp"), jobs=TRAINER),
+        default="mlp", json_schema_extra=flag(default_text=defaults("model", "mlp"), jobs=TRAINER),
         description="mlp: a small MLP (784, 25, 15 and 10 units); cnn: the MNIST CNN (two convolutions with "
                     "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
                     "data sets only).",
     )
     network: Literal["bridge", "shared", "host"] = Field(
-        "bridge",
+        default="bridge",
         description="bridge: an internal network, a host name per worker; shared: one network namespace on "
                     "loopback; host: the host's network (not isolated).",
     )
     expose_ports_on_host: bool = Field(
-        False, json_schema_extra=flag(default_text="no", needs=("network", "host")),
+        default=False, json_schema_extra=flag(default_text="no", needs=("network", "host")),
         description="Accept that --network host exposes every worker's unauthenticated rendezvous and all-reduce "
                     "(TensorFlow gRPC) ports on all of this host's interfaces; --network host is refused without it.",
     )
-    threads: int = Field(0, ge=0, le=256,
+    threads: int = Field(default=0, ge=0, le=256,
                          description="Intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = the framework's default.")
-    pin_cpus: bool = Field(True, json_schema_extra=flag(default_text="pinned"),
+    pin_cpus: bool = Field(default=True, json_schema_extra=flag(default_text="pinned"),
                            description="Pin each worker to its own share of the host's cores.")
     stall_timeout: float = Field(
-        120, ge=5, le=86_400, allow_inf_nan=False,
+        default=120, ge=5, le=86_400, allow_inf_nan=False,
         description="Seconds without training progress on any worker (a paused or stuck worker stalls every "
                     "all-reduce) before the job fails.",
     )
-    checkpoint_every: int = Field(0, ge=0, le=10_000_000, json_schema_extra=TRAINER_ONLY,
+    checkpoint_every: int = Field(default=0, ge=0, le=10_000_000, json_schema_extra=TRAINER_ONLY,
                                   description="Checkpoint every N training steps into the run directory; 0 = every epoch.")
     max_restarts: int = Field(
-        0, ge=0, le=10,
+        default=0, ge=0, le=10,
         description="Restart the whole worker group up to K times after a retryable failure (a worker killed by a "
                     "signal or removed), resuming from the last checkpoint.",
     )
-    startup_timeout: float = Field(300, ge=5, le=86_400, allow_inf_nan=False,
+    startup_timeout: float = Field(default=300, ge=5, le=86_400, allow_inf_nan=False,
                                    description="Seconds for every worker to join the cluster before the job fails.")
-    time_limit: float = Field(0, ge=0, le=30 * 86_400, allow_inf_nan=False,
+    time_limit: float = Field(default=0, ge=0, le=30 * 86_400, allow_inf_nan=False,
                               description="Seconds one attempt of the run may take before it fails as timed out; 0 "
                                           "= no limit. The guard for a script that reports no progress. On "
                                           "Kubernetes it is the Job's activeDeadlineSeconds.")
-    cpus: Optional[float] = Field(None, gt=0, le=512, allow_inf_nan=False,
+    cpus: Optional[float] = Field(default=None, gt=0, le=512, allow_inf_nan=False,
                                   json_schema_extra=flag(default_text="none"),
                                   description="CPU limit per container.")
-    gpus: int = Field(0, ge=0, le=16,
+    gpus: int = Field(default=0, ge=0, le=16,
                       description="GPUs per container, as a device request to the engine (NVIDIA's runtime); 0 = "
                                   "none. The trainer uses the GPUs it sees: --strategy mirrored puts a replica on each.")
-    memory_mb: MiB = Field(2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory", default_text="2g"),
+    memory_mb: MiB = Field(default=2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory", default_text="2g"),
                            description="Memory limit per container: MiB, or a size as Docker writes it (512m, 2g).")
-    shm_size_mb: MiB = Field(0, ge=0, le=1_048_576, json_schema_extra=flag("--shm-size", default_text="64m, or what "
-                                                                                "the framework needs"),
+    shm_size_mb: MiB = Field(default=0, ge=0, le=1_048_576,
+                             json_schema_extra=flag("--shm-size", default_text="64m, or what the framework needs"),
                              description="Size of each container's /dev/shm (a tmpfs that counts against --memory "
                                          "where it is used): MiB, or a size as Docker writes it (512m, 1g); 0 = the "
                                          "framework's need, else the engine's default. PyTorch's DataLoader workers "
                                          "pass their batches through it.")
-    disk_limit_mb: MiB = Field(10_240, ge=0, le=100 * 1_048_576,
+    disk_limit_mb: MiB = Field(default=10_240, ge=0, le=100 * 1_048_576,
                                json_schema_extra=flag("--disk-limit", default_text="10g"),
                                description="How much the replicas may write, together, into their folders on this "
                                            "host (outputs, checkpoints) before the run is stopped: MiB, or a size as "
                                            "Docker writes it (200M, 10g); 0 = no limit but the free-space floor "
                                            "($ORCH_DISK_FLOOR_MB, 1024 MiB).")
-    pids_limit: int = Field(1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
+    pids_limit: int = Field(default=1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
                             description="process limit per container")
     script: Optional[str] = Field(
-        None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
+        default=None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
         description="Run this Python script of yours instead of orch's trainer, on every replica, in orch's image. "
                     "The replicas see a copy of its folder (or of --source), made when the run starts; each runs "
                     "in its own output folder, with TF_CONFIG and the data mount set. Arguments after `--` go to "
                     "the script.",
     )
     source: Optional[str] = Field(
-        None, max_length=4096, json_schema_extra=flag(default_text="the script's folder", jobs=SCRIPT),
+        default=None, max_length=4096, json_schema_extra=flag(default_text="the script's folder", jobs=SCRIPT),
         description="With --script: the folder copied for the replicas, for a script that imports sibling modules; "
                     "it must hold the script. Refused: /, a home folder, a folder holding orch's runs or results, "
                     "or more than $ORCH_SOURCE_LIMIT_MB (64) MiB.",
     )
     procs_per_worker: int = Field(
-        1, ge=1, le=16, json_schema_extra=flag(jobs=SCRIPT),
+        default=1, ge=1, le=16, json_schema_extra=flag(jobs=SCRIPT),
         description="Ranks per container, for a --script under --framework torch (torchrun's --nproc-per-node) or "
                     "mpi (mpiexec's -ppn): N containers × P ranks, RANK 0 to N·P−1, LOCAL_RANK 0 to P−1, "
                     "WORLD_SIZE N·P. `-j NxP` sets both. TensorFlow refuses it.",
     )
-    script_args: tuple[str, ...] = Field((), max_length=256, json_schema_extra={**NO_FLAG, "jobs": SCRIPT},
+    script_args: tuple[str, ...] = Field(default=(), max_length=256, json_schema_extra={**NO_FLAG, "jobs": SCRIPT},
                                          description="arguments for the script (after `--` on the command line)")
-    image: Optional[str] = Field(None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
+    image: Optional[str] = Field(default=None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
                                  description="Run this image instead of orch's own trainer image.")
     # A spec made without one gets a fresh id that names its worker count (``_fresh_run_id``); the factory only
     # tells a type checker that the field may be left out.
@@ -258,7 +259,7 @@ class JobSpec(BaseModel):
             if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
                 roles = [(DEFAULT_ROLE, workers)]
                 framework = data.get("framework")
-                if isinstance(framework, BaseModel):
+                if isinstance(framework, FrameworkOptions):
                     roles = framework.roles(workers)
                 elif isinstance(framework, dict) and (
                         model := frameworks.find_options(framework.get("name", frameworks.DEFAULT))) is not None:

@@ -60,12 +60,12 @@ def _source(annotation: Any) -> str:
     raise TypeError(f"no API type for the spec's annotation {annotation!r}: teach jobspec.signature._source it")
 
 
+@dataclass(frozen=True)
 class Shown:
     """A default as the help says it (``mlp; cnn for torch``, ``2g``), where the value alone would mislead; the
     functions never see it: a field left out is not passed at all."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    text: str
 
     def __repr__(self) -> str:
         return f"<{self.text}>"
@@ -128,8 +128,8 @@ def keywords_source() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _doc(fn: Callable[..., Any]) -> str:
-    fields = "\n".join(f"    {k.name} ({k.annotation}, default {k.default!r}): {k.help}" for k in keywords())
+def _doc(fn: Callable[..., Any], spec_keywords: list[Keyword]) -> str:
+    fields = "\n".join(f"    {k.name} ({k.annotation}, default {k.default!r}): {k.help}" for k in spec_keywords)
     own = inspect.cleandoc(fn.__doc__ or "")
     return f"{own}\n\nSpec fields (keyword arguments; each left out takes its default):\n{fields}\n"
 
@@ -137,11 +137,11 @@ def _doc(fn: Callable[..., Any]) -> str:
 def with_spec_keywords(fn: F) -> F:
     """``fn``, whose ``**fields`` are the spec's, with a signature and a docstring that list them (for help(),
     a notebook's and an editor's hints): its own parameters, then each field with its type and default."""
-    signature = inspect.signature(fn)
+    signature, spec_keywords = inspect.signature(fn), keywords()
     own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     taken = {p.name for p in own}
     fields = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default, annotation=k.annotation)
-              for k in keywords() if k.name not in taken]
+              for k in spec_keywords if k.name not in taken]
     fn.__signature__ = signature.replace(parameters=[*own, *fields])  # type: ignore[attr-defined]
-    fn.__doc__ = _doc(fn)
+    fn.__doc__ = _doc(fn, spec_keywords)
     return fn

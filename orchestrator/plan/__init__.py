@@ -99,8 +99,9 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
             env["OMP_NUM_THREADS"] = str(spec.threads)  # read at the framework's import, before the trainer runs
         labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: role, LABEL_INDEX: str(index), "orch.version": __version__}
         own = Mount(str(run_dir / f"{role}-{index}"), f"{contract.OUT_MOUNT}/{role}-{index}", False)
-        mounts, command, working_dir = (*common, own), (), ""
-        if spec.script is not None:
+        mounts, working_dir = (*common, own), ""
+        command: tuple[str, ...] = ()  # the image's own entry point: orch's trainer
+        if spec.script is not None and loaders_dir is not None:
             # A user's script: the snapshot orch makes of its folder in the run directory when the run starts
             # (run/scripts.py), read-only; run from the replica's own folder, which it may write.
             script = PurePosixPath(spec.script)

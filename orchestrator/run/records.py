@@ -124,7 +124,7 @@ class Result(BaseModel):
     samples_per_epoch: list[Count] = Field(default_factory=list, max_length=10_000)
     resumed_from_epoch: Optional[Epoch] = None
     train_seconds: Optional[Seconds] = None
-    test_accuracy: Optional[float] = Field(None, ge=0, le=1)
+    test_accuracy: Optional[float] = Field(default=None, ge=0, le=1)
 
 
 def _shown(value: Any, limit: int = 40) -> str:
@@ -156,7 +156,7 @@ def event_of(raw: Any, what: str = "an event") -> Any:
         raise Refused(f"{what} is refused: not a JSON object")
     _check_version(raw, what)
     try:
-        return _EventAdapter(record=raw).record
+        return _EventAdapter.model_validate({"record": raw}).record
     except ValidationError as exc:
         raise _refused(exc, what) from None
 

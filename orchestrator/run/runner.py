@@ -62,9 +62,10 @@ def _memory(backend: Backend, states: list[ReplicaState],
 
                 for row in read_samples(run.path / STATS_FILE):
                     last[(row.get("role") or "worker", row["worker"])] = row
-            row = last.get(s.key)
-            if row is not None and time.time() - row["time"] <= RECENT_SAMPLE:
-                out[s.key] = Memory(row["mem_used_bytes"], row.get("mem_charged_bytes") or 0, row["mem_limit_bytes"])
+            sample = last.get(s.key)
+            if sample is not None and time.time() - sample["time"] <= RECENT_SAMPLE:
+                out[s.key] = Memory(sample["mem_used_bytes"], sample.get("mem_charged_bytes") or 0,
+                                    sample["mem_limit_bytes"])
     return out
 
 
@@ -181,7 +182,7 @@ def dry_run(p: Plan, backend: Optional[Backend] = None, paths: Optional[Paths] =
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
     preflight(p, backend, paths, say, dry_run=True)
-    wanted = [(p.spec.dataset, f"the data set {p.spec.dataset}")]
+    wanted: list[tuple[str, str]] = [(p.spec.dataset, f"the data set {p.spec.dataset}")]
     if p.loaders_dir is not None:
         wanted.append((datasets.LOADERS, "Keras' and torchvision's data caches for scripts"))
     for name, what in wanted:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional
 
 from orchestrator import backends
 from orchestrator.backends import Backend, ReplicaState, Status
@@ -184,7 +184,7 @@ def read_logs(run_id: Optional[str] = None, selection: logs.LogFilter = logs.Log
 
 def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine: Any = None,
                     paths: Optional[Paths] = None, backend: Optional[Backend] = None
-                    ) -> tuple[str, Iterator[dict[tuple[str, int], Any]]]:
+                    ) -> tuple[str, Generator[dict[tuple[str, int], Any], None, None]]:
     """The run's id and, every ``interval`` seconds while it runs, the latest sample of each replica."""
     run = resolve(paths or default_paths(), run_id)
     backend = _backend(backend, engine, run)
@@ -193,7 +193,7 @@ def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine:
     if not running:
         raise OrchError(f"run {run_id} has no running containers; `orch collect {run_id}` shows what it recorded")
 
-    def snapshots() -> Iterator[dict[tuple[str, int], Any]]:
+    def snapshots() -> Generator[dict[tuple[str, int], Any], None, None]:
         sampler = Sampler(backend, None, interval).start(running)
         try:
             waited = 0
