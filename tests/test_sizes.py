@@ -1,4 +1,6 @@
 """Sizes as Docker writes them, one parser for every size flag and field (orchestrator/sizes.py)."""
+import json
+
 import pytest
 import yaml
 
@@ -70,3 +72,25 @@ def test_shm_size_reaches_every_backend_and_a_shared_memory_group(tmp_path):
     assert yaml.safe_load(mpi.artifact)["services"]["worker-0"]["shm_size"] == "128m"
     assert "shm_size" not in yaml.safe_load(plan(make_spec(workers=2, run_id="s"), paths).artifact)["services"][
         "worker-0"]  # unset: the engine's default, as before
+
+
+@pytest.mark.docker
+def test_a_replica_gets_the_memory_and_shm_given_in_dockers_units(images, orch_env, tmp_path, cleanup):
+    from tests.conftest import orch_containers, run_orch
+
+    run_id = "live-sizes"
+    cleanup.append(run_id)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "limits.py").write_text(
+        "import json, os\n"
+        "shm = os.statvfs('/dev/shm')\n"
+        "memory = open('/sys/fs/cgroup/memory.max').read().strip() if os.path.exists('/sys/fs/cgroup/memory.max') "
+        "else open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read().strip()\n"
+        "out = os.path.join(os.environ['ORCH_OUTPUT_DIR'], 'limits.json')\n"
+        "json.dump({'shm': shm.f_blocks * shm.f_frsize, 'memory': int(memory)}, open(out, 'w'))\n")
+    proc = run_orch(["up", "--script", str(tmp_path / "src" / "limits.py"), "--dataset", "synthetic", "--memory",
+                     "1536m", "--shm-size", "512m", "--disk-limit", "200M", "--run-id", run_id], orch_env)
+    assert proc.returncode == 0, proc.stderr
+    limits = json.loads((tmp_path / "runs" / run_id / "worker-0" / "limits.json").read_text())
+    assert limits == {"shm": 512 << 20, "memory": 1536 << 20}
+    assert orch_containers(run_id) == []

@@ -346,3 +346,12 @@ def test_jobspec_itself_raises_orchs_error_naming_each_field():
     assert [p.field for p in caught.value.problems] == ["workers", "epochs"]
     assert caught.value.message == ("workers: must be at least 1 (got 0); e.g. workers: 1; epochs: must be at least 1 "
                                     "(got 0); e.g. epochs: 5")  # as make_spec and experiment files say it
+
+
+def test_script_fields_drop_what_only_the_trainer_reads():
+    from orchestrator.jobspec import script_fields
+
+    workload = {"dataset": "synthetic", "samples": 6000, "epochs": 2, "batch_size": 96, "model": "mlp",
+                "framework": "torch", "batch_per_worker": 8}
+    assert script_fields(workload) == {"dataset": "synthetic", "framework": "torch"}
+    assert make_spec(**script_fields(workload), script="/x/probe.py", workers=3, run_id="s").workers == 3

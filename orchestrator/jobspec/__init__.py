@@ -45,6 +45,7 @@ from orchestrator.jobspec.fields import (
     flag,
     flag_aliases,
     invalid,
+    metadata,
     new_run_id,
     spec_error,
     unused,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_ROLE", "NO_FLAG", "ROLE_PATTERN", "RUN_ID_PATTERN", "SCRIPT_PATTERN", "JobSpec", "Role", "SpecFields",
-           "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id", "shown", "spec_from"]
+           "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id", "script_fields", "shown", "spec_from"]
 
 
 class JobSpec(BaseModel):
@@ -413,6 +414,13 @@ def spec_from(fields: Mapping[str, Any], given: Optional[Iterable[str]] = None) 
         return JobSpec(**nested)
     except (TypeError, ValueError) as exc:  # e.g. a non-string key
         raise InvalidSpec(f"spec: {shown(exc)}") from None
+
+
+def script_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` less those only orch's own trainer reads: the fields of a --script job on the same containers,
+    which would refuse them."""
+    aliases = flag_aliases(JobSpec)
+    return {k: v for k, v in fields.items() if metadata(JobSpec, aliases.get(k, k)).get("jobs") != TRAINER}
 
 
 def load_spec(record: Any) -> JobSpec:
