@@ -368,7 +368,7 @@ class JobSpec(BaseModel):
         ignore is refused, as ``make_spec`` refuses it."""
         fields = self.flat()
         if changes.get("backend", self.backend) != self.backend:  # the old backend's options go with it
-            for name in self.backend_options.model_fields:
+            for name in type(self.backend_options).model_fields:
                 fields.pop(name, None)
         if changes.get("batch_per_worker", fields.get("batch_per_worker")) and "global_batch" not in changes:
             del fields["global_batch"]  # it follows from the per-worker batch and the (new) worker count
