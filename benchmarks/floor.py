@@ -47,7 +47,7 @@ from orchestrator import backends, bench, frameworks  # noqa: E402
 from orchestrator.docker.engine import Engine  # noqa: E402
 from orchestrator.experiments.floor import parameters  # noqa: E402
 from orchestrator.images import venv_volume  # noqa: E402
-from orchestrator.jobspec import make_spec  # noqa: E402
+from orchestrator.jobspec import make_spec, script_fields  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.plan import plan, rank_cores  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
@@ -325,8 +325,8 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
         volume_floors.append(start_floor(image, module, n, volume))
         package_floors.append(start_floor(image, package, n, volume))
         for mode in LADDER:  # an orch run of the probe as the run's script (run() plans it as `orch up --script`)
-            ladder[mode].append(run({**workload, **fields, "script": str(PROBE), "script_args": (mode, name, module)},
-                                    n, runs)["wall_seconds"])
+            probe = script_fields({**workload, **fields, "script": str(PROBE), "script_args": (mode, name, module)})
+            ladder[mode].append(run(probe, n, runs)["wall_seconds"])
         trainer.append(run({**workload, **fields}, n, runs))
         log(f"{name}, the start at N={n}, repeat {r + 1}: floor {volume_floors[-1][0]:.2f} s, orch importing "
             f"{ladder['import'][-1]:.2f} s, joining {ladder['connect'][-1]:.2f} s, the trainer's wall − train "

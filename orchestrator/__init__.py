@@ -1,6 +1,6 @@
 """orch: run and measure distributed training in containers.
 
-The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``render``, ``collect``,
+The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``render``, ``dry_run``, ``collect``,
 ``experiment``, ``ps`` and ``down``, plus ``job_spec`` and ``doctor``. They load on first use, since they
 import engine clients. ``orchestrator.plan`` is the planning package; ``render`` returns a plan.
 """
@@ -8,18 +8,24 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from orchestrator.errors import OrchError  # noqa: E402
-from orchestrator.jobspec import JobSpec, make_spec  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
-__all__ = ["__version__", "OrchError", "JobSpec", "make_spec", "job_spec", "render", "up", "collect", "experiment",
-           "ps", "down", "doctor"]
+from orchestrator.errors import OrchError  # noqa: E402
+from orchestrator.jobspec import JobSpec, SpecFields, make_spec  # noqa: E402
+
+if TYPE_CHECKING:  # what the lazy names below are, for a type checker; at run time they load on first use
+    from orchestrator.api import collect, down, dry_run, experiment, job_spec, ps, render, up
+    from orchestrator.docker.doctor import doctor
+
+__all__ = ["__version__", "OrchError", "JobSpec", "SpecFields", "make_spec", "job_spec", "render", "dry_run", "up",
+           "collect", "experiment", "ps", "down", "doctor"]
 
 # name -> module that defines it; no name here is also a subpackage's, so each is always the function.
-_LAZY = {"job_spec": "api", "render": "api", "up": "api", "collect": "api", "experiment": "api", "ps": "api",
-         "down": "api", "doctor": "docker.doctor"}
+_LAZY = {"job_spec": "api", "render": "api", "dry_run": "api", "up": "api", "collect": "api", "experiment": "api",
+         "ps": "api", "down": "api", "doctor": "docker.doctor"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
     import importlib

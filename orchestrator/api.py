@@ -8,28 +8,32 @@ The CLI calls these same functions, so a script and `orch` given the same fields
     three = orch.up(workers=3, dataset="synthetic", samples=6000, epochs=2)
     print(orch.collect(one.run_id, three.run_id).comparison)
 
-Fields are the spec's (``orch up --help`` lists them; a flag ``--batch-size`` is the field ``global_batch``,
-as ``JobSpec`` names it). Every function raises ``OrchError`` (with the CLI's exit code in ``exit_code``)
-on bad input or a failed run, and leaves nothing running.
+A job's fields are keyword arguments named as the flags and experiment files name them (``batch_size`` for
+``--batch-size``, ``memory="2g"`` for ``--memory 2g``), typed by ``SpecFields`` so that mypy refuses a name or a
+type the spec does not have; ``help(orchestrator.up)`` lists them with their defaults. Every function raises
+``OrchError`` (with the CLI's exit code in ``exit_code``) on bad input or a failed run, and leaves nothing running.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
-from orchestrator.jobspec import JobSpec, make_spec
+from orchestrator.jobspec import JobSpec, SpecFields, spec_from
+from orchestrator.jobspec.signature import with_spec_keywords
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import Plan
 from orchestrator.run.rundir import RunInfo
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from orchestrator.analysis.collect import Failure
 
-__all__ = ["Collected", "ExperimentRun", "collect", "down", "experiment", "job_spec", "ps", "render", "up"]
+__all__ = ["Collected", "ExperimentRun", "collect", "down", "dry_run", "experiment", "job_spec", "ps", "render", "up"]
 
 Say = Callable[[str], None]
 
@@ -59,57 +63,81 @@ class ExperimentRun:
         return [key for key, cell in self.cells.items() if cell.get("state") != "succeeded"]
 
 
-def job_spec(*, script_args: tuple[str, ...] = (), requirements: Union[str, Path, None] = None,
-             cwd: Union[str, Path, None] = None, **fields: Any) -> JobSpec:
-    """A validated spec from flat fields, as `orch up` makes one from its flags.
+@with_spec_keywords
+def job_spec(*, requirements: Union[str, Path, None] = None, cwd: Union[str, Path, None] = None,
+             **fields: Unpack[SpecFields]) -> JobSpec:
+    """A validated spec from the job's fields, as `orch up` makes one from its flags.
 
-    A relative ``script`` is made absolute against ``cwd`` (default: the working folder); ``script_args``
-    go to it; ``requirements`` picks the image `orch build --requirements FILE` made. InvalidSpec otherwise.
+    A relative ``script`` is made absolute against ``cwd`` (default: the working folder); ``script_args`` go to
+    it; ``requirements`` picks the image `orch build --requirements FILE` made, for the script. A field the job
+    would ignore (``epochs`` for a script) is refused. InvalidSpec otherwise, naming each field.
     """
     from orchestrator.run.scripts import absolute
 
-    fields = {k: v for k, v in fields.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     for name in ("script", "source"):
-        if fields.get(name) is not None:
-            fields[name] = absolute(str(fields[name]), Path(cwd) if cwd is not None else Path.cwd())
-    if script_args:
-        fields["script_args"] = tuple(script_args)
+        if given.get(name) is not None:
+            given[name] = absolute(str(given[name]), Path(cwd) if cwd is not None else Path.cwd())
+    if "script_args" in given:
+        given["script_args"] = tuple(given["script_args"])
     if requirements is not None:
         from orchestrator.images.user import image_for, read_requirements
 
-        if "image" in fields:
+        if given.get("script") is None:
+            raise InvalidSpec("requirements: --requirements adds packages for a --script; orch's own trainer "
+                              "imports none of them; pass --script, or leave --requirements out")
+        if "image" in given:
             raise InvalidSpec("requirements: --requirements picks the image built with your packages; leave out "
                               "--image, or add the packages to your own image")
-        framework = frameworks.get(fields.get("framework") or frameworks.DEFAULT)
+        framework = frameworks.get(given.get("framework") or frameworks.DEFAULT)
         if not framework.takes_requirements:
             raise InvalidSpec(f"requirements: --framework {framework.name} takes no --requirements; build an image "
                               f"FROM {framework.main_image()} with the packages and pass --image")
-        fields["image"] = image_for(read_requirements(Path(requirements)), framework.name)
-    return make_spec(**fields)
+        given["image"] = image_for(read_requirements(Path(requirements)), framework.name)
+    return spec_from(given)
 
 
-def _spec(spec: Optional[JobSpec], fields: dict[str, Any]) -> JobSpec:
+def _spec(spec: Optional[JobSpec], fields: Mapping[str, Any]) -> JobSpec:
     if spec is not None and fields:
         raise TypeError("pass either a JobSpec or fields, not both")
     return spec if spec is not None else job_spec(**fields)
 
 
-def render(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, **fields: Any) -> Plan:
-    """The plan `orch up` would apply, started nowhere: its replicas, and in ``artifact`` the Compose file,
-    stack file or Kubernetes manifests."""
-    from orchestrator.plan import plan
+@with_spec_keywords
+def render(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, **fields: Unpack[SpecFields]) -> Plan:
+    """The plan `orch up` would apply, started nowhere and checked against nothing but the spec: its replicas, and
+    in ``artifact`` the Compose file, stack file or Kubernetes manifests."""
     from orchestrator.run import scripts
-    from orchestrator.run.runner import container_user
 
     job, paths = _spec(spec, fields), paths or default_paths()
     if job.script is not None:  # what `up` would refuse, render refuses too: the script and its folder
         scripts.check(job, guarded=(paths.runs, paths.results, paths.cache))
+    return _plan(job, paths)
+
+
+def _plan(job: JobSpec, paths: Paths) -> Plan:
+    from orchestrator.plan import plan
+    from orchestrator.run.runner import container_user
+
     return plan(job, paths, user=container_user(), host_cpus=os.cpu_count() or 1)
 
 
+@with_spec_keywords
+def dry_run(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, say: Optional[Say] = None,
+            **fields: Unpack[SpecFields]) -> Plan:
+    """Everything `up` would do but start: the spec, the run id, the script, the disk, the engine, its images and
+    the limits it can give are checked, and the plan is returned; nothing is started or written. An engine that
+    does not answer costs one line (``say``) instead of the checks that need it."""
+    from orchestrator.run.runner import dry_run as check
+
+    paths = paths or default_paths()
+    return check(_plan(_spec(spec, fields), paths), paths=paths, say=say)
+
+
+@with_spec_keywords
 def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[Paths] = None,
        say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
-       stats_interval: Optional[float] = 1.0, **fields: Any) -> RunInfo:
+       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> RunInfo:
     """Run a job to its end (or, with ``detach``, until its replicas have started) and return its record.
 
     ``say`` receives orch's progress lines; ``on_event`` each replica's events. A run that fails raises
@@ -173,11 +201,12 @@ def experiment_report(file: Union[str, Path], *, quick: bool = False, out: Union
     return ExperimentRun(folder, folder / "report.md", cells)
 
 
-def ps(*run_ids: str, paths: Optional[Paths] = None) -> list[RunInfo]:
-    """The records of runs (default: every run), with the state their replicas are in now."""
+def ps(*run_ids: str, paths: Optional[Paths] = None, say: Optional[Say] = None) -> list[RunInfo]:
+    """The records of runs (default: every run), read from their folders, with the state their replicas are in
+    now; when the engine does not answer, ``say`` is told so once and each run is as its record left it."""
     from orchestrator.run.runs import ps as list_runs
 
-    return list_runs(list(run_ids) or None, paths=paths)
+    return list_runs(list(run_ids) or None, paths=paths, say=say)
 
 
 def down(*run_ids: str, all_runs: bool = False, paths: Optional[Paths] = None) -> list[str]:

@@ -6,6 +6,7 @@ outside the standard library.
 from __future__ import annotations
 
 import math
+from typing import Any, Optional
 
 CONTRACT_VERSION = 2
 
@@ -135,13 +136,13 @@ def replica_dir(role: str, index: int) -> str:
 INVALID_SUFFIX = "_invalid"
 
 
-def finite(payload):
+def finite(payload: Any) -> Any:
     """``payload`` (dicts, lists, tuples and scalars) with every float that is not finite made None, and the reason
     beside it as ``<key>_invalid``: what json.dumps(..., allow_nan=False) then accepts. Returns a new object."""
     return _finite(payload)[0]
 
 
-def _finite(value):
+def _finite(value: Any) -> tuple[Any, Optional[str]]:
     """(value made finite, the reason if anything in it was not)."""
     if isinstance(value, float):
         return (value, None) if math.isfinite(value) else (None, f"not finite: {value!r}")

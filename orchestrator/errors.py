@@ -1,6 +1,8 @@
 """Typed errors; each message says what happened and what to do next."""
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -24,7 +26,7 @@ class InvalidSpec(OrchError):
 
     exit_code = EXIT_USAGE
 
-    def __init__(self, message: str, *, details: str = "", problems: tuple = ()) -> None:
+    def __init__(self, message: str, *, details: str = "", problems: tuple[Any, ...] = ()) -> None:
         super().__init__(message, details=details)
         self.problems = tuple(problems)
 

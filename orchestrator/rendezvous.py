@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Mapping, MutableMapping, Optional
+from typing import Any, Mapping, MutableMapping, Optional
 
 from . import contract
 
-Cluster = list  # [[role, [address, ...]], ...] in role order, addresses in index order
+Cluster = list[list[Any]]  # [[role, [address, ...]], ...] in role order, addresses in index order
 
 # The per-replica variables a kind of rendezvous derives, beyond the role and index every replica gets.
 TF_CONFIG = "tf_config"  # TensorFlow's TF_CONFIG: the cluster by role and this replica's task
@@ -47,7 +47,7 @@ def replica_of(cluster: Cluster, completion_index: int, role: Optional[str] = No
     raise ValueError(f"completion index {completion_index} is outside the cluster {sizes}")
 
 
-def tf_config(cluster: Cluster, role: str, index: int) -> Optional[dict]:
+def tf_config(cluster: Cluster, role: str, index: int) -> Optional[dict[str, Any]]:
     """TensorFlow's TF_CONFIG for replica (role, index), or None for a cluster of one (no TF_CONFIG at all)."""
     sizes = {name: len(addresses) for name, addresses in cluster}
     if not 0 <= index < sizes.get(role, 0):

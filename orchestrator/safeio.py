@@ -193,7 +193,7 @@ def atomic_write_with(path: Path, write: Callable[[Any], Any], mode: str = "wb")
     folder = path.parent
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, mode, **({"newline": ""} if "b" not in mode else {})) as f:
+        with os.fdopen(fd, mode, newline=None if "b" in mode else "") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

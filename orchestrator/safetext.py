@@ -19,7 +19,7 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>&|~$])")
 
 
-def _shown(match: re.Match) -> str:
+def _shown(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 

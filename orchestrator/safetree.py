@@ -142,7 +142,8 @@ def _clear(fd: int, level: _Level, where: Callable[[str], str], problems: list[s
     _BATCH names between scans, so a scan never runs while its folder changes and memory stays bounded."""
     failed: set[str] = set()
     while True:
-        batch, folders = [], []
+        batch: list[str] = []
+        folders: list[str] = []
         with os.scandir(fd) as entries:
             for entry in entries:
                 if entry.name in failed:

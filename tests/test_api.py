@@ -87,7 +87,7 @@ def test_up_collect_ps_and_down_as_a_library(images, paths, cleanup, tmp_path):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "fail.py").write_text("raise SystemExit(3)\n")
     with pytest.raises(WorkerFailed, match="exited with code 3"):  # raised once its record is written
-        orchestrator.up(workers=1, dataset="synthetic", samples=3000, script=str(tmp_path / "bad" / "fail.py"),
+        orchestrator.up(workers=1, dataset="synthetic", script=str(tmp_path / "bad" / "fail.py"),
                         run_id="api-bad")
     assert orchestrator.ps("api-bad")[0].state.value == "failed"
     assert not orch_containers("api-bad")

@@ -52,7 +52,7 @@ CASES = [
     (["up", "--workers", "3", "--strategy", "single"], "--strategy: single runs in one container"),
     (["up", "--time-limit", "-1"], "--time-limit:"),
     (["up", "--stats-interval", "0"], "'--stats-interval'"),
-    (["up", "--memory", "lots"], "'--memory'"),
+    (["up", "--memory", "lots"], "--memory: 'lots' is not a size"),
     (["up", "--nonsense"], "--nonsense"),
     # reads
     (["ps", "--format", "xml"], "'--format'"),

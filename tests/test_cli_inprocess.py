@@ -157,7 +157,8 @@ def test_the_generated_flags_cover_the_old_list():
 def test_an_optional_field_without_a_default_shows_none():
     helps = {f.field: f.help for f in spec_flags()}
     assert helps["cpus"].endswith("[default: none]")  # default_text
-    assert helps["memory_mb"].endswith("[default: 2048]")  # the field's default
+    assert helps["memory_mb"].endswith("[default: 2g]")  # default_text, as Docker writes a size
+    assert helps["seed"].endswith("[default: 42]")  # the field's default
     assert helps["run_id"].endswith("[default: time-based]")  # required, with default_text
 
 
@@ -437,3 +438,107 @@ def test_debug_after_the_separator_belongs_to_the_script(tmp_path, monkeypatch):
     result = orch("render", "--script", "train.py", "--run-id", "r", "--", "--debug")
     assert result.code == 0, result.err
     assert '"--debug"' in result.out or "- --debug" in result.out
+
+
+# -- no flag ignored ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def script(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "x.py").write_text("print('hi')\n")
+    return str(tmp_path / "src" / "x.py")
+
+
+def test_a_flag_the_script_would_ignore_exits_2_naming_it(script):
+    result = orch("up", "--script", script, "--epochs", "3", "--dry-run")
+    one_line_error(result, 2, "--epochs: orch's own trainer reads it, and --script runs your script instead")
+    several = orch("render", "--script", script, "-e", "3", "--batch-size", "10", "--cache")
+    one_line_error(several, 2, "--epochs: orch's own trainer reads it")
+    assert several.err.rstrip().endswith("--batch-size: the same")  # --cache is its default: nothing is lost
+
+
+def test_requirements_without_a_script_and_expose_without_host_network_are_refused(tmp_path):
+    (tmp_path / "requirements.txt").write_text("six\n")
+    one_line_error(orch("render", "--requirements", str(tmp_path / "requirements.txt")), 2,
+                   "error: --requirements adds packages for a --script; orch's own trainer imports none of them")
+    one_line_error(orch("render", "--expose-ports-on-host"), 2,
+                   "--expose-ports-on-host: it does nothing without --network host; leave it out")
+
+
+def test_the_flags_table_in_the_docs_is_the_one_the_metadata_makes():
+    from orchestrator.cli.reference import TABLE_BEGIN, flags_table, with_flags_table
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    assert TABLE_BEGIN in page and with_flags_table(page) == page, "run `python tools/generate.py`"
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in flags_table().splitlines() if line.startswith("| `")}
+    assert rows["`--epochs`, `-e`"].startswith("| `--epochs`, `-e` | yes | refused |")
+    assert rows["`--source`"].startswith("| `--source` | refused | yes |")
+    assert "`--network host`" in rows["`--expose-ports-on-host`"]
+    assert set(rows) >= {f"`{f.flag}`" + (f", `{f.short}`" if f.short else "") for f in spec_flags()}
+
+
+# -- orch up --dry-run --------------------------------------------------------------------------------------------
+class AnsweringEngine:
+    """The Docker boundary of an engine that answers (Compose's preflight calls these); anything that would start or
+    make something is absent, so a dry run that tried would fail the test."""
+
+    def __init__(self, cpus=2):
+        from orchestrator import frameworks
+
+        self.images = set(frameworks.get("tensorflow").image_refs())  # built; PyTorch's is not
+        self.cpus, self.calls = cpus, []
+
+    def ping(self):
+        self.calls.append("ping")
+
+    def compose_version(self):
+        return "2.29.0"
+
+    def require_image(self, ref, hint):
+        self.calls.append(f"image {ref}")
+        if ref not in self.images:
+            raise ImageMissing(f"image {ref} is missing; {hint}")
+
+    def info(self):
+        return {"NCPU": self.cpus}
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    from orchestrator import backends
+
+    fake, real = AnsweringEngine(), backends.get
+    monkeypatch.setattr(backends, "get", lambda name, engine=None: real(name, fake))
+    return fake
+
+
+def test_a_dry_run_with_no_engine_checks_the_rest_plans_and_leaves_nothing(folders):
+    result = orch("up", "--workers", "2", "--memory", "2g", "--disk-limit", "200M", "--run-id", "dry", "--dry-run")
+    assert result.code == 0, result
+    assert "worker-0" in result.out and "worker-1" in result.out and "2g" in result.out
+    lines = result.err.strip().splitlines()
+    assert lines[0].startswith("orch: could not check the images or the engine's limits: cannot reach the Docker")
+    assert lines[-1].startswith("orch: dry run: nothing was started or written")
+    assert not any((folders / name).exists() for name in ("runs", "cache", "results"))  # nothing written
+
+
+def test_a_dry_run_refuses_what_up_would_refuse_and_starts_nothing(folders, engine):
+    ok = orch("up", "--run-id", "dry", "--dry-run", "--format", "json")
+    assert ok.code == 0 and json.loads(ok.out)["run_id"] == "dry", ok
+    assert engine.calls == ["ping", "image orch-trainer:0.1.0-single"] and "could not check" not in ok.err
+    one_line_error(orch("up", "--framework", "torch", "--dry-run"), 2, "image orch-torch:")  # not built here
+    one_line_error(orch("up", "--cpus", "3", "--dry-run"), 2, "--cpus: this Docker engine has 2 CPUs, and Compose "
+                                                               "cannot give a container more; use --cpus 2 or less")
+    (folders / "runs" / "taken").mkdir(parents=True)
+    one_line_error(orch("up", "--run-id", "taken", "--dry-run"), 2, "--run-id: taken is already used")
+    one_line_error(orch("up", "--script", str(folders / "missing.py"), "--dry-run"), 2, "--script: cannot use")
+    one_line_error(orch("up", "--dry-run", "--detach"), 2, "--detach is for a run that starts; --dry-run starts none")
+    assert sorted(p.name for p in (folders / "runs").iterdir()) == ["taken"]
+
+
+def test_a_dry_run_of_a_script_names_the_caches_up_would_make(folders, engine, script):
+    result = orch("up", "--script", script, "--workers", "2", "--dry-run")
+    assert result.code == 0, result
+    assert "python3 -u /orch/script/x.py" in result.out
+    assert any("Keras' and torchvision's data caches for scripts not made yet" in line
+               for line in result.err.splitlines())
+    assert not (folders / "runs").exists() and not (folders / "cache").exists()

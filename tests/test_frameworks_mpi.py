@@ -17,7 +17,8 @@ LAUNCHER = ("python3", "-m", "orch_trainer.mpi_launch")
 
 
 def mpi_plan(tmp_path, **fields):
-    fields = {"framework": "mpi", "workers": 3, "dataset": "synthetic", "samples": 6000, "run_id": "r", **fields}
+    fields = {"framework": "mpi", "workers": 3, "dataset": "synthetic", "run_id": "r",
+              **({} if "script" in fields else {"samples": 6000}), **fields}  # a script's own arguments size it
     return plan(make_spec(**fields), Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results"))
 
 

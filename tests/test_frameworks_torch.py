@@ -192,9 +192,10 @@ def test_review_edges_of_the_spec():
     # The PyTorch refusal comes first, not advice (--expose-ports-on-host) that would only lead to it.
     with pytest.raises(InvalidSpec, match="^network: --framework torch meets on the cluster network"):
         make_spec(framework="torch", workers=2, network="host")
-    # A user's script may train on text; orch's own PyTorch trainer may not.
-    assert make_spec(framework="torch", model="text", dataset="vader-reviews", samples=5000,
-                     script="/x/train.py").model == "text"
+    # A user's script may train on text; orch's own PyTorch trainer may not. The script picks its own model.
+    assert make_spec(framework="torch", dataset="vader-reviews", script="/x/train.py").dataset == "vader-reviews"
+    with pytest.raises(InvalidSpec, match="^model: orch's own trainer reads it, and --script runs your script"):
+        make_spec(framework="torch", model="text", dataset="vader-reviews", script="/x/train.py")
 
 
 def test_requirements_go_on_the_pytorch_image_for_a_pytorch_job(orch_env, tmp_path):

@@ -216,7 +216,8 @@ def _orch(args: list[str], env: dict[str, str], timeout: float = BOUND) -> tuple
 
 
 def _up(backend: str, run_id: str, env: dict[str, str], *flags: str) -> tuple[int, str, str, float]:
-    code, out, err, took = _orch(["up", "--backend", backend, "--image", HOSTILE, *SMALL, "--run-id", run_id,
+    small = SMALL if "--script" not in flags else SMALL[:2]  # a script reads no --samples, and orch refuses it
+    code, out, err, took = _orch(["up", "--backend", backend, "--image", HOSTILE, *small, "--run-id", run_id,
                                   "--startup-timeout", "60", *flags], env)
     _assert_no_internal_error(err)
     return code, out, err, took

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import contract
 from orchestrator.analysis.collect import collect
-from orchestrator.errors import WorkerFailed
+from orchestrator.errors import DiskFull, WorkerFailed
 from orchestrator.run import copier, rundir
 from orchestrator.run.rundir import RunDir, RunState
 from tests.fakes import START, FakeBackend, heartbeat, raw_event, trainer
@@ -141,10 +141,27 @@ def test_a_replica_that_writes_past_the_disk_limit_stops_the_run_in_one_line(h):
 
 def test_the_free_space_floor_stops_a_run_whatever_its_limit(h, monkeypatch):
     free = os.statvfs(h.paths.runs.parent).f_bavail * os.statvfs(h.paths.runs.parent).f_frsize
-    monkeypatch.setenv("ORCH_DISK_FLOOR_MB", str((free >> 20) + 1024))  # more than this disk has free
     p = h.plan(workers=2, disk_limit_mb=0)
+    backend = h.backend(stuck_at(30, workers=2))
+    started = backend.apply
+
+    def apply_then_fill(plan, artifact):  # the disk fills once the run is under way
+        started(plan, artifact)
+        monkeypatch.setenv("ORCH_DISK_FLOOR_MB", str((free >> 20) + 1024))  # more than this disk has free
+
+    backend.apply = apply_then_fill
     with pytest.raises(WorkerFailed, match="below orch's floor of .* MiB .ORCH_DISK_FLOOR_MB.; the replicas were stopped"):
-        h.apply(p, h.backend(stuck_at(30, workers=2)))
+        h.apply(p, backend)
+
+
+def test_a_disk_already_below_the_floor_starts_nothing(h, monkeypatch):
+    free = os.statvfs(h.paths.runs.parent).f_bavail * os.statvfs(h.paths.runs.parent).f_frsize
+    monkeypatch.setenv("ORCH_DISK_FLOOR_MB", str((free >> 20) + 1024))
+    p = h.plan(workers=2)
+    backend = h.backend(stuck_at(30, workers=2))
+    with pytest.raises(DiskFull, match="below orch's floor .* so the run would be stopped at once"):
+        h.apply(p, backend)
+    assert backend.call_names == [] and not p.run_dir.exists()
 
 
 def test_the_disk_scan_counts_allocated_blocks_never_follows_links_and_stops_early(tmp_path):

@@ -72,3 +72,44 @@ def test_down_of_a_lost_run_records_it_stopped(paths):
     engine = Engine()
     assert down(["orphan"], paths=paths, backend=engine) == ["orphan"]
     assert run.record().state == RunState.STOPPED and engine.cancelled == []
+
+
+class StoppedEngine(Engine):
+    """An engine that does not answer, as the Docker SDK's client reports one."""
+
+    def states(self, run_id=None):
+        from orchestrator.errors import EngineUnreachable
+
+        raise EngineUnreachable("cannot reach the Docker engine at unix:///nowhere; start it")
+
+
+def test_with_the_engine_stopped_ps_lists_the_runs_as_their_records_left_them(paths):
+    _recorded(paths, "done", RunState.SUCCEEDED)
+    _recorded(paths, "failed", RunState.FAILED)
+    _recorded(paths, "detached", RunState.RUNNING)  # no orch watches it: only the engine knows if it still runs
+    _recorded(paths, "watched", RunState.RUNNING, pid=os.getpid())
+    said = []
+    states = {r.run_id: r.state for r in ps(paths=paths, backend=StoppedEngine(), say=said.append)}
+    assert states == {"done": RunState.SUCCEEDED, "failed": RunState.FAILED, "detached": RunState.UNKNOWN,
+                      "watched": RunState.RUNNING}
+    assert len(said) == 1 and "no live state" in said[0] and "cannot reach the Docker engine" in said[0]
+    assert [r.run_id for r in ps(["done"], paths=paths, backend=StoppedEngine())] == ["done"]
+
+
+def test_orch_ps_with_no_engine_lists_finished_runs_and_says_so_in_one_line(tmp_path, monkeypatch):
+    """The CLI end to end, with DOCKER_HOST pointing nowhere: the real client, not a fake, finds no engine."""
+    from tests.test_cli_inprocess import orch
+
+    for name in ("RUNS", "CACHE", "RESULTS"):
+        monkeypatch.setenv(f"ORCH_{name}_DIR", str(tmp_path / name.lower()))
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setenv("COLUMNS", "200")
+    _recorded(Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results"), "yesterday",
+              RunState.SUCCEEDED)
+    result = orch("ps")
+    assert result.code == 0 and "yesterday" in result.out and "succeeded" in result.out, result
+    (line,) = result.err.strip().splitlines()
+    assert line.startswith("orch: showing the runs as their records left them; no live state")
+    missing = orch("ps", "no-such-run")  # an error is the only line
+    assert missing.code == 2 and missing.err.strip().splitlines() == ["orch: error: no run 'no-such-run'; `orch ps` "
+                                                                      "lists the runs"]

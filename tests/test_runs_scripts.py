@@ -141,8 +141,7 @@ def test_a_script_in_a_private_folder_runs_from_its_copy_and_sees_nothing_beside
             "print('sees', sorted(os.listdir('/orch/script')), helper.VALUE + 1)\n"
             "print('secret visible:', os.path.exists(sys.argv[1]) or os.path.exists(os.path.dirname(sys.argv[1])))\n")
         proc = run_orch(["up", "--script", str(folder / "train.py"), "--run-id", "live-script-private", "--dataset",
-                         "synthetic", "--samples", "3000", "--format", "json", "--", str(outer / "secret.txt")],
-                        orch_env)
+                         "synthetic", "--format", "json", "--", str(outer / "secret.txt")], orch_env)
         assert proc.returncode == 0, proc.stderr
         info = json.loads(proc.stdout)
         assert info["source"]["files"] == 2 and len(info["source"]["sha256"]) == 64
@@ -160,8 +159,7 @@ def test_a_script_that_fills_the_disk_is_stopped_at_the_disk_limit(images, orch_
         "import os, time\nwith open('junk.bin', 'wb') as out:\n"
         "    while True:\n        out.write(os.urandom(1 << 20))\n        out.flush()\n        time.sleep(0.01)\n")
     proc = run_orch(["up", "--script", str(tmp_path / "fill" / "fill.py"), "--workers", "2", "--dataset",
-                     "synthetic", "--samples", "3000", "--disk-limit", "32", "--run-id", "live-script-disk"],
-                    orch_env)
+                     "synthetic", "--disk-limit", "32", "--run-id", "live-script-disk"], orch_env)
     assert proc.returncode == 1, proc.stderr
     assert "over --disk-limit 32 MiB; the replicas were stopped" in proc.stderr
     record = json.loads((tmp_path / "runs" / "live-script-disk" / "run.json").read_text())

@@ -274,6 +274,11 @@ def test_an_experiment_names_its_script_relative_to_its_own_folder(tmp_path):
     cells = expand(load(path))
     assert {c.fields["script"] for c in cells} == {str(tmp_path / "train.py")}
     assert cells[0].fields["script_args"] == ["--epochs", "2"]
+    # Its quick form adds none of orch's trainer's sizes (epochs, samples), which the script would not read.
+    assert [c.fields for c in expand(load(path), quick=True)] == [c.fields for c in cells]
+    (tmp_path / "exp" / "epochs.yaml").write_text("name: epochs\nbase: {script: ../train.py, epochs: 3}\n")
+    with pytest.raises(InvalidSpec, match="cell r0: epochs: orch's own trainer reads it, and --script runs your"):
+        load(tmp_path / "exp" / "epochs.yaml")
 
 
 # -- the snapshot: no name, race or link changes what its hash list says -------------------------------------------

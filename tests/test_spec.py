@@ -204,7 +204,7 @@ def test_a_spec_of_an_older_orch_with_top_level_backend_options_still_loads():
     old_compose = {**make_spec(run_id="r").model_dump(), "overlay_mtu": 0, "k8s_kind": "job", "registry": None}
     del old_compose["backend_options"]
     assert JobSpec.model_validate(old_compose) == make_spec(run_id="r")
-    with pytest.raises(ValueError, match="registry"):  # a value the backend has no place for is not dropped silently
+    with pytest.raises(InvalidSpec, match="registry"):  # a value the backend has no place for is not dropped silently
         JobSpec.model_validate({**old_compose, "registry": "registry.example"})
 
 
@@ -248,3 +248,110 @@ def test_a_field_may_be_given_by_its_flags_name_as_experiment_files_do():
         assert f.flag.removeprefix("--").replace("-", "_") in names, f.flag
     with pytest.raises(InvalidSpec, match="batch_size: batch_size and global_batch are the same field"):
         make_spec(run_id="r", batch_size=192, global_batch=96)
+
+
+# -- a field the job would ignore is refused ---------------------------------------------------------------------
+def _other_value(info):
+    """A valid value of a field other than its default."""
+    import typing
+
+    default = info.default
+    if typing.get_origin(info.annotation) is typing.Literal:
+        return next(v for v in typing.get_args(info.annotation) if v != default)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 1
+    return (default or 0.5) * 2
+
+
+def _trainer_fields():
+    """(framework, field, info) of every field only orch's own trainer reads, in the spec and each framework's."""
+    from orchestrator import frameworks
+    from orchestrator.jobspec.fields import TRAINER, metadata
+
+    for name, info in JobSpec.model_fields.items():
+        if metadata(JobSpec, name).get("jobs") == TRAINER:
+            yield "tensorflow", name, info
+    for framework in frameworks.names():
+        for name, info in frameworks.options_model(framework).model_fields.items():
+            if (info.json_schema_extra or {}).get("jobs") == TRAINER:
+                yield framework, name, info
+
+
+def test_every_field_only_the_trainer_reads_is_refused_with_a_script():
+    checked = set()
+    for framework, name, info in _trainer_fields():
+        value = _other_value(info)
+        with pytest.raises(InvalidSpec) as caught:
+            make_spec(framework=framework, script="/x/train.py", run_id="s", **{name: value})
+        shown = {"global_batch": "batch_size"}.get(name, name)
+        assert caught.value.message.startswith(f"{shown}: orch's own trainer reads it, and --script runs your script "
+                                               "instead"), (name, caught.value.message)
+        checked.add(name)
+    assert {"epochs", "model", "samples", "global_batch", "learning_rate", "seed", "checkpoint_every",
+            "steps_per_execution", "batch_per_worker"} <= checked
+
+
+def test_a_trainer_field_at_its_default_is_no_error_with_a_script():
+    spec = make_spec(script="/x/train.py", epochs=5, run_id="s")  # what the job does anyway: nothing is lost
+    assert spec.script == "/x/train.py"
+    assert make_spec(framework="torch", script="/x/train.py", model="cnn", run_id="s")  # torch's own default
+    assert make_spec(**spec.flat()) == spec  # a spec's fields, flattened, are a valid spec again
+
+
+def test_every_refusal_of_a_script_job_is_one_line_naming_each_field():
+    with pytest.raises(InvalidSpec) as caught:
+        make_spec(script="/x/train.py", epochs=3, batch_size=10, steps_per_execution=3, run_id="s")
+    assert caught.value.message == ("epochs: orch's own trainer reads it, and --script runs your script instead, which "
+                                    "never sees it; give your script its own arguments after `--`; batch_size: the "
+                                    "same; steps_per_execution: the same")
+    assert [p.field for p in caught.value.problems] == ["epochs", "global_batch", "steps_per_execution"]
+
+
+def test_a_script_job_is_not_held_to_the_trainers_batch_and_data_checks():
+    spec = make_spec(script="/x/train.py", workers=5, dataset="vader-reviews", run_id="s")  # 96 % 5, mlp on text
+    assert spec.workers == 5
+    with pytest.raises(InvalidSpec, match="not divisible by 5 workers"):
+        make_spec(workers=5, run_id="s")
+
+
+def test_a_flag_that_needs_another_is_refused_without_it():
+    with pytest.raises(InvalidSpec, match="^expose_ports_on_host: it does nothing without --network host; leave it"):
+        make_spec(expose_ports_on_host=True, run_id="s")
+    assert make_spec(expose_ports_on_host=True, network="host", run_id="s").network == "host"
+    assert make_spec(expose_ports_on_host=False, run_id="s")  # at its default: nothing to ignore
+
+
+def test_replace_refuses_what_the_new_job_would_ignore():
+    trained = make_spec(epochs=3, run_id="s")
+    with pytest.raises(InvalidSpec, match="^epochs: orch's own trainer reads it"):
+        trained.replace(script="/x/train.py")
+    assert trained.replace(script="/x/train.py", epochs=5).script == "/x/train.py"
+
+
+def test_a_record_of_a_script_run_that_set_trainer_fields_still_loads():
+    from orchestrator.run.rundir import _spec_of
+
+    old = {"run_id": "old", "workers": 2, "script": "/x/train.py", "epochs": 7, "global_batch": 64}  # a flat record
+    assert _spec_of(old).epochs == 7
+
+
+def test_jobspec_itself_raises_orchs_error_naming_each_field():
+    spec = JobSpec(workers=3)
+    assert spec.workers == 3 and "-w3-" in spec.run_id
+    with pytest.raises(InvalidSpec) as caught:
+        JobSpec(workers=0, epochs=0)
+    assert caught.value.exit_code == 2 and "\n" not in caught.value.message
+    assert [p.field for p in caught.value.problems] == ["workers", "epochs"]
+    assert caught.value.message == ("workers: must be at least 1 (got 0); e.g. workers: 1; epochs: must be at least 1 "
+                                    "(got 0); e.g. epochs: 5")  # as make_spec and experiment files say it
+
+
+def test_script_fields_drop_what_only_the_trainer_reads():
+    from orchestrator.jobspec import script_fields
+
+    workload = {"dataset": "synthetic", "samples": 6000, "epochs": 2, "batch_size": 96, "model": "mlp",
+                "framework": "torch", "batch_per_worker": 8}
+    assert script_fields(workload) == {"dataset": "synthetic", "framework": "torch"}
+    assert make_spec(**script_fields(workload), script="/x/probe.py", workers=3, run_id="s").workers == 3

@@ -80,7 +80,7 @@ def _rate(worker: dict[str, Any]) -> Optional[float]:
     samples, seconds = worker["samples_per_epoch"], worker["train_seconds"]
     if not seconds or not samples or any(n is None for n in samples):
         return None
-    return sum(samples) / seconds
+    return float(sum(samples) / seconds)
 
 
 def _dropped_line(got: WorkerRecords, epochs: int, marked: Optional[str]) -> Optional[str]:
@@ -203,7 +203,8 @@ def _array(raw: bytes, name: str) -> np.ndarray:
         sane, want = dtype.kind in "iu" and len(shape) == 1, "integers [k]"
     if not sane or not 1 <= shape[0] <= MAX_PREDICTIONS:
         raise Unsafe(f"{name} is {dtype.str[:20]} {str(list(shape))[:40]}, not {want}, k from 1 to {MAX_PREDICTIONS}")
-    return np.load(io.BytesIO(raw), allow_pickle=False)
+    loaded: np.ndarray = np.load(io.BytesIO(raw), allow_pickle=False)
+    return loaded
 
 
 def read_predictions(path: Path) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -285,7 +285,8 @@ def aggregate(cells: Mapping[str, Mapping[str, Any]], axis: str = SCALE,
         # worker): only then is the extra step time synchronisation.
         same_work = base is not None and row["global_batch"] == base["global_batch"]
         sync = sync_cost(row["step_seconds"][0] if row["step_seconds"] else None,
-                         base["step_seconds"][0] if same_work and base["step_seconds"] else None, n)
+                         base["step_seconds"][0] if base is not None and same_work and base["step_seconds"] else None,
+                         n)
         row["same_work"] = same_work
         row["sync_seconds_per_step"] = sync.seconds_per_step if sync else None
         row["sync_share"] = sync.share if sync else None

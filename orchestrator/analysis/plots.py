@@ -97,7 +97,7 @@ def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray
     return _save(fig, path)
 
 
-def line_plot(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
+def line_plot(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
               path: Path, dotted: Optional[dict[str, str]] = None) -> Path:
     """One line per named (x, y) series; those named in ``dotted`` (bounds, not measurements) dotted, each in the
     colour of the series it names."""
@@ -189,8 +189,8 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path, cores: int)
                          if metrics.machine_bound(r)[0]]
                 if bound:  # what this machine allows: T(1) over the floor measured beside the cell, else its
                     # cores over the CPU one worker of this line used
-                    xs, ys, kinds = zip(*bound)
-                    ys = ys if metric == "speedup" else [b / x for x, b in zip(xs, ys)]
+                    xs, bounds, kinds = zip(*bound)
+                    ys = list(bounds) if metric == "speedup" else [b / x for x, b in zip(xs, bounds)]
                     what = "floor" if set(kinds) == {"floor"} else "cores" if set(kinds) == {"cpu"} else "floor or cores"
                     ax.plot(xs, ys, linestyle=":", color=bar[0].get_color(),
                             label=f"this machine's bound ({what}), {label}")
@@ -200,14 +200,14 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path, cores: int)
         paths.append(_save(fig, out / f"{name}.png"))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for label, group in lines.items():
-        n = [metrics.point_scale(r, axis) for r in group]
-        line = left.plot(n, [r["train_seconds"][0] for r in group], marker="o", label=label)
-        floored = [(x, r["floor_seconds"][0]) for x, r in zip(n, group) if r.get("floor_seconds")]
+        scale = [metrics.point_scale(r, axis) for r in group]
+        line = left.plot(scale, [r["train_seconds"][0] for r in group], marker="o", label=label)
+        floored = [(x, r["floor_seconds"][0]) for x, r in zip(scale, group) if r.get("floor_seconds")]
         if floored:  # the floor measured beside each point, in the line's colour
             left.plot(*zip(*floored), marker=".", linestyle=":", color=line[0].get_color(),
                       label=f"{FLOOR_LABEL}, {label}")
         if all(r["samples_per_second"] for r in group):
-            right.plot(n, [r["samples_per_second"][0] for r in group], marker="o", label=label)
+            right.plot(scale, [r["samples_per_second"][0] for r in group], marker="o", label=label)
     left.set(xlabel=axis, ylabel="train time, s (median)", title="Training time")
     right.set(xlabel=axis, ylabel="samples per second (all workers)", title="Throughput")
     for ax in (left, right):
@@ -220,11 +220,11 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path, cores: int)
 def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
             axis: str) -> dict[str, tuple[list[float], list[float]]]:
     """Per line of the plot, the median of ``metric`` against the scaling ``axis``."""
-    out = {}
+    out: dict[str, tuple[list[float], list[float]]] = {}
     for label, group in by_line.items():
         points = sorted((metrics.point_scale(r, axis), r[metric][0]) for r in group if r.get(metric))
         if points:
-            out[label] = ([p[0] for p in points], [p[1] for p in points])
+            out[label] = ([float(p[0]) for p in points], [float(p[1]) for p in points])
     return out
 
 
@@ -247,8 +247,8 @@ def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, na
         return []
     times = _series(by_line, "train_seconds", axis)
     floors = _series(by_line, "floor_seconds", axis)
-    named = {(f"{FLOOR_LABEL}, {label}" if len(by_line) > 1 else FLOOR_LABEL): label for label in floors}
-    return [line_plot({**times, **{name: floors[label] for name, label in named.items()}}, axis,
-                      "train time, s (median)", f"Time vs {axis}", out / f"time-vs-{axis}.png", dotted=named),
+    bounds = {(f"{FLOOR_LABEL}, {label}" if len(by_line) > 1 else FLOOR_LABEL): label for label in floors}
+    return [line_plot({**times, **{name: floors[label] for name, label in bounds.items()}}, axis,
+                      "train time, s (median)", f"Time vs {axis}", out / f"time-vs-{axis}.png", dotted=bounds),
             line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median)", f"Accuracy vs {axis}",
                       out / f"accuracy-vs-{axis}.png")]

@@ -22,4 +22,5 @@ def get(name: str, engine: Any = None) -> Backend:
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; orch has {', '.join(BACKENDS)}")
     module, cls = BACKENDS[name]
-    return getattr(importlib.import_module(f".{module}", __name__), cls)(engine)
+    backend: Backend = getattr(importlib.import_module(f".{module}", __name__), cls)(engine)
+    return backend

@@ -9,6 +9,7 @@ from orchestrator import __version__
 from orchestrator.backends.base import Backend, Key, ReplicaState, Status, Usage
 from orchestrator.backends.template import render_template
 from orchestrator.docker.engine import ContainerState, Engine
+from orchestrator.errors import InvalidSpec
 from orchestrator.images import venv_volume
 from orchestrator.labels import LABEL_RUN
 from orchestrator.timestamps import parse_timestamp
@@ -110,7 +111,8 @@ class ComposeBackend(Backend):
             "pids_limit": spec.pids_limit,
             "cpus": spec.cpus,
             "gpus": spec.gpus,
-            "group_shm_mb": max(SHM_MB, *(r.shm_mb for r in plan.replicas)),
+            # --shm-size as asked; else enough for MPI's shared memory and for each replica's own need.
+            "group_shm_mb": spec.shm_size_mb or max(SHM_MB, *(r.shm_mb for r in plan.replicas)),
             "run_label": LABEL_RUN,
             # Made in stage(), not by Compose: a volume Compose made would start empty, or filled by whichever
             # replica started first.
@@ -122,6 +124,11 @@ class ComposeBackend(Backend):
         self.engine.ping()
         self.engine.compose_version()
         self.engine.require_image(plan.image, plan.build_hint)
+        if plan.spec.cpus is not None:  # the engine refuses more CPUs than it has, once the run is half made
+            cores = self.engine.info().get("NCPU")
+            if isinstance(cores, int) and cores > 0 and plan.spec.cpus > cores:
+                raise InvalidSpec(f"cpus: this Docker engine has {cores} CPUs, and Compose cannot give a container "
+                                  f"more; use --cpus {cores} or less")
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
         # An image's environment, copied once per build (images/venv_volume.py), under a lock every orch process

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 from orchestrator import contract, rendezvous
 from orchestrator.backends import k8s_manifests as manifests
 from orchestrator.backends import kube
+from orchestrator.backends import options
 from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState, Status, Usage
 from orchestrator.backends.k8s_manifests import COMPLETION_INDEX, CONTAINER, documents_of, object_name
 from orchestrator.errors import ClusterError, ClusterRefused, InvalidSpec, RenderOnlyBackend
@@ -46,7 +47,7 @@ class KubernetesBackend(Backend):
     name = "k8s"
     artifact_name = "k8s.yml"
 
-    def __init__(self, engine: Any = None, api: Any = None) -> None:
+    def __init__(self, engine: Any = None, api: Optional[kube.KubeApi] = None) -> None:
         self._engine = engine  # unused: a cluster is reached through ``api`` (kube.KubeApi)
         self._api = api
         # run id -> (kind, name, uid) of what this process created for it: a cancel deletes those very objects, so
@@ -68,7 +69,7 @@ class KubernetesBackend(Backend):
     script_in_image = True  # a node or pod sees no folder of this host
 
     @property
-    def api(self) -> Any:
+    def api(self) -> kube.KubeApi:
         if self._api is None:
             config = kube.kubeconfig()
             if config is None:
@@ -78,15 +79,15 @@ class KubernetesBackend(Backend):
         return self._api
 
     def preflight(self, plan: "Plan") -> None:
-        if plan.spec.backend_options.k8s_kind == "trainjob":
+        if options.kubernetes(plan.spec).k8s_kind == "trainjob":
             raise InvalidSpec("k8s_kind: Kubeflow Trainer supervises a TrainJob itself, so `orch up` renders it "
                               "only; apply it with `orch render --backend k8s --k8s-kind trainjob | kubectl apply "
                               "-f -`, or use --k8s-kind job with `orch up`")
         self.api.check()
-        if plan.script_on and plan.spec.backend_options.registry is None:
+        if plan.script_on and options.kubernetes(plan.spec).registry is None:
             raise InvalidSpec("script: a cluster's nodes pull the image orch makes of your script for this run; pass "
                               "--registry HOST/PATH, a registry they pull from (orch pushes the image there)")
-        if plan.spec.backend_options.k8s_kind == "jobset" and plan.spec.max_restarts:
+        if options.kubernetes(plan.spec).k8s_kind == "jobset" and plan.spec.max_restarts:
             # The JobSet's failurePolicy restarts the group itself; orch restarting it as well would count twice.
             raise InvalidSpec("max_restarts: a JobSet restarts its group itself (failurePolicy), so `orch up` would "
                               "restart it twice; use --k8s-kind job with `orch up`, or apply the JobSet with kubectl")
@@ -187,7 +188,7 @@ def pod_state(pod: dict[str, Any], run_id: Optional[str]) -> Optional[ReplicaSta
                                                labels.get(LABEL_ROLE))
     except (ValueError, TypeError):
         return None
-    terminated = {}
+    terminated: dict[str, Any] = {}
     for c in status.get("containerStatuses") or []:
         if c.get("name") == CONTAINER:
             terminated = (c.get("state") or {}).get("terminated") or {}

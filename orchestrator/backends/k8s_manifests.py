@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import yaml
 
 from orchestrator import __version__, contract, frameworks, macros, rendezvous
+from orchestrator.backends import options
 from orchestrator.backends.base import Key, bounded_name, pulled
 from orchestrator.images import data as data_images
 from orchestrator.labels import LABEL_ROLE, LABEL_RUN
@@ -50,7 +51,7 @@ PROGRAM_EXIT_CODES = list(range(1, 129))
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 
 
-class _Flow(list):
+class _Flow(list[int]):
     """A list written on one line (the exit codes), so the manifest stays readable."""
 
 
@@ -72,7 +73,7 @@ def object_name(run_id: str) -> str:
 def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
     """Each replica's DNS name and port: ``<job>-<i>.<service>``, ``<jobset>-<role>-0-<i>.<jobset>``, or a
     TrainJob's ``<trainjob>-node-0-<i>.<trainjob>``."""
-    name, kind = object_name(spec.run_id), spec.backend_options.k8s_kind
+    name, kind = object_name(spec.run_id), options.kubernetes(spec).k8s_kind
     if kind in ("jobset", "trainjob"):
         return {(role, index): f"{name}-{TRAINJOB_NODE if kind == 'trainjob' else role}-0-{index}.{name}:{port}"
                 for role, index in keys}
@@ -80,14 +81,14 @@ def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
 
 
 def _container(spec: "JobSpec") -> str:
-    return TRAINJOB_NODE if spec.backend_options.k8s_kind == "trainjob" else CONTAINER
+    return TRAINJOB_NODE if options.kubernetes(spec).k8s_kind == "trainjob" else CONTAINER
 
 
 def render(plan: "Plan") -> str:
     """The manifests of ``plan``, with comment lines above saying what they need."""
     spec = plan.spec
     # The policy first: no pod of the job runs before it does (and `cancel` deletes it last).
-    kind = spec.backend_options.k8s_kind
+    kind = options.kubernetes(spec).k8s_kind
     documents = [_network_policy(plan)] + (
         [_jobset(plan)] if kind == "jobset" else _trainjob(plan) if kind == "trainjob" else [_service(plan), _job(plan)])
     return "\n".join(_notes(plan)) + "\n" + yaml.dump_all(
@@ -100,11 +101,11 @@ def _notes(plan: "Plan") -> list[str]:
     # The object name, not the run id: a comment line must hold nothing that could end it.
     notes = [f"# Rendered by orch {__version__} for run {object_name(spec.run_id)}; apply with `kubectl apply -f -`, "
              "do not edit."]
-    if spec.backend_options.k8s_kind == "jobset":
+    if options.kubernetes(spec).k8s_kind == "jobset":
         notes.append(f"# Needs the JobSet controller ({JOBSET_API}) on the cluster.")
-    if spec.backend_options.k8s_kind == "trainjob":
+    if options.kubernetes(spec).k8s_kind == "trainjob":
         notes.append(f"# Needs Kubeflow Trainer v2 ({TRAINER_API}) and its JobSet controller on the cluster.")
-    if spec.image is None and spec.backend_options.registry is None:
+    if spec.image is None and options.kubernetes(spec).registry is None:
         notes.append("# orch's images are named as built here; push them where the nodes can pull them and "
                      "pass --registry HOST/PATH.")
     return notes
@@ -282,7 +283,7 @@ def _pod_template(plan: "Plan", members: list["Replica"], role: Optional[str], f
             {"name": "data", "mountPath": contract.DATA_MOUNT, "readOnly": True},
             {"name": "run", "mountPath": contract.OUT_MOUNT},
             {"name": "shared", "mountPath": f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}",
-             **({"subPath": spec.run_id} if spec.backend_options.k8s_checkpoint_claim else {})},
+             **({"subPath": spec.run_id} if options.kubernetes(spec).k8s_checkpoint_claim else {})},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "dshm", "mountPath": "/dev/shm"},
         ],
@@ -361,7 +362,7 @@ def _data_container(spec: "JobSpec", resources: dict[str, Any]) -> dict[str, Any
     }
 
 def _volumes(spec: "JobSpec", shm_mb: int) -> list[dict[str, Any]]:
-    claim = spec.backend_options.k8s_checkpoint_claim
+    claim = options.kubernetes(spec).k8s_checkpoint_claim
     shared = ({"persistentVolumeClaim": {"claimName": claim}} if claim
               else {"emptyDir": {"sizeLimit": RUN_SIZE}})  # pod-local: no restarts (the spec refuses them)
     return [

@@ -203,7 +203,8 @@ class KubeApi:
     def pods(self, selector: str) -> list[dict[str, Any]]:
         """The pods of ``selector`` as the API writes them (times as RFC 3339 text)."""
         listed = self._call("list pods", lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector))
-        return self._dict(listed).get("items", [])
+        items: list[dict[str, Any]] = self._dict(listed).get("items", [])
+        return items
 
     def log(self, pod: str, tail: Optional[int] = None, since_seconds: Optional[int] = None) -> str:
         """The trainer's log so far, each line with the time the kubelet read it; "" while the container has not
@@ -244,7 +245,7 @@ class KubeApi:
             return None  # the watch ended (or its version expired, 410) with the pod still starting: look again
 
         while True:
-            change = self._call(f"watch pod {pod} start", next_change)
+            change: Optional[bool] = self._call(f"watch pod {pod} start", next_change)
             if change is not None:
                 return change
 

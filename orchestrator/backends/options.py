@@ -9,7 +9,7 @@ so the spec can load these without loading an engine's client.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -18,7 +18,7 @@ from orchestrator.frameworks.base import Job
 
 REGISTRY_PATTERN = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
 DNS_SUBDOMAIN_PATTERN = r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"
-_FLAG = {"flag": None, "default_text": "none"}
+_FLAG: dict[str, Any] = {"flag": None, "default_text": "none"}
 
 
 class BackendOptions(BaseModel):
@@ -59,7 +59,7 @@ class ComposeOptions(BackendOptions):
 class _PulledOptions(BackendOptions):
     """Options of a backend whose nodes pull orch's images: the registry they pull from."""
 
-    registry: Optional[str] = Field(None, max_length=200, json_schema_extra=_FLAG, description=REGISTRY_HELP)
+    registry: Optional[str] = Field(default=None, max_length=200, json_schema_extra=_FLAG, description=REGISTRY_HELP)
 
     @field_validator("registry")
     @classmethod
@@ -74,7 +74,7 @@ class SwarmOptions(_PulledOptions):
     """A Docker Swarm stack: the overlay network's MTU and the registry the nodes pull from."""
 
     overlay_mtu: int = Field(
-        0, ge=0, le=9000, json_schema_extra={"default_text": "the engine's, 1450"},
+        default=0, ge=0, le=9000, json_schema_extra={"default_text": "the engine's, 1450"},
         description="With --backend swarm: the MTU of the stack's overlay network. VXLAN adds 50 bytes to every "
                     "packet, so across nodes it must be at most the nodes' interface MTU minus 50; orch refuses a "
                     "swarm of several nodes where it is not. 0 = the engine's default.",
@@ -99,13 +99,13 @@ class KubernetesOptions(_PulledOptions):
     """An Indexed Job or a JobSet: the kind, the claim for checkpoints and the registry the nodes pull from."""
 
     k8s_kind: Literal["job", "jobset", "trainjob"] = Field(
-        "job",
+        default="job",
         description="With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, "
                     "a JobSet (needs the JobSet controller), which restarts the whole group itself; trainjob, "
                     "Kubeflow Trainer v2's TrainJob and the runtime orch renders for it (render only).",
     )
     k8s_checkpoint_claim: Optional[str] = Field(
-        None, max_length=253, json_schema_extra=_FLAG,
+        default=None, max_length=253, json_schema_extra=_FLAG,
         description="With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for "
                     "checkpoints, so a restarted group resumes; needed for restarts.",
     )
@@ -127,6 +127,28 @@ class KubernetesOptions(_PulledOptions):
         if spec.max_restarts and self.k8s_checkpoint_claim is None:
             raise ValueError("max_restarts: a restarted group resumes from checkpoints every pod must reach; pass "
                              "--k8s-checkpoint-claim NAME (a ReadWriteMany PersistentVolumeClaim) or --max-restarts 0")
+
+
+B = TypeVar("B", bound=BackendOptions)
+
+
+def of(spec: Any, model: type[B]) -> B:
+    """``spec.backend_options`` as ``model``, the options of the backend that reads them; a spec of another backend
+    reaching that backend is a bug (TypeError)."""
+    options = spec.backend_options
+    if not isinstance(options, model):
+        raise TypeError(f"the job's backend options are {type(options).__name__}, not {model.__name__}")
+    return options
+
+
+def swarm(spec: Any) -> SwarmOptions:
+    """A Swarm job's own options."""
+    return of(spec, SwarmOptions)
+
+
+def kubernetes(spec: Any) -> KubernetesOptions:
+    """A Kubernetes job's own options."""
+    return of(spec, KubernetesOptions)
 
 
 # name -> options model; the names are those of ``backends.BACKENDS``.

@@ -16,6 +16,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from orchestrator.backends import swarm_stack as stack
+from orchestrator.backends import options
 from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState, Status, Usage
 from orchestrator.backends.swarm_stack import (
     DEFAULT_OVERLAY_MTU,
@@ -95,7 +96,7 @@ def replica_state(service: dict[str, Any], task: Optional[dict[str, Any]]) -> Re
     """A service and its newest task (None: not scheduled yet) as an engine-neutral replica state."""
     spec = service.get("Spec") or {}
     labels = spec.get("Labels") or {}
-    common = {"name": str(spec.get("Name", "")), "run": str(labels.get(LABEL_RUN, "")),
+    common: dict[str, Any] = {"name": str(spec.get("Name", "")), "run": str(labels.get(LABEL_RUN, "")),
               "role": str(labels.get(LABEL_ROLE, "")), "index": _label_index(labels.get(LABEL_INDEX, "-1"))}
     if task is None:
         return ReplicaState(id=str(service.get("ID", "")), status=Status.PENDING, **common)
@@ -187,22 +188,22 @@ class SwarmBackend(Backend):
                               "a manager node")
         nodes = int(swarm.get("Nodes") or 1)
         if nodes > 1:
-            check_mtu(plan.spec.backend_options.overlay_mtu, str(swarm.get("NodeAddr") or ""), interface_mtus())
+            check_mtu(options.swarm(plan.spec).overlay_mtu, str(swarm.get("NodeAddr") or ""), interface_mtus())
         if plan.spec.max_restarts and nodes > 1:
             raise InvalidSpec(f"max_restarts: this swarm has {nodes} nodes, and a restarted group resumes from "
                               "checkpoints in this host's run folder, which the other nodes cannot read; use "
                               "--max-restarts 0 (a failed run then fails), or a swarm of one node")
-        if plan.spec.script is not None and nodes > 1 and plan.spec.backend_options.registry is None:
+        if plan.spec.script is not None and nodes > 1 and options.swarm(plan.spec).registry is None:
             raise InvalidSpec(f"script: this swarm has {nodes} nodes, and the other nodes cannot see the image orch "
                               "makes of your script for this run; pass --registry HOST/PATH, a registry every node "
                               "pulls from (orch pushes the run's script image there), or use a swarm of one node")
-        if plan.spec.backend_options.registry is None or plan.loaders_on:  # a script's image is made here
+        if options.swarm(plan.spec).registry is None or plan.loaders_on:  # a script's image is made here
             self.engine.require_image(plan.base_image, plan.build_hint)
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
         base, data = plan.base_image, plan.loaders_on or plan.image  # the run's image, before a script's layers
         # With a registry the nodes pull what was pushed; but a script's layer is made here, on the data image.
-        if data != base and (plan.spec.backend_options.registry is None or plan.loaders_on):
+        if data != base and (options.swarm(plan.spec).registry is None or plan.loaders_on):
             data_images.ensure(self.engine, base, data, plan.data_dir, say)
 
     def stage_script(self, plan: "Plan", snapshot: "Path", say: Callable[[str], None]) -> None:
@@ -212,8 +213,8 @@ class SwarmBackend(Backend):
         # With a registry, pin each image's digest so every node runs the same one; without, the nodes use the
         # local name (a registry lookup of an image only this node has would only warn).
         self.engine.stack_deploy(artifact, stack_name(plan.spec.run_id),
-                                 resolve_image="always" if plan.spec.backend_options.registry else "never",
-                                 registry_auth=plan.spec.backend_options.registry is not None)
+                                 resolve_image="always" if options.swarm(plan.spec).registry else "never",
+                                 registry_auth=options.swarm(plan.spec).registry is not None)
 
     def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
         services = self.engine.services(LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}")

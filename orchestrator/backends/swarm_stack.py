@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from orchestrator import __version__, contract
+from orchestrator.backends import options
 from orchestrator.backends.base import Key, bounded_name, pulled
 from orchestrator.labels import LABEL_RUN
 
@@ -78,6 +79,7 @@ def addresses(spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
 def render(plan: "Plan") -> str:
     """The stack file of ``plan``, with comment lines above saying what it needs and cannot express."""
     spec = plan.spec
+    mtu = options.swarm(spec).overlay_mtu
     stack = {
         "version": STACK_VERSION,
         "services": {r.name: _service(plan, r) for r in plan.replicas},
@@ -86,7 +88,7 @@ def render(plan: "Plan") -> str:
             "internal": True,  # no route out: the replicas talk to each other only
             "attachable": False,  # no container outside the stack can join it
             "labels": {LABEL_RUN: spec.run_id},
-            **({"driver_opts": {MTU_OPTION: str(spec.backend_options.overlay_mtu)}} if spec.backend_options.overlay_mtu else {}),
+            **({"driver_opts": {MTU_OPTION: str(mtu)}} if mtu else {}),
         }},
     }
     body = yaml.dump(_escaped(stack), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
@@ -104,7 +106,7 @@ def notes(plan: "Plan") -> list[str]:
              "# The run's shared folder (checkpoints) is bind-mounted from this host only with --max-restarts, "
              "which needs a swarm of one node.",
              "# Records come back as @orch lines on stdout; the overlay network's MTU is "
-             + (f"{spec.backend_options.overlay_mtu} (--overlay-mtu)." if spec.backend_options.overlay_mtu else
+             + (f"{options.swarm(spec).overlay_mtu} (--overlay-mtu)." if options.swarm(spec).overlay_mtu else
                 "the engine's (1450 by default; orch checks it against this node's interface on a swarm of several "
                 "nodes)."),
              "# Not expressible in a stack file (Compose has them):"]
@@ -112,11 +114,11 @@ def notes(plan: "Plan") -> list[str]:
     if plan.script_on:
         notes.append(f"# The script's copy is a layer on {plan.script_on} ({plan.loaders_on} with the frameworks' "
                      "data caches), made when the run starts; "
-                     + ("orch pushes it to --registry." if spec.backend_options.registry else
+                     + ("orch pushes it to --registry." if options.swarm(spec).registry else
                         "only this node has it, so the stack needs a swarm of one node (or --registry)."))
     if spec.pin_cpus:
         notes.append("# --pin-cpus is not applied here: each replica may use every core of its node.")
-    if spec.image is None and spec.backend_options.registry is None:
+    if spec.image is None and options.swarm(spec).registry is None:
         notes.append("# orch's images are named as built here, which only this node has; for several nodes push "
                      "them and pass --registry HOST/PATH.")
     return notes
@@ -130,7 +132,7 @@ def _service(plan: "Plan", r: "Replica") -> dict[str, Any]:
     # it, as its working folder, where what it writes is kept with the run (on this node's path), unless its
     # nodes pull their images from --registry: then they may be several, and it is a folder of the container.
     shared = f"{contract.OUT_MOUNT}/{contract.SHARED_DIR}"
-    keeps_own = spec.script is not None and spec.backend_options.registry is None
+    keeps_own = spec.script is not None and options.swarm(spec).registry is None
     volumes: list[dict[str, Any]] = [
         {"type": "volume" if m.volume else "bind", "source": m.source, "target": m.target,
          **({"read_only": True} if m.read_only else {})}

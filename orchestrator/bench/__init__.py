@@ -9,6 +9,7 @@ p99 over the samples, and the bus bandwidth of the p50 (NCCL's definition: size 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from orchestrator.errors import InvalidSpec, OrchError
 from orchestrator.images import wheels
 from orchestrator.paths import Paths, default_paths
 from orchestrator.safeio import read_json_bounded, waiting_for
+
+if TYPE_CHECKING:
+    from orchestrator.jobspec import JobSpec
 
 HARNESS = Path(__file__).resolve().parent.parent / "bench_scripts" / "allreduce.py"
 DEFAULT_SIZES = (4 << 10, 80 << 10, 1 << 20, 16 << 20)
@@ -125,14 +129,13 @@ def probe_script(framework: str, paths: Paths) -> Path:
 
 
 def job_spec(transport: Transport, ranks: int, sizes: list[int], iterations: int, warmup: int,
-             script: Optional[Path] = None):
+             script: Optional[Path] = None) -> JobSpec:
     """The orch job that measures ``transport`` with ``ranks`` replicas (validated: InvalidSpec if it cannot run);
     ``script`` is the staged harness (``probe_script``)."""
     from orchestrator.jobspec import make_spec
 
     run_id = f"bench-{transport.name}-{ranks}-{int(time.time() * 1000) % 10**9}"
-    # The script trains nothing; a global batch that divides by every rank count keeps the spec valid.
-    return make_spec(**transport.fields, workers=ranks, dataset="synthetic", samples=6000, global_batch=16 * ranks,
+    return make_spec(**transport.fields, workers=ranks, dataset="synthetic",
                      run_id=run_id, script=str(script or HARNESS),
                      script_args=tuple(script_args(sizes, iterations, warmup)), time_limit=HOST_TIMEOUT)
 
@@ -264,11 +267,11 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
                 rows += [Row(t.name, "containers", n, s, note=t.unavailable) for s in sizes]
                 continue
             jobs.append((t.name, "containers", n,
-                         lambda t=t, n=n: in_containers(t, n, sizes, iterations, warmup, paths, say)))
+                         functools.partial(in_containers, t, n, sizes, iterations, warmup, paths, say)))
         if host:
             for framework, api in sorted({(t.framework, t.api) for t in chosen if not t.unavailable}):
-                jobs.append((f"{api}-host", "host", n, lambda framework=framework, n=n: on_host(
-                    framework, n, sizes, iterations, warmup, paths, say)))
+                jobs.append((f"{api}-host", "host", n, functools.partial(
+                    on_host, framework, n, sizes, iterations, warmup, paths, say)))
     for i, (name, placement, n, measure) in enumerate(jobs, 1):
         say(f"[{i}/{len(jobs)}] {name}, {n} ranks, {placement}")
         measured = measure()

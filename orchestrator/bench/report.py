@@ -39,7 +39,7 @@ def plot(rows: list[Row], target: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    colours = plt.get_cmap("tab20").colors  # more lines than the default cycle's ten colours
+    colours = [plt.get_cmap("tab20")(i) for i in range(20)]  # more lines than the default cycle's ten colours
     for i, key in enumerate(sorted({(r.transport, r.ranks) for r in rows if r.p50_us})):
         points = sorted((r.bytes, r.p50_us) for r in rows if (r.transport, r.ranks) == key and r.p50_us)
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=colours[i % len(colours)],

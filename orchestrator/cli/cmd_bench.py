@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import platform
-import re
 import time
 from pathlib import Path
 from typing import Optional
@@ -14,19 +13,20 @@ from orchestrator.cli.env import Environment, pass_env
 from orchestrator.cli.options import format_option
 from orchestrator.cli.tables import _cells
 
-TINY = {"sizes": "4K", "ranks": "2", "iterations": 30, "warmup": 5}
-UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
-
-
+TINY = ("4K", "2", 30, 5)  # --tiny: the sizes, ranks, iterations and warm-up
 def parse_sizes(text: str) -> list[int]:
-    """``4K,80K,1M`` as bytes; click.BadParameter for anything else."""
-    sizes = []
+    """``4K,80K,1M`` as bytes, in Docker's units as every size orch reads (a number alone is bytes here);
+    click.BadParameter for anything else."""
+    from orchestrator.sizes import size_bytes
+
+    out = []
     for part in text.split(","):
-        found = re.fullmatch(r"\s*(\d+)\s*([KMG]?B?)\s*", part.upper())
-        if not found:
-            raise click.BadParameter(f"{part.strip()!r} is not a size such as 4K, 80K, 1M or 16M", param_hint="--sizes")
-        sizes.append(int(found.group(1)) * UNITS[found.group(2)])
-    return sizes
+        try:
+            out.append(size_bytes(part))
+        except ValueError:
+            raise click.BadParameter(f"{part.strip()!r} is not a size such as 4K, 80K, 1M or 16M",
+                                     param_hint="--sizes") from None
+    return out
 
 
 def parse_ints(text: str, name: str) -> list[int]:
@@ -84,7 +84,7 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
     out = out or default_paths().results / "bench"
 
     if tiny:
-        sizes, ranks, iterations, warmup = TINY["sizes"], TINY["ranks"], TINY["iterations"], TINY["warmup"]
+        sizes, ranks, iterations, warmup = TINY
     names = [t.strip() for t in transports.split(",")] if transports else [t.name for t in known_transports()]
     started = time.time()
     rows = run(parse_sizes(sizes), parse_ints(ranks, "--ranks"), names, iterations, warmup, host=host, say=env.say)

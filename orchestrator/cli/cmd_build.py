@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+import json
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
 from orchestrator.cli.env import Environment, pass_env
 from orchestrator.cli.options import format_option
 from orchestrator.cli.tables import images_table
+
+if TYPE_CHECKING:
+    from orchestrator.frameworks import Framework
 
 
 def framework_names() -> list[str]:
@@ -19,7 +23,7 @@ def framework_names() -> list[str]:
 
 
 
-def index_takers() -> list:
+def index_takers() -> list["Framework"]:
     """The frameworks whose builder takes wheels from an extra package index."""
     from orchestrator import frameworks
 
@@ -87,8 +91,9 @@ def build(env: Environment, base: Optional[str], build_base: Optional[str], boot
         raise click.UsageError(f"--index (or --<framework>-index) is for an image whose wheels come from an index; add --framework "
                                f"{' or --framework '.join(on_index)}")
     with insecure_allowed(allow_insecure_index):  # for --torch-index's builder, which the framework hook calls
-        for framework in takers if index else ():
-            framework.check_index(index)  # a bad URL is refused before anything is built
+        for framework in takers:
+            if index:
+                framework.check_index(index)  # a bad URL is refused before anything is built
     if requirements is not None:
         from orchestrator.images.user import check
 
@@ -100,15 +105,15 @@ def build(env: Environment, base: Optional[str], build_base: Optional[str], boot
     options = frameworks.BuildOptions(base=base, bootstrap=bootstrap_base, force=force, mirror=mirror, index=index,
                                       allow_insecure_index=allow_insecure_index, build_base=build_base)
     with status:
-        results: list = []
+        results: list[Any] = []
         if bootstrap_base and base is None:
             from orchestrator.docker.engine import Engine
             from orchestrator.images.builder import (BASE_PACKAGES, BUILD_BASE_PACKAGES, DEFAULT_BASE,
                                                      DEFAULT_BUILD_BASE, bootstrap_bases, compiles)
 
             # orch's base (every image's), and its build base if a recipe built here compiles: both at once
-            bases = [(DEFAULT_BASE, BASE_PACKAGES)]
-            if build_base is None and any(f.recipe() is not None and compiles(f.recipe()) for f in wanted):
+            bases: list[tuple[str, tuple[str, ...]]] = [(DEFAULT_BASE, BASE_PACKAGES)]
+            if build_base is None and any((recipe := f.recipe()) is not None and compiles(recipe) for f in wanted):
                 bases.append((DEFAULT_BUILD_BASE, BUILD_BASE_PACKAGES))
             engine = Engine()
             bootstrap_bases(engine, [b for b in bases if engine.image_labels(b[0]) is None], mirror, env.say)

@@ -52,7 +52,7 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     if dry_run:
         cells = experiment_file.expand(exp, quick)
         recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, root))
-        known: dict = {}
+        known: dict[str, Any] = {}
         status = {c.key: experiments.status(recorded.get(c.key), c, experiments.machine_of(c, known)["id"])
                   for c in cells}
         if fmt == "json":

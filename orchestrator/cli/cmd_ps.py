@@ -14,10 +14,13 @@ from orchestrator.cli.tables import runs_table
 @format_option
 @pass_env
 def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:
-    """List runs (or the RUNS named) with their state and results, oldest first."""
+    """List runs (or the RUNS named) with their state and results, oldest first.
+
+    Runs are read from their folders, so finished runs are listed with the engine stopped; the engine adds the
+    live state of runs still up, and when it does not answer, one line on stderr says so."""
     from orchestrator.run.runs import ps as list_runs
 
-    infos = list_runs(list(runs) or None)
+    infos = list_runs(list(runs) or None, say=env.say)
     if fmt == "json":
         env.json([i.to_dict() for i in infos])
     elif not infos:

@@ -17,7 +17,7 @@ from orchestrator.cli.options import GroupedCommand, script_options, spec_from, 
                    "what Swarm cannot express on top; with --backend k8s the Kubernetes manifests); json: the whole "
                    "plan with every TF_CONFIG.")
 @pass_env
-def render(env: Environment, fmt: str, script_args: tuple[str, ...], requirements: Optional[str],
+def render(env: Environment, /, fmt: str, script_args: tuple[str, ...], requirements: Optional[str],
            **flags: Any) -> None:
     """Print the Compose file `orch up` would run with the same flags (with --backend swarm, the stack file it
     deploys; with --backend k8s, the manifests to pipe into `kubectl apply -f -`); start nothing."""

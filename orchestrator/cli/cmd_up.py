@@ -10,6 +10,7 @@ from rich.text import Text
 from orchestrator.cli.env import Environment, pass_env
 from orchestrator.cli.options import (
     GroupedCommand,
+    flag_message,
     format_option,
     script_options,
     spec_from,
@@ -17,8 +18,9 @@ from orchestrator.cli.options import (
     track_options,
     tracked_targets,
 )
-from orchestrator.cli.tables import fmt, runs_table, workers_table
-from orchestrator.errors import OrchError
+from orchestrator.cli.tables import fmt, plan_table, runs_table, workers_table
+from orchestrator.errors import InvalidSpec, OrchError
+from orchestrator.jobspec import JobSpec
 from orchestrator.safetext import printable
 
 
@@ -120,12 +122,18 @@ class Watcher:
 @click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
 @click.option("--quiet", "-q", is_flag=True,
               help="Do not show the replicas' output as they print it (`orch logs -f RUN` still does).")
+@click.option("--dry-run", is_flag=True,
+              help="Check everything `up` checks before it starts (the spec, the run id, the script and its folder, "
+                   "the disk, the engine, the images and the CPUs it can give), print what would run, and start and "
+                   "write nothing: exit 0, or 2 with the reason. With no engine answering, one line says the images "
+                   "were not checked, and the rest decides.")
 @click.option("--stats-interval", type=click.FloatRange(min=1.0), default=1.0, show_default=True,
               help="Seconds between resource samples of each container (written to runs/<id>/stats.csv).")
 @track_options
 @format_option
 @pass_env
-def up(env: Environment, detach: bool, quiet: bool, stats_interval: float, fmt: str, script_args: tuple[str, ...],
+def up(env: Environment, /, detach: bool, quiet: bool, dry_run: bool, stats_interval: float, fmt: str,
+       script_args: tuple[str, ...],
        requirements: Optional[str], track: Optional[str], tracking_uri: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
@@ -137,9 +145,20 @@ def up(env: Environment, detach: bool, quiet: bool, stats_interval: float, fmt: 
     With --script, every replica runs your script instead of orch's trainer:
     `orch up --script train.py --workers 3 -- --lr 0.01`.
     """
+    spec = spec_from(flags, script_args, requirements)
+    try:
+        if dry_run:
+            _dry_run(env, spec, fmt)
+        else:
+            _up(env, spec, detach, quiet, stats_interval, fmt, track, tracking_uri)
+    except InvalidSpec as exc:  # found once the flags were read (a run id taken, the engine's CPUs): named by flag too
+        raise InvalidSpec(flag_message(exc), details=exc.details) from None
+
+
+def _up(env: Environment, spec: JobSpec, detach: bool, quiet: bool, stats_interval: float, fmt: str,
+        track: Optional[str], tracking_uri: Optional[str]) -> None:
     from orchestrator.run.runner import up as run_up
 
-    spec = spec_from(flags, script_args, requirements)
     targets = tracked_targets(track)
     if targets and detach:
         typed = click.get_current_context().get_parameter_source("track") == click.core.ParameterSource.COMMANDLINE
@@ -166,6 +185,23 @@ def up(env: Environment, detach: bool, quiet: bool, stats_interval: float, fmt: 
         return
     env.out.print(runs_table([info]))
     env.out.print(workers_table(info.workers))
+
+
+def _dry_run(env: Environment, spec: JobSpec, fmt: str) -> None:
+    """Check and plan the run, start nothing: the flags that only matter to a started run are refused."""
+    from orchestrator.api import dry_run
+
+    ctx = click.get_current_context()
+    typed = [f"--{name.replace('_', '-')}" for name in ("detach", "quiet", "stats_interval", "track", "tracking_uri")
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if typed:
+        raise click.UsageError(f"{typed[0]} is for a run that starts; --dry-run starts none, so leave it out")
+    plan = dry_run(spec, say=env.say)
+    if fmt == "json":
+        env.json(plan.to_dict())
+    else:
+        env.out.print(plan_table(plan))
+    env.say("dry run: nothing was started or written; `orch up` with the same flags, less --dry-run, starts it")
 
 
 def _track(env: Environment, run_id: str, targets: tuple[str, ...], uri: Optional[str]) -> None:

@@ -16,18 +16,20 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 import click
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from orchestrator import frameworks
+from orchestrator import frameworks, sizes
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec import JobSpec
 from orchestrator.jobspec.messages import problem, say
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
 _NOT_FLAGS = {"name"}
@@ -40,7 +42,7 @@ GROUPS = {
                 "source"),
     "Data and model": ("dataset", "samples", "model", "epochs", "global_batch", "learning_rate", "seed"),
     "Supervision": ("stall_timeout", "startup_timeout", "time_limit", "max_restarts", "checkpoint_every"),
-    "Limits": ("cpus", "gpus", "memory_mb", "disk_limit_mb", "threads", "pin_cpus"),
+    "Limits": ("cpus", "gpus", "memory_mb", "shm_size_mb", "disk_limit_mb", "threads", "pin_cpus"),
 }
 
 
@@ -82,6 +84,7 @@ class SpecFlag:
     default_text: Optional[str]  # what the help shows as the default, None for nothing
     help: str
     group: str = "Options"  # the help's heading
+    metavar: Optional[str] = None  # what the help calls its value; None: the type's name
 
     @property
     def decls(self) -> list[str]:
@@ -89,11 +92,11 @@ class SpecFlag:
             return [f"{self.flag}/--no-{self.flag[2:]}", self.field]
         return [self.flag, *([self.short] if self.short else []), self.field]
 
-    def option(self) -> Callable[[Callable], Callable]:
+    def option(self) -> Callable[[F], F]:
         if self.type is bool:
             return click.option(*self.decls, cls=GroupedOption, group=self.group, default=None, help=self.help)
         return click.option(*self.decls, cls=GroupedOption, group=self.group, type=self.type, default=None,
-                            help=self.help)
+                            metavar=self.metavar, help=self.help)
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -133,13 +136,15 @@ def _flag(name: str, info: FieldInfo) -> Optional[SpecFlag]:
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     if extra.get("flag") is False or name in _NOT_FLAGS:
         return None
-    click_type, choices = _click_type(name, info.annotation)
+    # A size is read as text (2g, 512m) by the spec's own parser, which names the flag when it is wrong.
+    click_type, choices = (click.STRING, ()) if sizes.SIZE in info.metadata else _click_type(name, info.annotation)
     shown = _shown_default(info, extra.get("default_text"))  # type: ignore[arg-type]
     description = (info.description or "").strip()
     help_text = f"{description} [default: {shown}]" if shown is not None else description
     flag = extra.get("flag") or "--" + name.replace("_", "-")
     return SpecFlag(field=name, flag=str(flag), short=extra.get("short") or None,  # type: ignore[arg-type]
-                    type=click_type, choices=choices, default_text=shown, help=help_text)
+                    type=click_type, choices=choices, default_text=shown, help=help_text,
+                    metavar="SIZE" if sizes.SIZE in info.metadata else None)
 
 
 def _model_flags(model: type[BaseModel]) -> list[SpecFlag]:
@@ -203,7 +208,7 @@ def spec_flags() -> tuple[SpecFlag, ...]:
     return tuple(flags)
 
 
-def spec_options(fn: Callable) -> Callable:
+def spec_options(fn: F) -> F:
     """Decorate a command with every spec flag; unset flags take the spec's defaults."""
     return functools.reduce(lambda f, flag: flag.option()(f), reversed(spec_flags()), fn)
 
@@ -214,7 +219,8 @@ def set_spec_fields(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in names and v is not None}
 
 
-def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (), requirements: Optional[str] = None):
+def spec_from(params: dict[str, Any], script_args: tuple[str, ...] = (),
+              requirements: Optional[str] = None) -> "JobSpec":
     """A validated spec from the flags the user set, the arguments after `--` and --requirements, made as
     the library makes one (``api.job_spec``); InvalidSpec otherwise."""
     from orchestrator.api import job_spec
@@ -246,7 +252,7 @@ def _shape(value: Optional[str], given: dict[str, Any]) -> dict[str, int]:
     return {"workers": int(found.group(1)), "procs_per_worker": int(found.group(2) or 1)}
 
 
-def script_options(fn: Callable) -> Callable:
+def script_options(fn: F) -> F:
     """The script's arguments (everything after `--`), --requirements and -j, for `up` and `render`."""
     fn = click.option("-j", "shape", metavar="NxP", cls=GroupedOption, group="General",
                       help="N containers of P ranks each, as TorchX's -j: --workers N --procs-per-worker P.")(fn)
@@ -294,7 +300,7 @@ def complete_experiment_files(ctx: click.Context, param: click.Parameter, incomp
     return out
 
 
-def track_options(fn: Callable) -> Callable:
+def track_options(fn: F) -> F:
     """--track and --tracking-uri: where a finished run (or sweep) is logged besides orch's own folders."""
     fn = click.option("--tracking-uri", metavar="URI", envvar="MLFLOW_TRACKING_URI", show_envvar=True,
                       cls=GroupedOption, group="Tracking",

@@ -41,6 +41,20 @@ def runs_table(runs: Iterable[Any]) -> Table:
     return table
 
 
+def plan_table(plan: Any) -> Table:
+    """`orch up --dry-run`: each replica that would start, what it would run, and its limits."""
+    from orchestrator import contract, sizes
+
+    spec = plan.spec
+    table = Table("replica", "image", "runs", "cores", "cpus", "memory", "/dev/shm",
+                  title=Text(f"run {spec.run_id} on {plan.backend}, in {plan.run_dir}"))
+    for r in plan.replicas:
+        runs = " ".join(r.command) if r.command else "orch's trainer"
+        table.add_row(*_cells(r.name, r.image, runs, r.env.get(contract.ENV_CPUS, "any"), fmt(spec.cpus, "g"),
+                              sizes.shown(spec.memory_mb), sizes.shown(r.shm_mb) if r.shm_mb else "the engine's"))
+    return table
+
+
 def workers_table(workers: Iterable[dict[str, Any]]) -> Table:
     """One row per worker of a finished run (RunInfo.workers)."""
     table = Table("replica", "train s", "test acc", "samples per epoch", "exit")

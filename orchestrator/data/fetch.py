@@ -130,8 +130,9 @@ def deb_members(deb: Path, paths: Mapping[str, str]) -> dict[str, bytes]:
         with tarfile.open(fileobj=io.BytesIO(data[0]), mode="r:*") as tar:
             for member in tar:
                 key = wanted.get(member.name.lstrip("./"))
-                if key is not None and member.isfile():
-                    found[key] = tar.extractfile(member).read()
+                stream = tar.extractfile(member) if key is not None and member.isfile() else None
+                if key is not None and stream is not None:
+                    found[key] = stream.read()
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         raise DataError(f"cannot read the data of {deb.name}: {exc} (a .deb compressed with zstd needs the .deb "
                         "of Debian's own archive, which uses xz)") from None

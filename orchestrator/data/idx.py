@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from orchestrator import contract
 from orchestrator.data.fetch import apt_deb, check_sha256, deb_members, file_sha256
@@ -37,7 +37,7 @@ MAX_IDX_BYTES = 64 << 20  # no IDX file orch reads is larger once decompressed
 Say = Callable[[str], None]
 
 
-def parse_idx(raw: bytes, expect_dims: Optional[tuple[int, ...]] = None, what: str = "IDX file"):
+def parse_idx(raw: bytes, expect_dims: Optional[tuple[int, ...]] = None, what: str = "IDX file") -> Any:
     """Decode an (uncompressed) IDX file of unsigned bytes into an array of its declared shape.
 
     The header is checked before anything is read: two zero bytes, type 0x08 (ubyte), a rank of 1 to 4,
@@ -91,7 +91,7 @@ def check_files(files: Mapping[str, bytes], expected: Optional[Mapping[str, str]
         check_sha256(f"Fashion-MNIST file {name}", files[key], (expected or {}).get(key, sha))
 
 
-def fashion_from_idx(files: Mapping[str, bytes], expected: Optional[Mapping[str, str]] = None):
+def fashion_from_idx(files: Mapping[str, bytes], expected: Optional[Mapping[str, str]] = None) -> tuple[Any, Any]:
     """Verify the four gzipped IDX files (key -> bytes) by sha256, then decode them into (x [70000, 784], y).
 
     ``expected`` overrides the pinned sha256 of some files (key -> sha256).
@@ -116,11 +116,12 @@ def _read_files(source: Path) -> dict[str, bytes]:
     return deb_members(source, {key: f"{DEB_DIR}/{name}" for key, (name, _sha, _dims) in FILES.items()})
 
 
-def read_files(work: Path, say: Say, source: Optional[Path]) -> tuple[dict[str, bytes], dict]:
+def read_files(work: Path, say: Say, source: Optional[Path]) -> tuple[dict[str, bytes], dict[str, Any]]:
     """The four gzipped IDX files (key -> bytes, not yet checked: ``check_files``) and what to record about
     where they came from. ``source`` may name the package's .deb or a folder with the four files; without it
     the files of an installed package are used, or else the package is fetched with ``apt-get download``."""
-    record: dict = {"package": f"{PACKAGE}={VERSION}", "idx_sha256": {FILES[k][0]: FILES[k][1] for k in FILES}}
+    record: dict[str, Any] = {"package": f"{PACKAGE}={VERSION}",
+                              "idx_sha256": {FILES[k][0]: FILES[k][1] for k in FILES}}
     record["from"] = "a local copy"
     if source is None and all((INSTALLED_DIR / name).is_file() for name, _sha, _dims in FILES.values()):
         source, record["from"] = INSTALLED_DIR, f"the installed package ({INSTALLED_DIR})"
@@ -132,7 +133,7 @@ def read_files(work: Path, say: Say, source: Optional[Path]) -> tuple[dict[str, 
     return _read_files(source), record
 
 
-def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
+def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict[str, Any]:
     """Prepare Fashion-MNIST into ``out`` and return what to record about its source (see ``read_files``)."""
     import numpy as np
 

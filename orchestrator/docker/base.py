@@ -67,7 +67,14 @@ class EngineBase:
 
     def info(self) -> dict[str, Any]:
         """The engine's `docker info`."""
-        return self._call("info", self.client.info)
+        info: dict[str, Any] = self._call("info", self.client.info)
+        return info
+
+    def remove_container(self, container_id: str) -> None:
+        """Force-remove a container, ignoring one that is already gone. Here, not with the containers' part: the
+        images' and volumes' parts remove their helper containers too."""
+        self._call(f"remove container {container_id[:12]}",
+                   lambda: self.client.api.remove_container(container_id, force=True), absent_ok=True)
 
 
 def lines(chunks: Iterator[bytes]) -> Iterator[str]:

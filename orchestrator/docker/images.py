@@ -24,7 +24,7 @@ class ImageOps(EngineBase):
 
     def image_id(self, ref: str) -> str:
         """Id of image ``ref``; ImageMissing if absent."""
-        return self._call("inspect image", lambda: self.client.images.get(ref)).id
+        return str(self._call("inspect image", lambda: self.client.images.get(ref)).id)
 
     def remove_image_if_unused(self, image_id: str) -> None:
         """Remove an untagged image; leave it if a container or another tag still uses it."""

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from orchestrator.errors import InvalidSpec
 from orchestrator.experiments.keys import _axis_parts, cell_run_id, setup_key
-from orchestrator.jobspec import JobSpec, flag_aliases, flat_field_names, make_spec, shown
+from orchestrator.jobspec import JobSpec, flat_field_names, make_spec, shown
+from orchestrator.jobspec.fields import flag_aliases
 from orchestrator.jobspec.messages import describe_all, say
 
 EXAMPLES = {"repeats": "3", "name": "my-sweep", "grid": "{workers: [1, 2, 3]}"}  # for errors about the file itself
@@ -66,7 +67,7 @@ class _Loader(yaml.SafeLoader):
     depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's parser is untyped
         problem = ("anchors and aliases (& and *) are not allowed" if getattr(event, "anchor", None) is not None
                    else f"nested deeper than {MAX_DEPTH} levels" if self.depth >= MAX_DEPTH else None)
         if problem:
@@ -84,21 +85,21 @@ class ReferenceRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     setup: str = Field(max_length=200)
     data: str = Field(max_length=200)
-    accuracy: Optional[float] = Field(None, ge=0, le=100)
-    seconds: Optional[float] = Field(None, ge=0)
+    accuracy: Optional[float] = Field(default=None, ge=0, le=100)
+    seconds: Optional[float] = Field(default=None, ge=0)
 
 
 class ReportOptions(BaseModel):
     """What the report shows beyond the measured table."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    title: str = Field("", max_length=200)
+    title: str = Field(default="", max_length=200)
     # A scaling study (as PyTorch DDP scaling on MNIST): speedup, efficiency and throughput per N, the loss curves, and the step time
     # split into compute and the all-reduce wait, where the trainer measures it.
     scaling: bool = False
-    reference_title: str = Field("", max_length=200)
+    reference_title: str = Field(default="", max_length=200)
     reference: list[ReferenceRow] = Field(default_factory=list, max_length=50)
-    notes: str = Field("", max_length=10_000)
+    notes: str = Field(default="", max_length=10_000)
     # The axis the scaling figures (T(N)/T(1), speedup, efficiency) are taken along: N containers, or N
     # replicas inside one (MirroredStrategy).
     scale: Literal["workers", "replicas"] = "workers"
@@ -116,19 +117,19 @@ class Experiment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(..., pattern=NAME_PATTERN, description="lowercase letters, digits and -, at most 24")
-    description: str = Field("", max_length=2000)
+    description: str = Field(default="", max_length=2000)
     base: dict[str, Any] = Field(default_factory=dict)
     # Named combinations of fields, each one cell of every grid point: for what a product grid cannot
     # say, such as strategies that each need their own workers or replicas.
     setups: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_VALUES)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
-    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     # The order the cells run in. "grouped": a point's repeats one after another. "rotated": one repeat of every
     # point, then the next, each round starting one point later, so that a ratio between points (T(N)/T(1)) pairs
     # runs measured minutes apart, not a whole sweep apart, and no point always runs first or last.
     order: Literal["grouped", "rotated"] = "grouped"
     quick: dict[str, Any] = Field(default_factory=dict)
-    report: ReportOptions = Field(default_factory=ReportOptions)
+    report: ReportOptions = Field(default_factory=lambda: ReportOptions())
 
     @model_validator(mode="before")
     @classmethod
@@ -146,7 +147,7 @@ class Experiment(BaseModel):
 
     @field_validator("base", "quick")
     @classmethod
-    def _known_fields(cls, value: dict[str, Any], info) -> dict[str, Any]:
+    def _known_fields(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         allowed = set(SWEEPABLE) | ({"repeats"} if info.field_name == "quick" else set())
         unknown = sorted(str(k) for k in value if k not in allowed)
         if unknown:
@@ -224,7 +225,7 @@ def load(path: Path) -> Experiment:
         raise InvalidSpec(_line(f"{path}: not UTF-8 text")) from None
 
 
-def _scripts_from(doc: dict, base_dir: Path) -> dict:
+def _scripts_from(doc: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     """``doc`` with its path fields (`script`, `source`; in base, setups and grid) made absolute against the
     file's folder."""
     doc = dict(doc)
@@ -292,7 +293,8 @@ def _scaled_quick(experiment: Experiment) -> tuple[dict[str, Any], dict[str, lis
     base, grid = dict(experiment.base), {k: list(v) for k, v in experiment.grid.items()}
     quick = dict(experiment.quick)
     repeats = quick.pop("repeats", 1)
-    if not experiment.quick:
+    scripts = "script" in base or "script" in grid or any("script" in setup for setup in experiment.setups)
+    if not experiment.quick and not scripts:  # a script's own arguments decide its size
         quick = {"epochs": 1}
         if "samples" in grid:
             tenths = [_tenth(s) for s in grid["samples"]]

@@ -102,7 +102,8 @@ def solo(fields: dict[str, Any], run_id: str, paths: Paths, run: Callable[..., A
     its transport p50 still to be measured (``transport_floors``). Raises what the run raises."""
     spec = make_spec(**fields, run_id=run_id)
     n, host = ranks(spec), host_cpus or os.cpu_count() or 1
-    cores, share = rank_cores(n, host)
+    cores, per_core = rank_cores(n, host)
+    share: float = per_core
     one = {"workers": 1, "samples": spec.samples // n, "global_batch": spec.global_batch // n}
     if spec.workers == 1 and n > 1:  # replicas: threads of one process, which the cores share out evenly at best
         one["replicas"] = 1

@@ -16,7 +16,8 @@ from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
 from orchestrator.experiments import floor
-from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, cell_run_id, expand
+from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, expand
+from orchestrator.experiments.keys import cell_run_id
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import runner

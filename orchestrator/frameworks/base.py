@@ -10,7 +10,7 @@ import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,28 +22,42 @@ if TYPE_CHECKING:
 
 Key = tuple[str, int]  # (role, index within the role)
 Say = Callable[[str], None]
+# The metadata of an option that only orch's own trainer reads: a --script never sees it, so a job with one refuses
+# it (``jobspec.fields.TRAINER``; the spec's fields use the same key).
+TRAINER_ONLY: dict[str, Any] = {"jobs": "trainer"}
 
 
 class Job(Protocol):
     """A job spec as frameworks and backends read it: ``jobspec.JobSpec`` is one. Named by what is read rather
-    than imported, because the spec nests the options defined beside these hooks."""
-
-    workers: int
-    global_batch: int
-    model: str
-    network: str
-    gpus: int
-    backend: str
-    script: Optional[str]
-    image: Optional[str]
-    checkpoint_every: int
-    max_restarts: int
-    procs_per_worker: int
-    run_id: str
+    than imported, because the spec nests the options defined beside these hooks. Read-only, so that a spec whose
+    field is narrower (``model`` a Literal) is one."""
 
     @property
+    def workers(self) -> int: ...
+    @property
+    def global_batch(self) -> int: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def network(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def script(self) -> Optional[str]: ...
+    @property
+    def image(self) -> Optional[str]: ...
+    @property
+    def checkpoint_every(self) -> int: ...
+    @property
+    def max_restarts(self) -> int: ...
+    @property
+    def procs_per_worker(self) -> int: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
     def world_size(self) -> int: ...
-
     @property
     def framework(self) -> "FrameworkOptions": ...
 
@@ -136,6 +150,18 @@ class FrameworkOptions(BaseModel):
         if spec.checkpoint_every:
             raise ValueError(f"checkpoint_every: {self.resolved_strategy(spec.workers)} checkpoints after every "
                              "epoch; --checkpoint-every is for Keras' fit() (single, mirrored, mwms)")
+
+
+O = TypeVar("O", bound=FrameworkOptions)
+
+
+def options_of(spec: Job, model: type[O]) -> O:
+    """``spec.framework`` as ``model``, the options of the framework whose hook reads them; a job of another
+    framework reaching that hook is a bug (TypeError)."""
+    options = spec.framework
+    if not isinstance(options, model):
+        raise TypeError(f"the job's framework options are {type(options).__name__}, not {model.__name__}")
+    return options
 
 
 class Framework:
@@ -233,7 +259,7 @@ class Framework:
     def check_index(self, url: str) -> None:
         """Raise InvalidSpec (one line) unless ``url`` is a package index this framework's builder can use."""
 
-    def build(self, options: BuildOptions, engine: Any, paths: "Paths", say: Say) -> list[Any]:
+    def build(self, options: BuildOptions, engine: Any, paths: Optional["Paths"], say: Say) -> list[Any]:
         """Build this framework's images unless they are up to date (`orch build --framework NAME`)."""
         raise NotImplementedError(f"{self.name} builds no image of its own")
 

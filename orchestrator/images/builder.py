@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, IO, Iterable, Optional, cast
 
 from orchestrator import __version__, frameworks
 from orchestrator.docker.engine import Engine
@@ -168,11 +168,12 @@ def _bootstrap_tree(engine: Engine, tag: str, mirror: str, say: Say, packages: t
                              "its Release file is signed by a key in the keyring", details=tail)
         say(f"importing the root filesystem as {tag}")
         tar = subprocess.Popen([*prefix, *tar_command(root)], stdout=subprocess.PIPE)
+        stream = cast(IO[bytes], tar.stdout)  # a pipe, as asked
         try:
             with importing:
-                engine.import_image(tar.stdout, repo, version or "latest")
+                engine.import_image(stream, repo, version or "latest")
         finally:
-            tar.stdout.close()
+            stream.close()
             if tar.wait() != 0:
                 raise BuildError("tar of the bootstrapped root filesystem failed")
     finally:
@@ -242,7 +243,7 @@ def _tar_info(name: str, mode: int, size: int = 0, directory: bool = False) -> t
     return info
 
 
-def _runtime_context(fileobj, images: Path, wheels: Path) -> None:
+def _runtime_context(fileobj: IO[bytes], images: Path, wheels: Path) -> None:
     """The runtime image's build context: Dockerfile, the lock and the lock's wheels (nothing else)."""
     with tarfile.open(fileobj=fileobj, mode="w") as tar:
         locked = select(wheels, read_lock(images / LOCK_NAME))
@@ -293,7 +294,7 @@ def build(
     check_fresh(read_lock(images / LOCK_NAME), images)  # requirements edited without `make lock`
     engine.ping()
     base_ref = base or DEFAULT_BASE
-    bases = [(base_ref, base is None, BASE_PACKAGES)]
+    bases: list[tuple[str, bool, tuple[str, ...]]] = [(base_ref, base is None, BASE_PACKAGES)]
     build_args, build_base_id = {"BASE": base_ref}, ""
     if compiles(images):
         build_ref = build_base or (DEFAULT_BUILD_BASE if base is None else base)
@@ -358,7 +359,7 @@ def _present(engine: Engine, bases: list[tuple[str, bool, tuple[str, ...]]], boo
 RECIPE_SAYS = re.compile(r"(?:\x1b\[[0-9;]*m)*orch: (.+)")
 
 
-def _stream_build(records, say: Say) -> None:
+def _stream_build(records: Iterable[Any], say: Say) -> None:
     tail: list[str] = []
     for record in records:
         if "error" in record:

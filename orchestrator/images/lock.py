@@ -11,6 +11,7 @@ lock's digest, so the next `orch build` does not download them again. Review the
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from orchestrator import frameworks
 from orchestrator.errors import OrchError
@@ -19,7 +20,7 @@ from orchestrator.paths import default_paths
 
 
 def main() -> int:
-    folders = {}
+    folders: dict[str, Path] = {}
     for name in frameworks.names():
         recipe = frameworks.get(name).recipe()
         if recipe is not None and recipe not in folders.values():

@@ -70,9 +70,9 @@ def archive(folder: Path, top: str = contract.SCRIPT_MOUNT, parts: Optional[tupl
                     add(name, 0o755)
                 elif path.is_file():
                     add(name, 0o555 if path.stat().st_mode & 0o111 else 0o444, path.read_bytes())
-        for path, target in links:
-            folders(path.strip("/").rpartition("/")[0])
-            info = tarfile.TarInfo(path.strip("/"))
+        for link, target in links:
+            folders(link.strip("/").rpartition("/")[0])
+            info = tarfile.TarInfo(link.strip("/"))
             info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, 0
             tar.addfile(info)
     return buffer.getvalue()

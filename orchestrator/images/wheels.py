@@ -24,7 +24,7 @@ import tempfile
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 from urllib.parse import urlsplit
 
 from orchestrator.errors import BuildError, InvalidSpec
@@ -225,7 +225,8 @@ def host_index() -> tuple[str, dict[str, str]]:
     """The host's one index (pip's index-url, from PIP_INDEX_URL or its configuration; else PyPI) and an environment
     for pip that keeps how it connects (certificate, proxy, timeouts) but nothing that adds a second source."""
     proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    order, kept = (":env:", "download", "install", "global"), {}
+    order = (":env:", "download", "install", "global")
+    kept: dict[str, dict[int, str]] = {}
     for line in proc.stdout.splitlines() if proc.returncode == 0 else ():
         section, _, rest = line.partition(".")
         key, _, value = rest.partition("=")
@@ -274,7 +275,7 @@ def _image_environment(extra: str = "") -> dict[str, str]:
             "platform_python_implementation": "CPython", "implementation_name": "cpython", "extra": extra}
 
 
-def _requires(meta: dict) -> dict[str, dict[str, frozenset[str]]]:
+def _requires(meta: dict[str, Any]) -> dict[str, dict[str, frozenset[str]]]:
     """A package's requirements on the image, by the extra that brings them ("" for its own): {"name" or
     "name[extra]": {required: its extras}}."""
     from packaging.requirements import InvalidRequirement, Requirement

@@ -9,7 +9,7 @@ metadata live in ``fields``, error lines in ``messages``."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional
 
 from pydantic import (
     BaseModel,
@@ -27,27 +27,37 @@ from orchestrator.backends import options as backend_options
 from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import InvalidSpec
 from orchestrator.frameworks import FrameworkOptions
-from orchestrator.frameworks.base import nearest_multiples
+from orchestrator.frameworks.base import TRAINER_ONLY, nearest_multiples
 from orchestrator.jobspec.fields import (
     DEFAULT_ROLE,
     NO_FLAG,
     ROLE_PATTERN,
     RUN_ID_PATTERN,
+    SCRIPT,
     SCRIPT_PATTERN,
+    TRAINER,
     BackendName,
     DatasetName,
+    MiB,
     Role,
     _nest,
     defaults,
     flag,
     flag_aliases,
+    invalid,
+    metadata,
     new_run_id,
     spec_error,
+    unused,
 )
+from orchestrator.jobspec.keywords import SpecFields
 from orchestrator.jobspec.messages import _unknown_framework, shown
 
-__all__ = ["DEFAULT_ROLE", "NO_FLAG", "ROLE_PATTERN", "RUN_ID_PATTERN", "SCRIPT_PATTERN", "JobSpec", "Role", "flag",
-           "flat_field_names", "load_spec", "make_spec", "new_run_id", "shown"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["DEFAULT_ROLE", "NO_FLAG", "ROLE_PATTERN", "RUN_ID_PATTERN", "SCRIPT_PATTERN", "JobSpec", "Role", "SpecFields",
+           "flag", "flat_field_names", "load_spec", "make_spec", "new_run_id", "script_fields", "shown", "spec_from"]
 
 
 class JobSpec(BaseModel):
@@ -55,15 +65,16 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
-    workers: int = Field(1, ge=1, le=32, json_schema_extra=flag(short="-n"),
+    workers: int = Field(default=1, ge=1, le=32, json_schema_extra=flag(short="-n"),
                          description="Worker containers (1 = the single-worker baseline, no TF_CONFIG).")
-    roles: tuple[Role, ...] = Field((), json_schema_extra=NO_FLAG,
+    roles: tuple[Role, ...] = Field(default=(), json_schema_extra=NO_FLAG,
                                     description="replicas per role; default: `workers` replicas of the role worker")
     framework: SerializeAsAny[FrameworkOptions] = Field(
-        default_factory=lambda: frameworks.options_model(frameworks.DEFAULT)(), json_schema_extra=NO_FLAG,
+        default_factory=lambda: frameworks.options_model(frameworks.DEFAULT).model_validate({}),
+        json_schema_extra=NO_FLAG,
         description="the framework and its own options")
     backend: BackendName = Field(
-        "compose",
+        default="compose",
         description="Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm "
                     "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
                     "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`).",
@@ -72,98 +83,127 @@ class JobSpec(BaseModel):
         default_factory=backend_options.ComposeOptions, json_schema_extra=NO_FLAG,
         description="the backend's own options (backends/options.py), the model of the backend `backend` names")
     dataset: DatasetName = Field(
-        "mnist",
+        default="mnist",
         description="Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist "
                     "(70,000), vader-reviews (13,056 review snippets, tokenized, for --model text), synthetic (made "
                     "in the trainer, for tests).",
     )
-    samples: int = Field(60_000, ge=1, json_schema_extra=flag(short="-s"),
+    samples: int = Field(default=60_000, ge=1, json_schema_extra=flag(short="-s", jobs=TRAINER),
                          description="Samples drawn from the data set, split 64/16/20 into train, validation and test.")
-    epochs: int = Field(5, ge=1, le=1000, json_schema_extra=flag(short="-e"), description="Epochs.")
-    global_batch: int = Field(96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b"),
+    epochs: int = Field(default=5, ge=1, le=1000, json_schema_extra=flag(short="-e", jobs=TRAINER),
+                        description="Epochs.")
+    global_batch: int = Field(default=96, ge=1, le=65_536, json_schema_extra=flag("--batch-size", "-b", jobs=TRAINER),
                               description="GLOBAL batch, summed over workers: the same work per step for every N.")
-    learning_rate: float = Field(1e-3, gt=0, le=10, allow_inf_nan=False,
-                                 json_schema_extra=flag(default_text=defaults("learning_rate", 0.001)),
+    learning_rate: float = Field(default=1e-3, gt=0, le=10, allow_inf_nan=False,
+                                 json_schema_extra=flag(default_text=defaults("learning_rate", 0.001), jobs=TRAINER),
                                  description="Learning rate of the framework's optimizer (Adam for TensorFlow and MPI; "
                                              "SGD with momentum 0.9 for PyTorch).")
-    seed: int = Field(42, ge=0, le=2**31 - 1, description="Seed of the draw, split and shuffles.")
+    seed: int = Field(default=42, ge=0, le=2**31 - 1, json_schema_extra=TRAINER_ONLY,
+                      description="Seed of the draw, split and shuffles.")
     model: Literal["mlp", "cnn", "text"] = Field(
-        "mlp", json_schema_extra=flag(default_text=defaults("model", "mlp")),
+        default="mlp", json_schema_extra=flag(default_text=defaults("model", "mlp"), jobs=TRAINER),
         description="mlp: a small MLP (784, 25, 15 and 10 units); cnn: the MNIST CNN (two convolutions with "
                     "max pooling, Dense 128, dropout); text: a token embedding, averaged, for review sentiment (text "
                     "data sets only).",
     )
     network: Literal["bridge", "shared", "host"] = Field(
-        "bridge",
+        default="bridge",
         description="bridge: an internal network, a host name per worker; shared: one network namespace on "
                     "loopback; host: the host's network (not isolated).",
     )
     expose_ports_on_host: bool = Field(
-        False, json_schema_extra=flag(default_text="no"),
+        default=False, json_schema_extra=flag(default_text="no", needs=("network", "host")),
         description="Accept that --network host exposes every worker's unauthenticated rendezvous and all-reduce "
                     "(TensorFlow gRPC) ports on all of this host's interfaces; --network host is refused without it.",
     )
-    threads: int = Field(0, ge=0, le=256,
+    threads: int = Field(default=0, ge=0, le=256,
                          description="Intra/inter-op threads and OMP_NUM_THREADS per worker; 0 = the framework's default.")
-    pin_cpus: bool = Field(True, json_schema_extra=flag(default_text="pinned"),
+    pin_cpus: bool = Field(default=True, json_schema_extra=flag(default_text="pinned"),
                            description="Pin each worker to its own share of the host's cores.")
     stall_timeout: float = Field(
-        120, ge=5, le=86_400, allow_inf_nan=False,
+        default=120, ge=5, le=86_400, allow_inf_nan=False,
         description="Seconds without training progress on any worker (a paused or stuck worker stalls every "
                     "all-reduce) before the job fails.",
     )
-    checkpoint_every: int = Field(0, ge=0, le=10_000_000,
+    checkpoint_every: int = Field(default=0, ge=0, le=10_000_000, json_schema_extra=TRAINER_ONLY,
                                   description="Checkpoint every N training steps into the run directory; 0 = every epoch.")
     max_restarts: int = Field(
-        0, ge=0, le=10,
+        default=0, ge=0, le=10,
         description="Restart the whole worker group up to K times after a retryable failure (a worker killed by a "
                     "signal or removed), resuming from the last checkpoint.",
     )
-    startup_timeout: float = Field(300, ge=5, le=86_400, allow_inf_nan=False,
+    startup_timeout: float = Field(default=300, ge=5, le=86_400, allow_inf_nan=False,
                                    description="Seconds for every worker to join the cluster before the job fails.")
-    time_limit: float = Field(0, ge=0, le=30 * 86_400, allow_inf_nan=False,
+    time_limit: float = Field(default=0, ge=0, le=30 * 86_400, allow_inf_nan=False,
                               description="Seconds one attempt of the run may take before it fails as timed out; 0 "
                                           "= no limit. The guard for a script that reports no progress. On "
                                           "Kubernetes it is the Job's activeDeadlineSeconds.")
-    cpus: Optional[float] = Field(None, gt=0, le=512, allow_inf_nan=False,
+    cpus: Optional[float] = Field(default=None, gt=0, le=512, allow_inf_nan=False,
                                   json_schema_extra=flag(default_text="none"),
                                   description="CPU limit per container.")
-    gpus: int = Field(0, ge=0, le=16,
+    gpus: int = Field(default=0, ge=0, le=16,
                       description="GPUs per container, as a device request to the engine (NVIDIA's runtime); 0 = "
                                   "none. The trainer uses the GPUs it sees: --strategy mirrored puts a replica on each.")
-    memory_mb: int = Field(2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory"),
-                           description="Memory limit per container in MiB.")
-    disk_limit_mb: int = Field(10_240, ge=0, le=100 * 1_048_576, json_schema_extra=flag("--disk-limit"),
-                               description="MiB the replicas may write, together, into their folders on this host "
-                                           "(outputs, checkpoints) before the run is stopped; 0 = no limit but the "
-                                           "free-space floor ($ORCH_DISK_FLOOR_MB, 1024).")
-    pids_limit: int = Field(1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
+    memory_mb: MiB = Field(default=2048, ge=256, le=1_048_576, json_schema_extra=flag("--memory", default_text="2g"),
+                           description="Memory limit per container: MiB, or a size as Docker writes it (512m, 2g).")
+    shm_size_mb: MiB = Field(default=0, ge=0, le=1_048_576,
+                             json_schema_extra=flag("--shm-size", default_text="64m, or what the framework needs"),
+                             description="Size of each container's /dev/shm (a tmpfs that counts against --memory "
+                                         "where it is used): MiB, or a size as Docker writes it (512m, 1g); 0 = the "
+                                         "framework's need, else the engine's default. PyTorch's DataLoader workers "
+                                         "pass their batches through it.")
+    disk_limit_mb: MiB = Field(default=10_240, ge=0, le=100 * 1_048_576,
+                               json_schema_extra=flag("--disk-limit", default_text="10g"),
+                               description="How much the replicas may write, together, into their folders on this "
+                                           "host (outputs, checkpoints) before the run is stopped: MiB, or a size as "
+                                           "Docker writes it (200M, 10g); 0 = no limit but the free-space floor "
+                                           "($ORCH_DISK_FLOOR_MB, 1024 MiB).")
+    pids_limit: int = Field(default=1024, ge=64, le=1_000_000, json_schema_extra=NO_FLAG,
                             description="process limit per container")
     script: Optional[str] = Field(
-        None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
+        default=None, max_length=4096, json_schema_extra=flag(default_text="orch's trainer"),
         description="Run this Python script of yours instead of orch's trainer, on every replica, in orch's image. "
                     "The replicas see a copy of its folder (or of --source), made when the run starts; each runs "
                     "in its own output folder, with TF_CONFIG and the data mount set. Arguments after `--` go to "
                     "the script.",
     )
     source: Optional[str] = Field(
-        None, max_length=4096, json_schema_extra=flag(default_text="the script's folder"),
+        default=None, max_length=4096, json_schema_extra=flag(default_text="the script's folder", jobs=SCRIPT),
         description="With --script: the folder copied for the replicas, for a script that imports sibling modules; "
                     "it must hold the script. Refused: /, a home folder, a folder holding orch's runs or results, "
                     "or more than $ORCH_SOURCE_LIMIT_MB (64) MiB.",
     )
     procs_per_worker: int = Field(
-        1, ge=1, le=16,
+        default=1, ge=1, le=16, json_schema_extra=flag(jobs=SCRIPT),
         description="Ranks per container, for a --script under --framework torch (torchrun's --nproc-per-node) or "
                     "mpi (mpiexec's -ppn): N containers × P ranks, RANK 0 to N·P−1, LOCAL_RANK 0 to P−1, "
                     "WORLD_SIZE N·P. `-j NxP` sets both. TensorFlow refuses it.",
     )
-    script_args: tuple[str, ...] = Field((), max_length=256, json_schema_extra=NO_FLAG,
+    script_args: tuple[str, ...] = Field(default=(), max_length=256, json_schema_extra={**NO_FLAG, "jobs": SCRIPT},
                                          description="arguments for the script (after `--` on the command line)")
-    image: Optional[str] = Field(None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
+    image: Optional[str] = Field(default=None, max_length=200, json_schema_extra=flag(default_text="orch's own"),
                                  description="Run this image instead of orch's own trainer image.")
-    run_id: str = Field(..., pattern=RUN_ID_PATTERN, json_schema_extra=flag(default_text="time-based"),
+    # A spec made without one gets a fresh id that names its worker count (``_fresh_run_id``); the factory only
+    # tells a type checker that the field may be left out.
+    run_id: str = Field(default_factory=lambda: new_run_id(1), pattern=RUN_ID_PATTERN,
+                        json_schema_extra=flag(default_text="time-based"),
                         description="Run id (lowercase letters, digits, - and _).")
+
+    if not TYPE_CHECKING:  # a type checker reads the fields' own signature, which pydantic makes
+        def __init__(self, **data: Any) -> None:
+            """A spec of the spec's own (nested) fields; InvalidSpec, each field named, when one is wrong."""
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise spec_error(JobSpec, exc, flat_field_names) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fresh_run_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("run_id") is None:
+            workers = data.get("workers", 1)
+            data = {**data, "run_id": new_run_id(workers if isinstance(workers, int) and 1 <= workers <= 999 else 1)}
+        return data
 
     @field_validator("framework", mode="wrap")
     @classmethod
@@ -220,7 +260,7 @@ class JobSpec(BaseModel):
             if isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1:
                 roles = [(DEFAULT_ROLE, workers)]
                 framework = data.get("framework")
-                if isinstance(framework, BaseModel):
+                if isinstance(framework, FrameworkOptions):
                     roles = framework.roles(workers)
                 elif isinstance(framework, dict) and (
                         model := frameworks.find_options(framework.get("name", frameworks.DEFAULT))) is not None:
@@ -243,6 +283,30 @@ class JobSpec(BaseModel):
         if self.network == "host" and not self.expose_ports_on_host:
             raise ValueError("network: host exposes every worker's unauthenticated gRPC server on all of this host's "
                              "interfaces; pass --expose-ports-on-host to accept that, or use --network bridge or shared")
+        if self.script is None:
+            self._trainer_fits()
+        if self.image is not None:
+            imageref.check(self.image, "image")
+        if self.script is not None and not re.fullmatch(SCRIPT_PATTERN, self.script):
+            raise ValueError(f"script: must be a Python file ending in .py, e.g. train.py (got {self.script[:80]!r})")
+        if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
+            raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
+        if self.source is not None and (self.script is None or not re.fullmatch(r"/[^\x00-\x1f\x7f]*", self.source)):
+            raise ValueError("source: --source names the folder copied for --script; pass --script too"
+                             if self.script is None else f"source: {self.source[:80]!r} is not an absolute path")
+        if self.script_args and self.script is None:
+            raise ValueError("script_args: arguments after `--` are for --script")
+        if self.procs_per_worker > 1:
+            if self.script is None:
+                raise ValueError("procs_per_worker: orch's own trainer runs one rank per container; --procs-per-worker "
+                                 f"is for a --script's ranks (use --workers {self.workers * self.procs_per_worker})")
+            if self.framework.one_rank_per_container:
+                raise ValueError(f"procs_per_worker: {self.framework.one_rank_per_container}")
+        self.backend_options.check_job(self)
+        return self
+
+    def _trainer_fits(self) -> None:
+        """What orch's own trainer needs of the model, data and batch (a --script reads none of them)."""
         kind = contract.DATASET_KINDS[self.dataset]
         if (self.model == "text") != (kind == "text"):
             images = ", ".join(d for d, k in contract.DATASET_KINDS.items() if k == "image")
@@ -269,25 +333,6 @@ class JobSpec(BaseModel):
                 )
         if test < 1:
             raise ValueError(f"samples: {self.samples} leave no test samples")
-        if self.image is not None:
-            imageref.check(self.image, "image")
-        if self.script is not None and not re.fullmatch(SCRIPT_PATTERN, self.script):
-            raise ValueError(f"script: must be a Python file ending in .py, e.g. train.py (got {self.script[:80]!r})")
-        if any("\x00" in arg or len(arg) > 4096 for arg in self.script_args):
-            raise ValueError("script_args: an argument holds a NUL byte or is longer than 4096 characters")
-        if self.source is not None and (self.script is None or not re.fullmatch(r"/[^\x00-\x1f\x7f]*", self.source)):
-            raise ValueError("source: --source names the folder copied for --script; pass --script too"
-                             if self.script is None else f"source: {self.source[:80]!r} is not an absolute path")
-        if self.script_args and self.script is None:
-            raise ValueError("script_args: arguments after `--` are for --script")
-        if self.procs_per_worker > 1:
-            if self.script is None:
-                raise ValueError("procs_per_worker: orch's own trainer runs one rank per container; --procs-per-worker "
-                                 f"is for a --script's ranks (use --workers {self.workers * self.procs_per_worker})")
-            if self.framework.one_rank_per_container:
-                raise ValueError(f"procs_per_worker: {self.framework.one_rank_per_container}")
-        self.backend_options.check_job(self)
-        return self
 
     @property
     def world_size(self) -> int:
@@ -319,14 +364,15 @@ class JobSpec(BaseModel):
         return fields
 
     def replace(self, **changes: Any) -> "JobSpec":
-        """Return a new, validated spec with ``changes`` (flat field names) applied."""
+        """Return a new, validated spec with ``changes`` (flat field names) applied; a field the new job would
+        ignore is refused, as ``make_spec`` refuses it."""
         fields = self.flat()
         if changes.get("backend", self.backend) != self.backend:  # the old backend's options go with it
-            for name in self.backend_options.model_fields:
+            for name in type(self.backend_options).model_fields:
                 fields.pop(name, None)
         if changes.get("batch_per_worker", fields.get("batch_per_worker")) and "global_batch" not in changes:
             del fields["global_batch"]  # it follows from the per-worker batch and the (new) worker count
-        return make_spec(**{**fields, **changes})
+        return spec_from({**fields, **changes})
 
     def training_fields(self) -> dict[str, Any]:
         """The fields the trainer reads, as the contract names them."""
@@ -344,17 +390,37 @@ def flat_field_names() -> list[str]:
     return sorted(names)
 
 
-def make_spec(**fields: Any) -> JobSpec:
-    """Build a validated spec from flat fields; a missing ``run_id`` gets a fresh one. Raises InvalidSpec."""
-    if fields.get("run_id") is None:
-        fields["run_id"] = new_run_id(fields.get("workers", 1) if isinstance(fields.get("workers"), int) else 1)
+def make_spec(**fields: Unpack[SpecFields]) -> JobSpec:
+    """A validated spec from flat fields, named as the flags and experiment files name them (``batch_size``,
+    ``memory``; the spec's own names, such as ``global_batch``, are taken too); a missing ``run_id`` gets a fresh
+    one. A field the job would ignore is refused. Raises InvalidSpec, its message one line, each field's problem
+    in ``problems``."""
+    return spec_from(dict(fields))
+
+
+def spec_from(fields: Mapping[str, Any], given: Optional[Iterable[str]] = None) -> JobSpec:
+    """``make_spec`` of a mapping (an experiment file's cell, say). ``given``: the fields the user set, each refused
+    where the job would ignore it and it is not at its default (default: every field of ``fields``)."""
+    fields = dict(fields)
+    aliases = flag_aliases(JobSpec)
+    flat = {aliases.get(k, k) if isinstance(k, str) else k: v for k, v in fields.items()}
+    names = ([aliases.get(n, n) for n in given] if given is not None else
+             [k for k, v in flat.items() if v is not None and k in flat_field_names()])
     nested = _nest(fields, JobSpec)
+    problems = unused(JobSpec, flat, names)
+    if problems:
+        raise invalid(JobSpec, problems)
     try:
         return JobSpec(**nested)
-    except ValidationError as exc:
-        raise spec_error(JobSpec, exc, flat_field_names) from None
     except (TypeError, ValueError) as exc:  # e.g. a non-string key
         raise InvalidSpec(f"spec: {shown(exc)}") from None
+
+
+def script_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` less those only orch's own trainer reads: the fields of a --script job on the same containers,
+    which would refuse them."""
+    aliases = flag_aliases(JobSpec)
+    return {k: v for k, v in fields.items() if metadata(JobSpec, aliases.get(k, k)).get("jobs") != TRAINER}
 
 
 def load_spec(record: Any) -> JobSpec:
@@ -365,3 +431,8 @@ def load_spec(record: Any) -> JobSpec:
         return JobSpec.model_validate(record)
     except ValidationError as exc:
         raise spec_error(JobSpec, exc, flat_field_names) from None
+
+
+from orchestrator.jobspec.signature import with_spec_keywords  # noqa: E402 - it reads the models above
+
+make_spec = with_spec_keywords(make_spec)

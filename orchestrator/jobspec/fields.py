@@ -3,31 +3,42 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from orchestrator import contract, frameworks
+from orchestrator import frameworks, sizes
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
+from orchestrator.frameworks.base import TRAINER_ONLY
 from orchestrator.jobspec.messages import Problem, _unknown_framework, describe_all, say
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 # An absolute path to a .py file, of printable characters: it becomes a mount source and a command line.
 SCRIPT_PATTERN = r"/[^\x00-\x1f\x7f]*[^/\x00-\x1f\x7f]\.py"
 ROLE_PATTERN = r"^[a-z][a-z0-9]{0,15}$"
-# Choices generated from what exists: the backends' registry and the data sets the contract names.
-BackendName = Literal[tuple(backend_options.OPTIONS)]  # type: ignore[valid-type]
-DatasetName = Literal[tuple(contract.DATASET_KINDS)]  # type: ignore[valid-type]
+# The choices of what exists, written out so that a type checker sees them: the backends' registry and the data sets
+# the contract names (tests/test_typing.py fails when either differs from these).
+BackendName = Literal["compose", "swarm", "k8s"]
+DatasetName = Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"]
 DEFAULT_ROLE = "worker"
+# A size in MiB that also takes Docker's units (``2g``, ``512m``): every size field of the spec is one.
+MiB = Annotated[int, sizes.SIZE, BeforeValidator(sizes.mib)]
+
+# The kinds of job a field applies to (its ``jobs`` metadata); a field without it applies to every job.
+TRAINER = TRAINER_ONLY["jobs"]  # read by orch's own trainer only: a --script replaces that trainer and never sees it
+SCRIPT = "script"  # a --script's only (the spec refuses it without one)
 
 
-def flag(name: Optional[str] = None, short: Optional[str] = None, default_text: Optional[str] = None) -> dict:
-    """CLI metadata of a spec field: its flag (default ``--field-name``), a short form, the shown default."""
-    return {"flag": name, "short": short, "default_text": default_text}
+def flag(name: Optional[str] = None, short: Optional[str] = None, default_text: Optional[str] = None,
+         jobs: Optional[str] = None, needs: Optional[tuple[str, Any]] = None) -> dict[str, Any]:
+    """CLI metadata of a spec field: its flag (default ``--field-name``), a short form, the shown default, the kind
+    of job it applies to (``jobs``: TRAINER or SCRIPT; every job when None) and the (field, value) without which it
+    does nothing (``needs``)."""
+    return {"flag": name, "short": short, "default_text": default_text, "jobs": jobs, "needs": needs}
 
 
-NO_FLAG = {"flag": False}
+NO_FLAG: dict[str, Any] = {"flag": False}
 
 
 def defaults(field: str, value: Any) -> str:
@@ -79,6 +90,51 @@ def example(spec_model: Any, field: str) -> Optional[str]:
         if info is not None and isinstance(info.default, (int, float, str)) and not isinstance(info.default, bool):
             return str(info.default)
     return EXAMPLES.get(field)
+
+
+def metadata(spec_model: Any, field: str) -> dict[str, Any]:
+    """The ``json_schema_extra`` of ``field`` in the spec, a framework's or a backend's options ({} for none)."""
+    for model in _models(spec_model):
+        info = model.model_fields.get(field)
+        if info is not None:
+            return info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    return {}
+
+
+def default(spec_model: Any, field: str) -> Any:
+    """The default of ``field`` (None where it has none of its own)."""
+    for model in _models(spec_model):
+        info = model.model_fields.get(field)
+        if info is not None:
+            return None if info.is_required() or info.default_factory is not None else info.default
+    return None
+
+
+def unused(spec_model: Any, fields: dict[str, Any], given: Any) -> list[Problem]:
+    """The fields among ``given`` (named as the spec names them) that the job of ``fields`` would ignore, set to
+    something other than their default: orch's trainer's own under a --script, and a field that does nothing
+    without another one's value (``needs``)."""
+    script = fields.get("script") is not None
+    framework = fields.get("framework")
+    model = frameworks.find_options(framework.get("name") if isinstance(framework, dict) else
+                                    framework or frameworks.DEFAULT)
+    own = model.generic_defaults if model is not None else {}
+    problems: list[Problem] = []
+    for name in given:
+        value = fields.get(name)
+        if value is None or value == own.get(name, default(spec_model, name)):
+            continue  # what the job would do anyway: nothing is lost
+        extra = metadata(spec_model, name)
+        if extra.get("jobs") == TRAINER and script:
+            first = not any(p.text == "the same" or p.text.startswith("orch's own trainer") for p in problems)
+            problems.append(Problem(name, "orch's own trainer reads it, and --script runs your script instead, "
+                                          "which never sees it; give your script its own arguments after `--`"
+                                    if first else "the same"))
+        needs = extra.get("needs")
+        if needs and fields.get(needs[0], default(spec_model, needs[0])) != needs[1]:
+            problems.append(Problem(name, f"it does nothing without --{needs[0].replace('_', '-')} {needs[1]}; "
+                                          "leave it out"))
+    return problems
 
 
 def spec_error(spec_model: Any, exc: Any, field_names: Any) -> InvalidSpec:

@@ -102,8 +102,9 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
             env["OMP_NUM_THREADS"] = str(spec.threads)  # read at the framework's import, before the trainer runs
         labels = {LABEL_RUN: spec.run_id, LABEL_ROLE: role, LABEL_INDEX: str(index), "orch.version": __version__}
         own = Mount(str(run_dir / f"{role}-{index}"), f"{contract.OUT_MOUNT}/{role}-{index}", False)
-        mounts, command, working_dir = (*common, own), (), ""
-        if spec.script is not None:
+        mounts, working_dir = (*common, own), ""
+        command: tuple[str, ...] = ()  # the image's own entry point: orch's trainer
+        if spec.script is not None and loaders_dir is not None:
             # A user's script: the snapshot orch makes of its folder in the run directory when the run starts
             # (run/scripts.py), read-only; run from the replica's own folder, which it may write.
             script = PurePosixPath(spec.script)
@@ -130,7 +131,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
                                 template=env, labels=labels, mounts=mounts,
                                 rendezvous=framework.describe(spec, key, addresses), command=command,
                                 working_dir=working_dir, host_group=host_group, port=framework.port,
-                                shm_mb=framework.shm_mb))
+                                shm_mb=spec.shm_size_mb or framework.shm_mb))
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, cache_dir=paths.cache, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,

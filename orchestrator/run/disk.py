@@ -82,6 +82,14 @@ def measure(run_path: Path, folders: list[str], stop_at: Optional[int] = None) -
     return DiskUse(written, entries, _free(run_path), floor=floor_bytes())
 
 
+def free_below(path: Path) -> Optional[int]:
+    """The free bytes of the disk that holds ``path``, or will once it is made (its nearest existing folder)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return _free(folder)
+    return None
+
+
 def _free(path: Path) -> Optional[int]:
     try:
         stats = os.statvfs(path)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional
+from typing import IO, Callable, Iterable, Iterator, Optional
 
 from orchestrator.backends import Backend, ReplicaState
 from orchestrator.run.rundir import RunDir
@@ -21,7 +21,7 @@ from orchestrator.timestamps import format_timestamp, parse_timestamp
 _RECORD_LINE = r"@orch \S+ \d+/\d+ "
 
 
-def _noise() -> re.Pattern:
+def _noise() -> re.Pattern[str]:
     """Lines `orch logs` hides unless --all: every registered framework's start-up chatter
     (``Framework.log_noise``) and the report lines of replicas that print their records on stdout."""
     from orchestrator import frameworks
@@ -30,7 +30,7 @@ def _noise() -> re.Pattern:
 
 
 @functools.lru_cache(maxsize=4)
-def _noise_of(names: tuple[str, ...]) -> re.Pattern:
+def _noise_of(names: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern per set of frameworks: compiled once, again only when a framework registers."""
     from orchestrator import frameworks
 
@@ -105,7 +105,7 @@ def save(backend: Backend, run: RunDir, replicas: Iterable[ReplicaState], append
             continue
         path = run.saved_log(r.key)
 
-        def write(f, replica: ReplicaState = r, path: Path = path) -> None:
+        def write(f: IO[bytes], replica: ReplicaState = r, path: Path = path) -> None:
             if append and path.is_file():
                 with open(path, "rb") as before:
                     shutil.copyfileobj(before, f)
@@ -137,7 +137,7 @@ class LogFilter:
     """What `orch logs` shows."""
 
     workers: frozenset[int] = frozenset()  # empty: all
-    grep: Optional[re.Pattern] = None
+    grep: Optional[re.Pattern[str]] = None
     since: Optional[float] = None  # Unix seconds
     show_noise: bool = False
 
@@ -164,7 +164,7 @@ def select(records: Iterable[LogRecord], selection: LogFilter, tail: Optional[in
 
 def follow(backend: Backend, replicas: list[ReplicaState], since: float) -> Iterator[LogRecord]:
     """Stream new lines from running replicas, as they come, until every replica has stopped."""
-    pending: queue.Queue = queue.Queue()
+    pending: queue.Queue[object] = queue.Queue()
     done = object()
 
     def pump(replica: ReplicaState, stream: str) -> None:
@@ -184,7 +184,7 @@ def follow(backend: Backend, replicas: list[ReplicaState], since: float) -> Iter
         item = pending.get()
         if item is done:
             remaining -= 1
-        else:
+        elif isinstance(item, LogRecord):
             yield item
 
 

@@ -134,7 +134,7 @@ class Result(BaseModel):
     samples_per_epoch: list[Count] = Field(default_factory=list, max_length=10_000)
     resumed_from_epoch: Optional[Epoch] = None
     train_seconds: Optional[Seconds] = None
-    test_accuracy: Optional[float] = Field(None, ge=0, le=1)
+    test_accuracy: Optional[float] = Field(default=None, ge=0, le=1)
 
 
 def _shown(value: Any, limit: int = 40) -> str:

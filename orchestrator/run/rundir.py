@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from orchestrator import contract
 from orchestrator.errors import ContractMismatch, DiskFull, InvalidSpec, OrchError, RunNotFound
-from orchestrator.jobspec import JobSpec, load_spec, make_spec
+from orchestrator.jobspec import JobSpec, load_spec, spec_from
 from orchestrator.paths import Paths
 from orchestrator.run.records import EpochEvent, Refused, Result, event_of, parse_event, result_of
 from orchestrator.safeio import Tail, Unsafe, atomic_write, mtime, read_bounded, read_json_bounded, write_json
@@ -119,7 +119,7 @@ def _spec_of(record: Any) -> Optional[JobSpec]:
         return load_spec(record)
     except InvalidSpec:
         try:
-            return make_spec(**record)
+            return spec_from(record, given=())  # as it ran: a field it ignored is no error now
         except InvalidSpec:
             return None
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from orchestrator import backends, contract
 from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.data import prepare as datasets
-from orchestrator.errors import JobTimedOut, OrchError, WorkerFailed
+from orchestrator.errors import DiskFull, EngineUnreachable, InvalidSpec, JobTimedOut, OrchError, WorkerFailed
 from orchestrator.jobspec import JobSpec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import SOURCE_DIR, Plan, plan
@@ -63,9 +63,10 @@ def _memory(backend: Backend, states: list[ReplicaState],
 
                 for row in read_samples(run.path / STATS_FILE):
                     last[(row.get("role") or "worker", row["worker"])] = row
-            row = last.get(s.key)
-            if row is not None and time.time() - row["time"] <= RECENT_SAMPLE:
-                out[s.key] = Memory(row["mem_used_bytes"], row.get("mem_charged_bytes") or 0, row["mem_limit_bytes"])
+            sample = last.get(s.key)
+            if sample is not None and time.time() - sample["time"] <= RECENT_SAMPLE:
+                out[s.key] = Memory(sample["mem_used_bytes"], sample.get("mem_charged_bytes") or 0,
+                                    sample["mem_limit_bytes"])
     return out
 
 
@@ -175,6 +176,51 @@ def _prepare_loaders(paths: Paths, folder: Path, say: Say) -> None:
             (folder / part).mkdir(parents=True, exist_ok=True)
 
 
+def preflight(p: Plan, backend: Backend, paths: Paths, say: Optional[Say] = None,
+              dry_run: bool = False) -> Optional[scripts.Listing]:
+    """What `up` checks before it changes anything, in the order it checks it: the run id is free, the script and
+    the folder copied for it, the free space on the runs' disk, then the backend's own (the engine, its images, the
+    limits it can give). Returns what the script's snapshot will take. With ``dry_run`` an engine that does not
+    answer costs one line (``say``), not the check: what does not need the engine is still checked."""
+    spec = p.spec
+    if os.path.lexists(p.run_dir):  # RunDir.create claims the id with one mkdir, which this would fail
+        raise InvalidSpec(f"run_id: {spec.run_id} is already used ({p.run_dir}); pick another or omit --run-id")
+    listing = scripts.check(spec, guarded=(paths.runs, paths.results, paths.cache)) if spec.script else None
+    free, floor = disk.free_below(paths.runs), disk.floor_bytes()
+    if free is not None and free < floor:
+        raise DiskFull(f"the disk that holds the runs has {free >> 20:,} MiB free, below orch's floor of {floor >> 20} "
+                       "MiB (ORCH_DISK_FLOOR_MB), so the run would be stopped at once; free some space, or point "
+                       "ORCH_RUNS_DIR at a larger disk")
+    try:
+        backend.preflight(p)
+    except EngineUnreachable as exc:
+        if not dry_run:
+            raise
+        (say or (lambda _msg: None))(f"could not check the images or the engine's limits: {exc.message}")
+    return listing
+
+
+def dry_run(p: Plan, backend: Optional[Backend] = None, paths: Optional[Paths] = None,
+            say: Optional[Say] = None) -> Plan:
+    """Check ``p`` as ``apply`` would (``preflight``) and return it, starting nothing and writing nothing: a data set
+    not prepared yet, which ``apply`` would prepare, is said in a line."""
+    backend = backend or backends.get(p.backend)
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    preflight(p, backend, paths, say, dry_run=True)
+    wanted: list[tuple[str, str]] = [(p.spec.dataset, f"the data set {p.spec.dataset}")]
+    if p.loaders_dir is not None:
+        wanted.append((datasets.LOADERS, "Keras' and torchvision's data caches for scripts"))
+    for name, what in wanted:
+        if name == datasets.GENERATED:
+            continue
+        if datasets.is_ready(paths.data, name):
+            datasets.verify(paths.data, name)
+        else:
+            say(f"{what} not made yet; `orch up` makes them first, in {datasets.dataset_dir(paths.data, name)}")
+    return p
+
+
 def apply(
     p: Plan,
     backend: Optional[Backend] = None,
@@ -201,8 +247,7 @@ def apply(
     say = say or (lambda _msg: None)
     on_event = on_event or (lambda _key, _event: None)
     spec = p.spec
-    listing = scripts.check(spec, guarded=(paths.runs, paths.results, paths.cache)) if spec.script else None
-    backend.preflight(p)
+    listing = preflight(p, backend, paths)
     datasets.prepare(paths.data, spec.dataset, say)
     if p.loaders_dir is not None:
         _prepare_loaders(paths, p.loaders_dir, say)

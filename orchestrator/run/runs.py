@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional
 
 from orchestrator import backends
 from orchestrator.backends import Backend, ReplicaState, Status
-from orchestrator.errors import InvalidSpec, OrchError, RunNotFound
+from orchestrator.errors import EngineUnreachable, InvalidSpec, OrchError, RunNotFound
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import logs
 from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
@@ -75,18 +75,28 @@ def _copy_reports(backend: Backend, run: RunDir, info: Optional[RunInfo],
 
 
 def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[Paths] = None,
-       backend: Optional[Backend] = None) -> list[RunInfo]:
-    """Runs with their state, oldest first; live replicas decide the state of a run still up."""
+       backend: Optional[Backend] = None, say: Optional[Callable[[str], None]] = None) -> list[RunInfo]:
+    """Runs with their state, oldest first, from their folders; live replicas decide the state of a run still up.
+    An engine that does not answer costs one line (``say``): each run is then as its record left it, and one
+    recorded as under way whose orch is gone is of unknown state."""
     given, backend = backend, _backend(backend, engine)
     paths = paths or default_paths()
-    live = _live_runs(backend)
+    note = ""
+    try:
+        live: Optional[dict[str, list[ReplicaState]]] = _live_runs(backend)
+    except EngineUnreachable as exc:
+        live, note = None, f"showing the runs as their records left them; no live state: {exc.message}"
     runs: dict[str, RunInfo] = {}
     for run in runs_in(paths):
         info = run.record()
         if info is not None:
-            if not info.state.is_terminal and info.run_id not in live and not _alive(info.supervisor_pid):
-                info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
+            if not info.state.is_terminal and not _alive(info.supervisor_pid):
+                if live is None:
+                    info.state = RunState.UNKNOWN  # its replicas may still run: only the engine could say
+                elif info.run_id not in live:
+                    info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
             runs[info.run_id] = info
+    live = live or {}
     for run_id, states in live.items():
         info = runs.setdefault(run_id, RunInfo(run_id=run_id, state=RunState.UNKNOWN, spec=None))
         info.state = _live_state(states)
@@ -98,6 +108,9 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
         missing = [r for r in run_ids if r not in runs]
         if missing:
             raise RunNotFound(f"no run {missing[0]!r}; `orch ps` lists the runs")
+    if note and say is not None:  # said once the runs are found: an error is the one line a failed ps says
+        say(note)
+    if run_ids:
         return [runs[r] for r in run_ids]
     return sorted(runs.values(), key=lambda r: (r.started or 0, r.run_id))
 
@@ -172,7 +185,7 @@ def read_logs(run_id: Optional[str] = None, selection: logs.LogFilter = logs.Log
 
 def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine: Any = None,
                     paths: Optional[Paths] = None, backend: Optional[Backend] = None
-                    ) -> tuple[str, Iterator[dict[tuple[str, int], Any]]]:
+                    ) -> tuple[str, Generator[dict[tuple[str, int], Any], None, None]]:
     """The run's id and, every ``interval`` seconds while it runs, the latest sample of each replica."""
     run = resolve(paths or default_paths(), run_id)
     backend = _backend(backend, engine, run)
@@ -184,7 +197,7 @@ def stats_snapshots(run_id: Optional[str] = None, interval: float = 1.0, engine:
     if not running:
         raise OrchError(f"run {run_id} has no running containers; `orch collect {run_id}` shows what it recorded")
 
-    def snapshots() -> Iterator[dict[tuple[str, int], Any]]:
+    def snapshots() -> Generator[dict[tuple[str, int], Any], None, None]:
         sampler = Sampler(backend, None, interval).start(running)
         try:
             waited = 0

@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import psutil
 
@@ -63,8 +63,8 @@ class Sampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._files: list[Any] = []
-        self._stats_writer: Optional[csv.DictWriter] = None
-        self._host_writer: Optional[csv.writer] = None
+        self._stats_writer: Optional[csv.DictWriter[str]] = None
+        self._host_writer: Optional[Any] = None  # csv.writer's object, whose class the csv module does not name
 
     def start(self, replicas: list[ReplicaState]) -> "Sampler":
         """Start sampling ``replicas`` and the host."""
@@ -85,7 +85,7 @@ class Sampler:
         self._spawn("orch-stats-host", self._sample_host)
         return self
 
-    def _spawn(self, name: str, target, *args) -> None:
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
         threading.Thread(target=target, args=args, daemon=True, name=name).start()
 
     def _sample_replica(self, container: ReplicaState) -> None:

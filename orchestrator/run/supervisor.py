@@ -185,13 +185,15 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
     elif watch.done >= expected:
         # Every replica wrote its result, and each leaves by itself once all have. One that has not after
         # a moment is stuck in the framework's teardown, which at times idles for half a minute.
-        watch = replace(watch, done_at=watch.done_at if watch.done_at is not None else obs.elapsed)
-        if obs.elapsed - watch.done_at > FINISH_GRACE:
+        done_at = watch.done_at if watch.done_at is not None else obs.elapsed
+        watch = replace(watch, done_at=done_at)
+        if obs.elapsed - done_at > FINISH_GRACE:
             return Decision(Verdict.SUCCEEDED, watch)
     joined = {key for key, stage in watch.stages.items() if stage == "training"}
     if joined >= expected:
-        watch = replace(watch, joined_at=watch.joined_at if watch.joined_at is not None else obs.now)
-        last = max([obs.heartbeats.get(key, 0.0) for key in expected] + [watch.joined_at])
+        joined_at = watch.joined_at if watch.joined_at is not None else obs.now
+        watch = replace(watch, joined_at=joined_at)
+        last = max([obs.heartbeats.get(key, 0.0) for key in expected] + [joined_at])
         if obs.now - last > spec.stall_timeout:
             culprit = f"{_name(paused[0])}'s container is paused" if paused else STUCK
             return _fail(spec, watch, restarts, replica=paused[0] if paused else None, retryable=True,

@@ -55,11 +55,11 @@ def _client(uri: str) -> Any:
 def _experiment(client: Any, name: str, uri: str) -> str:
     found = client.get_experiment_by_name(name)
     if found is not None:
-        return found.experiment_id
+        return str(found.experiment_id)
     location = None
     if uri.startswith("sqlite:///"):  # the embedded store keeps its artifacts beside its database
         location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts" / name).resolve().as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    return str(client.create_experiment(name, artifact_location=location))
 
 
 def _existing(client: Any, experiment_id: str, run_id: str) -> Optional[Any]:
@@ -122,9 +122,9 @@ def log_parent(uri: str, experiment: str, name: str, tags: dict[str, str], param
     experiment_id = _experiment(client, experiment, uri)
     found = client.search_runs([experiment_id], filter_string=f"tags.`orch.sweep` = '{name}'", max_results=1)
     if found:
-        return found[0].info.run_id
+        return str(found[0].info.run_id)
     run = client.create_run(experiment_id, tags={**tags, "orch.sweep": name, "mlflow.runName": name})
     client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in list(params.items())[:100]],
                      tags=[RunTag("orch.complete", "yes")])
     client.set_terminated(run.info.run_id)
-    return run.info.run_id
+    return str(run.info.run_id)

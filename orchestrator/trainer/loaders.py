@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from typing import Any
 import importlib.abc
 import importlib.machinery
 import os
@@ -55,10 +56,10 @@ def served(path: str) -> str:
     return path
 
 
-def wrap(get_file, path: str):
+def wrap(get_file: Any, path: str) -> Any:
     """``get_file`` that hands over ``path`` for Keras' MNIST and defers everything else."""
     @functools.wraps(get_file)
-    def orch_get_file(*args, **kwargs):
+    def orch_get_file(*args: Any, **kwargs: Any) -> Any:
         wanted = kwargs.get("file_hash") or kwargs.get("md5_hash")
         if wanted == KERAS_MNIST_SHA256:
             path_served = served(path)
@@ -66,34 +67,34 @@ def wrap(get_file, path: str):
                   file=sys.stderr, flush=True)
             return path_served
         return get_file(*args, **kwargs)
-    orch_get_file.__orch_served__ = path
+    setattr(orch_get_file, "__orch_served__", path)  # noqa: B010 - a function's own attribute, which types lack
     return orch_get_file
 
 
 class _Loader(importlib.abc.Loader):
     """The module's own loader, and then get_file wrapped."""
 
-    def __init__(self, inner, path: str):
+    def __init__(self, inner: Any, path: str) -> None:
         self.inner, self.path = inner, path
 
-    def create_module(self, spec):
+    def create_module(self, spec: Any) -> Any:
         return self.inner.create_module(spec)
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: Any) -> None:
         self.inner.exec_module(module)
         get_file = getattr(module, "get_file", None)
         if callable(get_file):
             module.get_file = wrap(get_file, self.path)
 
-    def __getattr__(self, name):  # get_source, get_code, ... as the module's own loader answers them
+    def __getattr__(self, name: Any) -> Any:  # get_source, get_code, ... as the module's own loader answers them
         return getattr(self.inner, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = path
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: Any, path: Any = None, target: Any = None) -> Any:
         if name not in GET_FILE_MODULES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -102,7 +103,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def links(environ=os.environ) -> list[tuple[str, str]]:
+def links(environ: Any = os.environ) -> list[tuple[str, str]]:
     """(link, target) of each place a loader looks, where the caches come in the image at ``ORCH_LOADERS_DIR``:
     Keras' cache (``/tmp/.keras``, where it falls back when ``~/.keras`` is not writable) and torchvision's roots
     ``../data`` and ``./data`` of a script run from its own folder (``ORCH_OUTPUT_DIR``)."""
@@ -116,7 +117,7 @@ def links(environ=os.environ) -> list[tuple[str, str]]:
     return out
 
 
-def link(environ=os.environ) -> None:
+def link(environ: Any = os.environ) -> None:
     """Make each of ``links``, unless something is there already (another rank's link, or the user's folder)."""
     for path, target in links(environ):
         if not os.path.lexists(path):
@@ -126,7 +127,7 @@ def link(environ=os.environ) -> None:
                 pass
 
 
-def install(environ=os.environ) -> bool:
+def install(environ: Any = os.environ) -> bool:
     """Serve Keras' MNIST from the file ``ORCH_KERAS_MNIST`` names, if it names one; say whether it did."""
     path = environ.get(ENV_KERAS_MNIST, "")
     if not path or any(isinstance(f, _Finder) for f in sys.meta_path):

@@ -27,7 +27,8 @@ def _reporter() -> Reporter:
     if _state["reporter"] is None:
         _state["reporter"] = Reporter(os.environ.get(contract.ENV_OUT_DIR, contract.OUT_MOUNT),
                                       int(os.environ.get(contract.ENV_WORKER_INDEX, "0")), role_from_env())
-    return _state["reporter"]
+    reporter: Reporter = _state["reporter"]
+    return reporter
 
 
 def started(steps_per_epoch: Optional[int] = None) -> None:
@@ -76,7 +77,7 @@ def result(test_accuracy: float, train_seconds: Optional[float] = None, **figure
     reporter.event(contract.EVENT_DONE, train_seconds=float(train_seconds), test_accuracy=float(test_accuracy))
 
 
-def keras_callback(batch_size: int):
+def keras_callback(batch_size: int) -> Any:
     """A Keras callback that reports each epoch: its logs (loss, accuracy, val_loss, ...), its seconds, and
     the samples this worker trained on, counted as the batches it ran times ``batch_size`` (this worker's
     batch; with steps_per_execution 1, the default, every batch is counted). TensorFlow's trainer holds it."""

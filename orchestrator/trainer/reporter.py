@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from . import contract, rendezvous
 
@@ -46,7 +47,7 @@ class Reporter:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    def event(self, kind: str, **fields) -> None:
+    def event(self, kind: str, **fields: Any) -> None:
         record = {"v": contract.CONTRACT_VERSION, "event": kind, "worker": self.worker, "time": time.time(), **fields}
         if kind in (contract.EVENT_START, contract.EVENT_DONE):  # the CPU this process has used so far: where a
             record["cpu_seconds"] = round(time.process_time(), 3)  # start-up's seconds go (benchmarks/floor.py)
@@ -90,7 +91,7 @@ class Reporter:
             time.sleep(0.05)
         return False
 
-    def write_json(self, name: str, payload: dict) -> None:
+    def write_json(self, name: str, payload: dict[str, Any]) -> None:
         if self.to_stdout:
             self._emit(name, _json(payload, separators=(",", ":")))
             return
@@ -105,7 +106,7 @@ def role_from_env() -> str:
     return os.environ.get(contract.ENV_ROLE, "worker")
 
 
-def job_from_env() -> tuple[dict, int, int, str, str]:
+def job_from_env() -> tuple[dict[str, Any], int, int, str, str]:
     """The training fields, this replica's index and its role's replica count, and the data and output folders."""
     rendezvous.derive(os.environ)  # a no-op unless one pod template serves every replica (Kubernetes)
     job = json.loads(os.environ[contract.ENV_JOB])

@@ -5,7 +5,7 @@ import contextlib
 import os
 import sys
 import time
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 
@@ -23,7 +23,7 @@ def pin(cpus: str | None) -> list[int]:
     strategy exists, so TensorFlow sizes its thread pools to the share. Threads started later inherit it.
     """
     if cpus:
-        wanted = set()
+        wanted: set[int] = set()
         for part in cpus.split(","):
             first, _, last = part.partition("-")
             wanted.update(range(int(first), int(last or first) + 1))
@@ -70,7 +70,8 @@ def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_p
     os.replace(target + ".tmp", target)
 
 
-def leave(reporter: Reporter, result: dict, num_workers: int, wait: Optional[Callable[[], None]] = None) -> None:
+def leave(reporter: Reporter, result: dict[str, Any], num_workers: int,
+          wait: Optional[Callable[[], None]] = None) -> None:
     """Write this worker's result, tell the others, and leave once every worker has written its own (or once
     ``wait``, which waits its own way, returns): never returns.
 

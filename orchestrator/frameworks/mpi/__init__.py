@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import contract
 from orchestrator.frameworks import tensorflow
-from orchestrator.frameworks.base import BenchTransport, Framework, Job
+from orchestrator.frameworks.base import BenchTransport, Framework, Job, options_of
 from orchestrator.frameworks.mpi.options import MpiOptions
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ ENV_PROCS = "ORCH_MPI_PROCS_PER_HOST"  # ranks per container (--procs-per-worker
 
 def transport(spec: Job) -> str:
     """The transport a job's ranks use: ``auto`` is shared memory on one host (Compose), TCP across nodes."""
-    chosen = spec.framework.transport
+    chosen = options_of(spec, MpiOptions).transport
     return chosen if chosen != "auto" else "shm" if spec.backend == "compose" else "tcp"
 
 
@@ -117,7 +117,7 @@ class Mpi(Framework):
     def build_command(self) -> str:
         return tensorflow.FRAMEWORK.build_command()
 
-    def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
+    def build(self, options: Any, engine: Any, paths: Optional["Paths"], say: Any) -> list[Any]:
         return tensorflow.FRAMEWORK.build(options, engine, paths, say)
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,

@@ -6,13 +6,14 @@ whether the harness may then return normally."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
 API = "mpi"
 
 
-def measure(sizes: list[int], iterations: int, warmup: int) -> dict | None:
+def measure(sizes: list[int], iterations: int, warmup: int) -> dict[str, Any] | None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD

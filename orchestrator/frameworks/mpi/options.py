@@ -12,9 +12,9 @@ class MpiOptions(FrameworkOptions):
     """MPI (seed 001's mpi4py strategy): one rank per container; TensorFlow computes the gradients, MPI's
     Allreduce averages them, every rank applies the same update."""
 
-    name: Literal["mpi"] = Field("mpi", description="the framework")
+    name: Literal["mpi"] = Field(default="mpi", description="the framework")
     transport: Literal["auto", "shm", "tcp"] = Field(
-        "auto",
+        default="auto",
         description="How the ranks of --framework mpi reach each other: shm (shared memory: the containers share "
                     "one IPC and PID namespace and a host name, so MPI sees one host; Compose only), tcp (the "
                     "cluster network), or auto: shm on Compose, tcp on Swarm and Kubernetes.",

@@ -23,7 +23,7 @@ def image_ref(kind: str) -> str:
     return f"{IMAGE_REPO}:{__version__}-{kind}"
 
 
-def tf_config(spec: Job, key: Key, addresses: dict[Key, str]) -> Optional[dict]:
+def tf_config(spec: Job, key: Key, addresses: dict[Key, str]) -> Optional[dict[str, Any]]:
     """TF_CONFIG of replica ``key``, or None for a single worker (no cluster at all)."""
     return rendezvous.tf_config(rendezvous.cluster_of(addresses), *key)
 
@@ -91,7 +91,7 @@ class TensorFlow(Framework):
     def build_command(self) -> str:
         return "orch build"
 
-    def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
+    def build(self, options: Any, engine: Any, paths: Optional["Paths"], say: Any) -> list[Any]:
         from orchestrator.images.builder import build
 
         return build(self.recipe(), {kind: image_ref(kind) for kind in IMAGE_KINDS}, base=options.base,

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 API = "tensorflow"
 
 TF_CHUNK = 10
 
 
-def measure(sizes: list[int], iterations: int, warmup: int) -> dict | None:
+def measure(sizes: list[int], iterations: int, warmup: int) -> dict[str, Any] | None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tensorflow as tf
 
@@ -24,9 +25,9 @@ def measure(sizes: list[int], iterations: int, warmup: int) -> dict | None:
     for size in sizes:
         tensor = tf.ones([max(1, size // 4)], dtype=tf.float32)
 
-        @tf.function
-        def chunk():
-            def body(i, acc):
+        @tf.function  # type: ignore[untyped-decorator]  # TensorFlow is Any on the host: none is installed there
+        def chunk() -> Any:
+            def body(i: Any, acc: Any) -> tuple[Any, Any]:
                 reduced = strategy.run(lambda: tf.distribute.get_replica_context().all_reduce("sum", tensor))
                 return i + 1, acc + strategy.experimental_local_results(reduced)[0][0]
             return tf.while_loop(lambda i, _: i < TF_CHUNK, body, (tf.constant(0), tf.constant(0.0)))[1]

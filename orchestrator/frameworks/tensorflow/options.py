@@ -5,15 +5,15 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions, Job, nearest_multiples
+from orchestrator.frameworks.base import TRAINER_ONLY, FrameworkOptions, Job, nearest_multiples
 
 
 class TensorFlowOptions(FrameworkOptions):
     """TensorFlow: the strategy, the step loop, the tf.data pipeline and the all-reduce."""
 
-    name: Literal["tensorflow"] = Field("tensorflow", description="the framework")
+    name: Literal["tensorflow"] = Field(default="tensorflow", description="the framework")
     strategy: Literal["auto", "single", "mirrored", "mwms", "custom", "ps"] = Field(
-        "auto",
+        default="auto",
         description="single: one container, no distribution (the baseline); mirrored: one container, --replicas "
                     "replicas with MirroredStrategy (logical CPU devices here, GPUs where present); mwms: "
                     "MultiWorkerMirroredStrategy, one worker per container; custom: the same with orch's own "
@@ -21,26 +21,33 @@ class TensorFlowOptions(FrameworkOptions):
                     "--parameter-servers servers and --workers workers, each in its own container, training "
                     "asynchronously; auto: single for 1 worker, else mwms.",
     )
-    replicas: int = Field(1, ge=1, le=64, description="Replicas inside the one container of --strategy mirrored.")
-    parameter_servers: int = Field(1, ge=1, le=16,
+    replicas: int = Field(default=1, ge=1, le=64, json_schema_extra=TRAINER_ONLY,
+                          description="Replicas inside the one container of --strategy mirrored.")
+    parameter_servers: int = Field(default=1, ge=1, le=16,
                                    description="Parameter-server containers of --strategy ps; the variables are "
                                                "spread over them.")
-    steps_per_execution: int = Field(50, ge=1, le=10_000, description="Training steps per tf.function call.")
+    steps_per_execution: int = Field(default=50, ge=1, le=10_000, json_schema_extra=TRAINER_ONLY,
+                                     description="Training steps per tf.function call.")
     log_reduction: Literal["epoch", "first", "sum"] = Field(
-        "epoch",
+        default="epoch", json_schema_extra=TRAINER_ONLY,
         description="Per-step metrics: none, read across workers once per epoch (epoch); Keras' steps, which read "
                     "them across workers every step, logs kept local (first) or also all-reduced (sum).",
     )
-    cache: bool = Field(True, description="Keep each worker's shard in memory after the first pass (tf.data cache).",
-                        json_schema_extra={"default_text": "cache"})
-    prefetch: int = Field(-1, ge=-1, le=1024, description="Batches tf.data prepares ahead; -1 = AUTOTUNE, 0 = none.")
+    cache: bool = Field(default=True,
+                        description="Keep each worker's shard in memory after the first pass (tf.data cache).",
+                        json_schema_extra={**TRAINER_ONLY, "default_text": "cache"})
+    prefetch: int = Field(default=-1, ge=-1, le=1024, json_schema_extra=TRAINER_ONLY,
+                          description="Batches tf.data prepares ahead; -1 = AUTOTUNE, 0 = none.")
     shuffle_buffer: int = Field(
-        0, ge=0, le=10_000_000, description="tf.data shuffle buffer in samples; 0 = the whole shard, a full shuffle."
+        default=0, ge=0, le=10_000_000, json_schema_extra=TRAINER_ONLY,
+        description="tf.data shuffle buffer in samples; 0 = the whole shard, a full shuffle."
     )
-    collective: Literal["ring", "auto"] = Field("ring", description="All-reduce implementation.")
-    bytes_per_pack: int = Field(32 * 2**20, ge=0, le=2**31, description="All-reduce packing in bytes.")
+    collective: Literal["ring", "auto"] = Field(default="ring", json_schema_extra=TRAINER_ONLY,
+                                                description="All-reduce implementation.")
+    bytes_per_pack: int = Field(default=32 * 2**20, ge=0, le=2**31, json_schema_extra=TRAINER_ONLY,
+                                description="All-reduce packing in bytes.")
     collective_timeout: float = Field(
-        0, ge=0, le=86_400,
+        default=0, ge=0, le=86_400, json_schema_extra=TRAINER_ONLY,
         description="TensorFlow's own all-reduce timeout (CommunicationOptions); 0 = off. Costs a thread per "
                     "all-reduce for that long, so orch's stall timeout is the default guard.",
     )

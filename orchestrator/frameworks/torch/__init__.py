@@ -125,7 +125,7 @@ class Torch(Framework):
 
         index_download_args(url)
 
-    def build(self, options: Any, engine: Any, paths: "Paths", say: Any) -> list[Any]:
+    def build(self, options: Any, engine: Any, paths: Optional["Paths"], say: Any) -> list[Any]:
         from orchestrator.frameworks.torch.build import build
         from orchestrator.images.wheels import insecure_allowed
 

@@ -6,11 +6,12 @@ whether the harness may then return normally."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 API = "gloo"
 
 
-def measure(sizes: list[int], iterations: int, warmup: int) -> dict | None:
+def measure(sizes: list[int], iterations: int, warmup: int) -> dict[str, Any] | None:
     import torch
     import torch.distributed as dist
 

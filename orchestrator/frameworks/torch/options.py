@@ -5,16 +5,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from orchestrator.frameworks.base import FrameworkOptions, Job
+from orchestrator.frameworks.base import TRAINER_ONLY, FrameworkOptions, Job
 
 
 class TorchOptions(FrameworkOptions):
     """PyTorch (seed 002): DistributedDataParallel over gloo, one rank per container; one container is the serial
     baseline, a plain training loop with no process group. SGD with momentum 0.9."""
 
-    name: Literal["torch"] = Field("torch", description="the framework")
+    name: Literal["torch"] = Field(default="torch", description="the framework")
     batch_per_worker: int = Field(
-        0, ge=0, le=65_536, json_schema_extra={"default_text": "off: --batch-size is the global batch"},
+        default=0, ge=0, le=65_536,
+        json_schema_extra={**TRAINER_ONLY, "default_text": "off: --batch-size is the global batch"},
         description="With --framework torch: each rank's own batch, so the global batch is this times --workers and "
                     "grows with N (the per-process batch of PyTorch's DDP examples); leave --batch-size out with it. "
                     "0 = off: --batch-size is the global batch, split among the ranks, the same work per step for "

@@ -2,11 +2,13 @@
 ranks train with TensorFlow, all-reducing through MPI (``mpi_loop``)."""
 from __future__ import annotations
 
+from typing import Any
+
 from .reporter import Reporter
 from .session import start
 
 
-def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> None:
+def run(reporter: Reporter, job: dict[str, Any], worker: int, num_workers: int, data_dir: str) -> None:
     from .mpi_loop import communicator, train_with_mpi
 
     comm, mpi = communicator(num_workers)

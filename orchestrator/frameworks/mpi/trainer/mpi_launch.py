@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 ENV_HOSTS = "ORCH_MPI_HOSTS"
 ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
@@ -128,7 +128,7 @@ def _lead(hosts: list[str], port: int, command: list[str]) -> int:
             mpiexec.kill()
 
 
-def _end_with(proxy: subprocess.Popen, mpiexec: subprocess.Popen) -> None:
+def _end_with(proxy: subprocess.Popen[bytes], mpiexec: subprocess.Popen[bytes]) -> None:
     """End mpiexec if proxy 0 fails first: mpiexec would wait for its call forever."""
     if proxy.wait() != 0 and mpiexec.poll() is None:
         time.sleep(1.0)  # Hydra ends the job itself when a rank fails; this is for a proxy that never called
@@ -226,7 +226,7 @@ def _follow(leader: str, port: int, index: int) -> list[str]:
         time.sleep(0.2)
 
 
-def rank_env(environ=os.environ) -> dict[str, str]:
+def rank_env(environ: Any = os.environ) -> dict[str, str]:
     """torchrun's names for this rank's place, from what Hydra gives it (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
     MPI_LOCALNRANKS): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE."""
     names = {"RANK": "PMI_RANK", "WORLD_SIZE": "PMI_SIZE", "LOCAL_RANK": "MPI_LOCALRANKID",
@@ -239,7 +239,7 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
-def _relay(pipes: dict[int, int], rank: str, log) -> None:
+def _relay(pipes: dict[int, int], rank: str, log: Any) -> None:
     """The prefixer's loop: each line read from a pipe, prefixed, to its container stream (and the rank's log)."""
     import selectors
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -37,20 +38,20 @@ class _Alone:
 
     rank, size = 0, 1
 
-    def Allreduce(self, _in_place, buffer) -> None:  # noqa: N802 - mpi4py's name
+    def Allreduce(self, _in_place: Any, buffer: Any) -> None:  # noqa: N802 - mpi4py's name
         pass
 
-    def allreduce(self, value):
+    def allreduce(self, value: Any) -> Any:
         return value
 
-    def Bcast(self, buffer, root: int = 0) -> None:  # noqa: N802
+    def Bcast(self, buffer: Any, root: int = 0) -> None:  # noqa: N802
         pass
 
     def Barrier(self) -> None:  # noqa: N802
         pass
 
 
-def communicator(num_workers: int):
+def communicator(num_workers: int) -> tuple[Any, Any]:
     """MPI's world communicator, or a stand-in for a single worker; the rank must be this replica's index."""
     if num_workers == 1:
         return _Alone(), None
@@ -59,7 +60,7 @@ def communicator(num_workers: int):
     return MPI.COMM_WORLD, MPI
 
 
-def meet(comm) -> None:
+def meet(comm: Any) -> None:
     """Wait until every rank is here without holding a core: a non-blocking barrier, tested every QUIET_POLL_S.
 
     For the waits outside the steps, where a rank can be early by seconds (the start, each epoch's end, the
@@ -73,7 +74,7 @@ def meet(comm) -> None:
         time.sleep(QUIET_POLL_S)
 
 
-def allreduce_op(tf):
+def allreduce_op(tf: Any) -> Any:
     """The gradients' sum over the ranks inside the graph, and the seconds the call took: the all-reduce with any
     wait for a rank still computing, measured by each rank, not assumed. MPI must be initialised first (mpi4py is).
 
@@ -84,7 +85,7 @@ def allreduce_op(tf):
     return tf.load_op_library(ALLREDUCE_OP).orch_mpi_allreduce
 
 
-def train_with_mpi(s: Session, comm, mpi) -> None:
+def train_with_mpi(s: Session, comm: Any, mpi: Any) -> None:
     """Train with the MPI loop; write the result from this rank's own weights (never returns)."""
     tf, keras, job, reporter = s.tf, s.keras, s.job, s.reporter
     if comm.size != s.num_workers or comm.rank != s.worker:
@@ -122,11 +123,11 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
     allreduce = allreduce_op(tf) if comm.size > 1 else None
     allreduce_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # this rank's, over the run
 
-    def correct_of(out, y):
+    def correct_of(out: Any, y: Any) -> Any:
         return tf.reduce_sum(tf.cast(tf.equal(tf.argmax(out, 1, output_type=y.dtype), y), tf.float64))
 
     @tf.function
-    def train_steps(batches):
+    def train_steps(batches: Any) -> None:
         # Many steps to one call, as Keras' steps_per_execution: Python's dispatch is paid once per call. The
         # gradients never leave the graph: MPI's Allreduce is an op in it, in step order.
         for k in tf.range(tf.shape(batches)[0]):
@@ -145,7 +146,7 @@ def train_with_mpi(s: Session, comm, mpi) -> None:
                                         tf.cast(tf.shape(y)[0], tf.float64), 0.0, 0.0, 0.0]))
 
     @tf.function
-    def validate(x, y):
+    def validate(x: Any, y: Any) -> None:
         out = net(floats(tf, x), training=False)
         totals.assign_add(tf.stack([0.0, 0.0, 0.0, tf.cast(tf.reduce_sum(per_example(y, out)), tf.float64),
                                     correct_of(out, y), tf.cast(tf.shape(y)[0], tf.float64)]))

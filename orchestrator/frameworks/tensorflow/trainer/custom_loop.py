@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from typing import Any
 
 from . import contract
 from .session import Session
@@ -38,7 +39,7 @@ def train_with_custom_loop(s: Session) -> None:
     if latest:
         checkpoint.restore(latest)
 
-    def train_step(x, y):
+    def train_step(x: Any, y: Any) -> None:
         with tf.GradientTape() as tape:
             logits = net(x, training=True)
             losses = per_example(y, logits)
@@ -51,17 +52,17 @@ def train_with_custom_loop(s: Session) -> None:
         metrics[""][1].update_state(y, logits)
         samples.assign_add(tf.cast(tf.shape(x)[0], tf.int64))
 
-    def test_step(x, y):
+    def test_step(x: Any, y: Any) -> None:
         logits = net(x, training=False)
         metrics["val_"][0].update_state(per_example(y, logits))
         metrics["val_"][1].update_state(y, logits)
 
     @tf.function
-    def run_steps(iterator, steps, step_fn):
+    def run_steps(iterator: Any, steps: Any, step_fn: Any) -> None:
         for _ in tf.range(steps):
             strategy.run(step_fn, args=next(iterator))
 
-    def loop(iterator, total: int, step_fn) -> None:
+    def loop(iterator: Any, total: int, step_fn: Any) -> None:
         beat, chunk = 0.0, job["steps_per_execution"]
         for first in range(0, total, chunk):
             run_steps(iterator, tf.constant(min(chunk, total - first)), step_fn)

@@ -1,6 +1,8 @@
 """Models the trainer can build, and their predictions from one worker's own weights, with no collective."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 MLP_UNITS = (25, 15, 10)
@@ -9,14 +11,14 @@ TEXT_HIDDEN = 32
 LOCAL_LOG = "local_batch"  # the only step log of the default steps: this worker's batch size
 
 
-def _mlp(keras, inputs):
+def _mlp(keras: Any, inputs: Any) -> Any:
     """Seed 000's MLP 784-25-15-10 (ReLU, ReLU, logits)."""
     x = keras.layers.Dense(MLP_UNITS[0], activation="relu")(inputs)
     x = keras.layers.Dense(MLP_UNITS[1], activation="relu")(x)
     return keras.layers.Dense(MLP_UNITS[2], name="logits")(x)
 
 
-def _cnn(keras, inputs):
+def _cnn(keras: Any, inputs: Any) -> Any:
     """Seed 002's CNN: Conv 32 3x3, ReLU, max-pool 2; Conv 64 3x3, ReLU, max-pool 2; Dense 128, ReLU,
     dropout; Dense 10 (logits). Its images come flat (784) and are seen as 28 x 28 x 1. The convolutions
     keep the size ("same" padding), so 7 x 7 x 64 = 3,136 features reach Dense 128, as the seed's
@@ -32,7 +34,7 @@ def _cnn(keras, inputs):
     return keras.layers.Dense(10, name="logits")(x)
 
 
-def _text(keras, inputs, vocabulary: int):
+def _text(keras: Any, inputs: Any, vocabulary: int) -> Any:
     """A small review-sentiment classifier: a token embedding averaged over the review (padding masked),
     one hidden layer, two logits. Pooling rather than a 1-D convolution: a review's sentiment is mostly
     in which words it uses, and pooling keeps a step cheap, so the all-reduce stays what is measured."""
@@ -42,7 +44,7 @@ def _text(keras, inputs, vocabulary: int):
     return keras.layers.Dense(2, name="logits")(x)
 
 
-def architecture(name: str, keras, x_example: np.ndarray, vocabulary: int = 0):
+def architecture(name: str, keras: Any, x_example: np.ndarray, vocabulary: int = 0) -> tuple[Any, Any]:
     """(inputs, logits) of model ``name`` for inputs shaped like ``x_example``'s rows."""
     if name == "text":
         inputs = keras.Input(shape=(x_example.shape[1],), dtype="int32", name="tokens")
@@ -55,7 +57,7 @@ def architecture(name: str, keras, x_example: np.ndarray, vocabulary: int = 0):
     raise ValueError(f"unknown model {name!r}")
 
 
-def build(name: str, keras, tf, x_example: np.ndarray, vocabulary: int = 0, step_logs: bool = False):
+def build(name: str, keras: Any, tf: Any, x_example: np.ndarray, vocabulary: int = 0, step_logs: bool = False) -> Any:
     """Model ``name`` (mlp, cnn or text), counting the samples each replica trains on.
 
     ``step_logs``: use Keras' own steps, which return the metrics' results every step.
@@ -71,7 +73,7 @@ def build(name: str, keras, tf, x_example: np.ndarray, vocabulary: int = 0, step
         metrics and return no logs; the trainer reads the metrics across workers once per epoch instead.
         """
 
-        def train_step(self, data):
+        def train_step(self, data: Any) -> Any:
             if step_logs:
                 logs = super().train_step(data)
                 self.samples_seen.assign_add(tf.cast(tf.shape(data[0])[0], tf.int64))
@@ -85,7 +87,7 @@ def build(name: str, keras, tf, x_example: np.ndarray, vocabulary: int = 0, step
             self.samples_seen.assign_add(tf.cast(tf.shape(x)[0], tf.int64))
             return {LOCAL_LOG: tf.shape(x)[0]}  # Keras' step loop needs some output; this one is local
 
-        def test_step(self, data):
+        def test_step(self, data: Any) -> Any:
             if step_logs:
                 return super().test_step(data)
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -120,7 +122,7 @@ def mlp_logits(weights: list[np.ndarray], x: np.ndarray) -> np.ndarray:
     return x
 
 
-def local_logits(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0,
+def local_logits(name: str, keras: Any, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0,
                  batch: int = 1024) -> np.ndarray:
     """Logits for ``x`` from ``weights`` on this process alone.
 
@@ -141,9 +143,11 @@ def local_logits(name: str, keras, weights: list[np.ndarray], x: np.ndarray, voc
     return np.concatenate([copy(floats(x[i:i + batch]), training=False).numpy() for i in range(0, len(x), batch)])
 
 
-def local_predictions(name: str, keras, weights: list[np.ndarray], x: np.ndarray, vocabulary: int = 0) -> np.ndarray:
+def local_predictions(name: str, keras: Any, weights: list[np.ndarray], x: np.ndarray,
+                      vocabulary: int = 0) -> np.ndarray:
     """Class predictions for ``x`` from ``weights`` on this process alone (``local_logits``)."""
-    return local_logits(name, keras, weights, x, vocabulary).argmax(axis=1)
+    predictions: np.ndarray = local_logits(name, keras, weights, x, vocabulary).argmax(axis=1)
+    return predictions
 
 
 def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:

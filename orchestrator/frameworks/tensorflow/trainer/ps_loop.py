@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ CHECKPOINT_SUBDIR = "ps"
 DATA_SUBDIR = "ps-data"  # under the shared folder: the training split, as fixed-length records
 
 
-def _records(tf, split: tuple, folder: str):
+def _records(tf: Any, split: tuple[np.ndarray, np.ndarray], folder: str) -> Any:
     """Write ``split`` (x, y) as fixed-length records into ``folder``, which every replica mounts at the same
     path, and return a function that reads them back as a dataset on whichever worker runs it.
 
@@ -49,7 +50,7 @@ def _records(tf, split: tuple, folder: str):
         os.replace(paths[name] + ".tmp", paths[name])
     features, x_type = int(np.prod(x.shape[1:])), tf.as_dtype(x.dtype)
 
-    def source():
+    def source() -> Any:
         xs = tf.data.FixedLengthRecordDataset(paths["x"], features * x.itemsize).map(
             lambda r: tf.reshape(tf.io.decode_raw(r, x_type), [features]))
         ys = tf.data.FixedLengthRecordDataset(paths["y"], 4).map(lambda r: tf.io.decode_raw(r, tf.int32)[0])
@@ -58,7 +59,7 @@ def _records(tf, split: tuple, folder: str):
     return source
 
 
-def serve(reporter: Reporter, job: dict) -> None:
+def serve(reporter: Reporter, job: dict[str, Any]) -> None:
     """A parameter server or a worker: start TensorFlow's server and serve the chief until stopped."""
     # A worker or server that loses a peer fails the call at once rather than retrying it: the chief
     # sees the error and orch restarts the group.
@@ -98,19 +99,19 @@ def train_with_ps(s: Session) -> None:
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint)
 
-    def shards():
+    def shards() -> Any:
         return workers, tf.distribute.coordinator.experimental_get_current_worker_index()
 
     make = s.input_fn(*s.train, shuffle=True, shards=shards, source=_records(tf, s.train, os.path.join(
         reporter.out_dir, contract.SHARED_DIR, DATA_SUBDIR)))
 
     @tf.function
-    def per_worker_dataset():
+    def per_worker_dataset() -> Any:
         return strategy.distribute_datasets_from_function(make)
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
 
-    def replica_step(x, y):
+    def replica_step(x: Any, y: Any) -> None:
         with tf.GradientTape() as tape:
             logits = net(x, training=True)
             losses = per_example(y, logits)
@@ -121,7 +122,7 @@ def train_with_ps(s: Session) -> None:
         accuracy_metric.update_state(y, logits)
 
     @tf.function
-    def run_steps(iterator, steps):
+    def run_steps(iterator: Any, steps: Any) -> Any:
         for _ in tf.range(steps):
             strategy.run(replica_step, args=next(iterator))
         # Which worker ran these steps: the figure the per-worker samples are counted from.

@@ -16,12 +16,15 @@ from .reporter import Reporter
 from .worker import leave, pin, write_predictions  # noqa: F401 - the loops take them from here too
 
 
-def inter_op_threads(tf_config: dict) -> int:
+Split = tuple[np.ndarray, np.ndarray]  # a split's (x, y)
+
+
+def inter_op_threads(tf_config: dict[str, Any]) -> int:
     """The fewest inter-op threads a replica of the cluster needs not to deadlock: one per worker, plus one."""
     return len(tf_config["cluster"].get("worker", ())) + 1
 
 
-def _strategy(tf, job: dict):
+def _strategy(tf: Any, job: dict[str, Any]) -> Any:
     """The job's tf.distribute strategy; it must exist before any other TensorFlow op runs."""
     if job["strategy"] in ("single", "mpi"):  # mpi: each rank is a plain process; MPI does the all-reduce
         return tf.distribute.get_strategy()
@@ -47,7 +50,7 @@ def _strategy(tf, job: dict):
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def floats(tf, x):
+def floats(tf: Any, x: Any) -> Any:
     """A batch as the model takes it: images kept as bytes scaled to float32 in [0, 1], in the graph, bit for bit
     what ``data.floats`` gives in NumPy; any other tensor as it is.
 
@@ -66,7 +69,7 @@ class Session:
     """One worker's job, set up: TensorFlow, the strategy, the data split, and the batch arithmetic."""
 
     reporter: Reporter
-    job: dict
+    job: dict[str, Any]
     worker: int
     num_workers: int
     tf: Any
@@ -74,17 +77,17 @@ class Session:
     models: Any
     strategy: Any
     cpus: list[int]
-    train: tuple
-    validation: tuple
-    test: tuple
+    train: Split
+    validation: Split
+    test: Split
     vocabulary: int
     role: str = "worker"
-    epochs_log: list[dict] = field(default_factory=list)
+    epochs_log: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)
 
     @property
     def global_batch(self) -> int:
-        return self.job["global_batch"]
+        return int(self.job["global_batch"])
 
     @property
     def per_worker(self) -> int:
@@ -99,8 +102,8 @@ class Session:
     def val_steps(self) -> int:
         return (len(self.validation[0]) // self.num_workers) // self.per_worker
 
-    def input_fn(self, x: np.ndarray, y: np.ndarray, shuffle: bool, shards: Optional[Callable] = None,
-                 source: Optional[Callable] = None) -> Callable:
+    def input_fn(self, x: np.ndarray, y: np.ndarray, shuffle: bool, shards: Optional[Callable[[], Any]] = None,
+                 source: Optional[Callable[[], Any]] = None) -> Callable[[Any], Any]:
         """The dataset function of a split, for DatasetCreator or distribute_datasets_from_function.
 
         ``shards`` returns (count, index) where the input context does not know them: under ps every
@@ -110,7 +113,7 @@ class Session:
         tf, job, global_batch = self.tf, self.job, self.global_batch
         pixels = x.dtype == np.uint8
 
-        def make(ctx):
+        def make(ctx: Any) -> Any:
             count, index = shards() if shards else (ctx.num_input_pipelines, ctx.input_pipeline_id)
             base = source() if source else tf.data.Dataset.from_tensor_slices((x, y))
             # The only sharding there is: one shard per worker, taken once, then batched per replica.
@@ -152,7 +155,7 @@ class Session:
                 self.reporter.event(contract.EVENT_RESUMED, epoch=epoch)
                 self.reporter.say(f"{self.role} {self.worker} resumed from a checkpoint at epoch {epoch}")
 
-    def epoch_done(self, record: dict) -> None:
+    def epoch_done(self, record: dict[str, Any]) -> None:
         """Log one epoch's figures (global loss and accuracy, this worker's samples and seconds)."""
         self.epochs_log.append(record)
         self.reporter.event(contract.EVENT_EPOCH, epochs=self.job["epochs"], **record)
@@ -162,7 +165,7 @@ class Session:
             f"samples {record['samples']} ({record['seconds']:.2f} s)"
         )
 
-    def finish(self, net, started: float, extra: Optional[dict] = None,
+    def finish(self, net: Any, started: float, extra: Optional[dict[str, Any]] = None,
                wait: Optional[Callable[[], None]] = None) -> None:
         """Evaluate and write this worker's result, wait for every worker's (or call ``wait``, which waits its own
         way), and leave: never returns.
@@ -203,7 +206,7 @@ class Session:
         leave(self.reporter, result, self.num_workers, wait)
 
 
-def start(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> Session:
+def start(reporter: Reporter, job: dict[str, Any], worker: int, num_workers: int, data_dir: str) -> Session:
     """Import TensorFlow, load and split the data, pin this worker, and make the strategy."""
     reporter.event(contract.EVENT_START, stage="importing")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, Optional
 
 from . import contract
 from .reporter import Reporter
@@ -27,13 +28,13 @@ def train_with_fit(s: Session) -> None:
         # has no step logs at all (see model.CountingModel).
         net.distribute_reduction_method = "first" if job["log_reduction"] == "epoch" else job["log_reduction"]
 
-    class Events(keras.callbacks.Callback):
+    class Events(keras.callbacks.Callback):  # type: ignore[name-defined]  # Keras' own, imported at run time
         """Progress, and each epoch's figures: besides its seconds, what of them went to validation, to reading
         the metrics across workers and to the checkpoint, so a run's time can be told apart from its steps'."""
 
         beat = 0.0
         in_epoch = False
-        train_metrics = None
+        train_metrics: Optional[dict[str, Any]] = None
         validation_began = checkpoint_began = 0.0
         validation_seconds = reduction_seconds = 0.0
 
@@ -44,17 +45,17 @@ def train_with_fit(s: Session) -> None:
                 self.beat = now
                 reporter.heartbeat(now)
 
-        def on_train_batch_end(self, batch, logs=None):
+        def on_train_batch_end(self, batch: int, logs: Optional[dict[str, Any]] = None) -> None:
             self._heartbeat()
 
-        def on_test_batch_end(self, batch, logs=None):
+        def on_test_batch_end(self, batch: int, logs: Optional[dict[str, Any]] = None) -> None:
             self._heartbeat()
 
-        def _metrics(self, prefix: str = "") -> dict:
+        def _metrics(self, prefix: str = "") -> dict[str, Any]:
             # Read across workers (an all-reduce per variable), in the same order on every worker.
             return {prefix + m.name: float(m.result()) for m in net.metrics}
 
-        def on_test_begin(self, logs=None):
+        def on_test_begin(self, logs: Optional[dict[str, Any]] = None) -> None:
             # fit() validates after each epoch's training and resets the metrics first: read them now.
             if self.in_epoch:
                 began = time.perf_counter()
@@ -62,17 +63,17 @@ def train_with_fit(s: Session) -> None:
                 self.reduction_seconds += time.perf_counter() - began
                 self.validation_began = time.perf_counter()
 
-        def on_test_end(self, logs=None):
+        def on_test_end(self, logs: Optional[dict[str, Any]] = None) -> None:
             if self.in_epoch:
                 self.validation_seconds = time.perf_counter() - self.validation_began
 
-        def on_epoch_begin(self, epoch, logs=None):
+        def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, Any]] = None) -> None:
             self.in_epoch, self.train_metrics = True, None
             self.validation_seconds = self.reduction_seconds = 0.0
             self.started = time.perf_counter()
             s.resumed(epoch + 1)  # BackupAndRestore skips the epochs its checkpoint already holds
 
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: int, logs: Optional[dict[str, Any]] = None) -> None:
             checkpoint_seconds = time.perf_counter() - marks.epoch_ended  # BackupAndRestore ran in between
             began = time.perf_counter()
             local = strategy.experimental_local_results(net.samples_seen)
@@ -95,12 +96,12 @@ def train_with_fit(s: Session) -> None:
                 # teardown at the end of fit(), which can idle for half a minute.
                 s.finish(net, started)
 
-    class Marks(keras.callbacks.Callback):
+    class Marks(keras.callbacks.Callback):  # type: ignore[name-defined]  # Keras' own, imported at run time
         """Runs before BackupAndRestore at each epoch's end, so Events can time the checkpoint."""
 
         epoch_ended = 0.0
 
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: int, logs: Optional[dict[str, Any]] = None) -> None:
             self.epoch_ended = time.perf_counter()
 
     marks = Marks()
@@ -127,7 +128,7 @@ def train_with_fit(s: Session) -> None:
     s.finish(net, started)  # resumed from a checkpoint that already held every epoch
 
 
-def run(reporter: Reporter, job: dict, worker: int, num_workers: int, data_dir: str) -> None:
+def run(reporter: Reporter, job: dict[str, Any], worker: int, num_workers: int, data_dir: str) -> None:
     """Train this worker with the job's strategy (a parameter server only serves)."""
     if job["strategy"] == "ps" and reporter.role != "chief":
         from .ps_loop import serve

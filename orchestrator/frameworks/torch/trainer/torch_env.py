@@ -14,6 +14,7 @@ import socket
 import struct
 import sys
 import time
+from typing import Any
 
 SIOCGIFADDR = 0x8915
 WAIT = 300.0  # seconds to wait for MASTER_ADDR to resolve: orch's default startup timeout
@@ -51,7 +52,7 @@ def cluster_interface(master: str) -> str | None:
     return _route(master)[1]
 
 
-def set_interface(env=os.environ, wait: float = WAIT) -> str | None:
+def set_interface(env: Any = os.environ, wait: float = WAIT) -> str | None:
     """Set GLOO_SOCKET_IFNAME (unless set) for a job with a MASTER_ADDR; return the interface used. MASTER_ADDR
     may not resolve yet (its container or pod is still starting): try again for up to ``wait`` seconds, then say
     whether the name never resolved or no interface reaches it."""
@@ -73,7 +74,7 @@ def set_interface(env=os.environ, wait: float = WAIT) -> str | None:
             raise RuntimeError(f"no interface of this container reaches MASTER_ADDR {master}; set "
                                "GLOO_SOCKET_IFNAME")
         env["GLOO_SOCKET_IFNAME"] = name
-    return env["GLOO_SOCKET_IFNAME"]
+    return str(env["GLOO_SOCKET_IFNAME"])
 
 
 def main(argv: list[str]) -> int:

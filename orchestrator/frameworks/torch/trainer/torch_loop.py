@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -37,38 +38,38 @@ EVAL_CHUNK = 1024  # samples per evaluation call
 TIMEOUT_MARGIN = 30  # seconds gloo waits beyond orch's own timeouts
 
 
-def _models(torch):
+def _models(torch: Any) -> Any:
     nn, F = torch.nn, torch.nn.functional
 
-    class CNN(nn.Module):
+    class CNN(nn.Module):  # type: ignore[name-defined]  # torch's own, imported at run time
         """Seed 002's CNN: Conv 32 3x3, ReLU, max-pool 2; Conv 64 3x3, ReLU, max-pool 2; Linear 3136 -> 128, ReLU,
         dropout; Linear 128 -> 10. Padding keeps 28 x 28, so 7 x 7 x 64 = 3,136 features reach the first Linear."""
 
         hidden = 128
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
             self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
             self.fc1 = nn.Linear(3136, 128)
             self.fc2 = nn.Linear(128, 10)
 
-        def forward(self, x, mask=None):
+        def forward(self, x: Any, mask: Any = None) -> Any:
             x = F.max_pool2d(F.relu(self.conv1(x.view(-1, 1, 28, 28))), 2)
             x = F.max_pool2d(F.relu(self.conv2(x)), 2)
             h = F.relu(self.fc1(x.flatten(1)))
             return self.fc2(h * mask if mask is not None else h)
 
-    class MLP(nn.Module):
+    class MLP(nn.Module):  # type: ignore[name-defined]  # torch's own, imported at run time
         """Seed 000's MLP: 784 -> 25 -> 15 -> 10, ReLU."""
 
         hidden = 0
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.fc1, self.fc2, self.fc3 = nn.Linear(784, 25), nn.Linear(25, 15), nn.Linear(15, 10)
 
-        def forward(self, x, mask=None):
+        def forward(self, x: Any, mask: Any = None) -> Any:
             return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
     return {"cnn": CNN, "mlp": MLP}
@@ -78,25 +79,25 @@ class _Timing:
     """The gradients' all-reduce per bucket, timed by DDP's communication hook (it runs gloo's all-reduce as
     DDP's default hook does: the bucket divided by the world size, summed over the ranks)."""
 
-    def __init__(self, dist, world: int) -> None:
+    def __init__(self, dist: Any, world: int) -> None:
         self.dist, self.world = dist, world
         self.calls: list[float] = []  # when each bucket of this step was handed over
         self.in_flight: list[float] = []  # each bucket's all-reduce, handed over to done
 
-    def hook(self, _state, bucket):
+    def hook(self, _state: Any, bucket: Any) -> Any:
         began = time.perf_counter()
         self.calls.append(began)
         tensor = bucket.buffer().div_(self.world)
         future = self.dist.all_reduce(tensor, async_op=True).get_future()
 
-        def done(fut):
+        def done(fut: Any) -> Any:
             self.in_flight.append(time.perf_counter() - began)
             return fut.value()[0]
 
         return future.then(done)
 
 
-def _mask(torch, seed: int, epoch: int, step: int, rows: int, hidden: int, rank: int, world: int):
+def _mask(torch: Any, seed: int, epoch: int, step: int, rows: int, hidden: int, rank: int, world: int) -> Any:
     """Dropout's mask of this rank's rows of global batch ``step`` (scaled to keep the expectation)."""
     if not hidden:
         return None
@@ -105,13 +106,13 @@ def _mask(torch, seed: int, epoch: int, step: int, rows: int, hidden: int, rank:
     return keep[rank::world].float() / (1.0 - DROPOUT)
 
 
-def _floats(torch, x):
+def _floats(torch: Any, x: Any) -> Any:
     """A batch as the model takes it: images kept as bytes scaled to float32 in [0, 1], bit for bit what
     ``data.floats`` gives in NumPy (both divide in float32); any other tensor as it is."""
     return x.float().div_(data.PIXEL_SCALE) if x.dtype == torch.uint8 else x
 
 
-def _evaluate(torch, net, x, y, loss_fn) -> tuple[float, int, int, np.ndarray]:
+def _evaluate(torch: Any, net: Any, x: Any, y: Any, loss_fn: Any) -> tuple[float, int, int, np.ndarray]:
     """(summed loss, correct, count, predictions) of ``net`` on (x, y), in bounded pieces."""
     net.eval()
     total, correct, predictions = 0.0, 0, []
@@ -126,7 +127,7 @@ def _evaluate(torch, net, x, y, loss_fn) -> tuple[float, int, int, np.ndarray]:
     return total, correct, len(x), np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
 
 
-def run(reporter: Reporter, job: dict, rank: int, world: int, data_dir: str) -> None:
+def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir: str) -> None:
     """Train, write this rank's result from its own weights, wait for the others and leave (never returns)."""
     reporter.event(contract.EVENT_START, stage="importing")
     if world > 1 and (int(os.environ.get("RANK", "-1")) != rank or int(os.environ.get("WORLD_SIZE", "0")) != world):
