@@ -111,7 +111,7 @@ class ComposeBackend(Backend):
             "pids_limit": spec.pids_limit,
             "cpus": spec.cpus,
             "gpus": spec.gpus,
-            # --shm-size as asked; else enough for MPI's shared memory and for each replica's own need.
+            # --shm-size as asked; else enough for the frameworks' shared memory and for each replica's own need.
             "group_shm_mb": spec.shm_size_mb or max(SHM_MB, *(r.shm_mb for r in plan.replicas)),
             "run_label": LABEL_RUN,
             # Made in stage(), not by Compose: a volume Compose made would start empty, or filled by whichever

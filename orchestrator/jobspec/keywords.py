@@ -139,8 +139,8 @@ class SpecFields(TypedDict, total=False):
     # not. 0 = the engine's default. [default: the engine's, 1450]
     overlay_mtu: int
     # With --backend k8s: job, an Indexed Job with a headless Service (plain Kubernetes); jobset, a JobSet (needs the
-    # JobSet controller), which restarts the whole group itself; trainjob, Kubeflow Trainer v2's TrainJob and its
-    # TrainingRuntime (PyTorch; render only). [default: 'job']
+    # JobSet controller), which restarts the whole group itself; trainjob, Kubeflow Trainer v2's TrainJob and the
+    # runtime orch renders for it (render only). [default: 'job']
     k8s_kind: Literal['job', 'jobset', 'trainjob']
     # With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, so a restarted
     # group resumes; needed for restarts. [default: None]

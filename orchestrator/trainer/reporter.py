@@ -14,7 +14,7 @@ from typing import Any
 from . import contract, rendezvous
 
 
-def _json(payload: dict, **options) -> str:
+def _json(payload: dict[str, Any], **options: Any) -> str:
     """``payload`` as strict JSON: a loss that is NaN (training diverged) or infinite is null, with the reason
     beside it (``contract.finite``), where NaN would make a strict parser refuse the whole record."""
     return json.dumps(contract.finite(payload), allow_nan=False, **options)

@@ -67,7 +67,7 @@ class TensorFlow(Framework):
         cluster = {name: members for name, members in rendezvous.cluster_of(addresses)}
         # The task as rendezvous.tf_config writes it, its type and index the replica's: placeholders.
         config = json.dumps({"cluster": cluster, "task": {"type": macros.ROLE, "index": -1}},
-                            separators=(",", ":"), sort_keys=True)
+                            separators=(",", ":"), sort_keys=True, allow_nan=False)
         return {"TF_CONFIG": config.replace('"index":-1', f'"index":{macros.INDEX}')}
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
