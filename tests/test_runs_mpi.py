@@ -96,7 +96,8 @@ def test_a_users_mpi4py_script_runs_one_rank_per_container(images, orch_env, tmp
     assert [w["exit_code"] for w in json.loads(proc.stdout)["workers"]] == [0, 0, 0]
     # One container: the script runs under mpiexec too, with the rank variables its launcher sets.
     cleanup.append("live-mpi-script-1")
-    script = tmp_path / "ranks.py"
+    (tmp_path / "src").mkdir()
+    script = tmp_path / "src" / "ranks.py"
     script.write_text("import os\nfrom mpi4py import MPI\n"
                       "print('pmi', os.environ['PMI_RANK'], os.environ['PMI_SIZE'], 'mpi', MPI.COMM_WORLD.rank, "
                       "MPI.COMM_WORLD.size, flush=True)\n")

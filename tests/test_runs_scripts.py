@@ -55,7 +55,8 @@ def test_a_scripts_printed_lines_reach_the_terminal_while_it_runs(images, orch_e
     """`orch up` shows each replica's lines as it prints them, prefixed with the replica: the first tick arrives
     while the script still runs, and the last before orch's table."""
     cleanup.append("live-script-lines")
-    script = tmp_path / "ticks.py"
+    (tmp_path / "src").mkdir()
+    script = tmp_path / "src" / "ticks.py"
     script.write_text("import os, sys, time\n"
                       "for i in range(1, 5):\n"
                       "    print(f'tick {i} of rank {os.environ[\"ORCH_WORKER_INDEX\"]}', flush=True)\n"
@@ -79,10 +80,12 @@ def test_a_scripts_printed_lines_reach_the_terminal_while_it_runs(images, orch_e
             assert f"worker-{rank} | tick {i} of rank {rank}" in text
         assert f"worker-{rank} | ticked \\x1b[2J" in text  # a container's bytes reach the terminal inert
     assert "\x1b[2J" not in text and "succeeded" in out
-    quiet = run_orch(["up", "--script", str(script), "--workers", "1", "--quiet", "--run-id", "live-script-lines"],
+    cleanup.append("live-script-quiet")
+    quiet = run_orch(["up", "--script", str(script), "--workers", "1", "--quiet", "--run-id", "live-script-quiet"],
                      orch_env)
     assert quiet.returncode == 0 and "tick" not in quiet.stderr, quiet.stderr
     assert orch_containers("live-script-lines") == [] and orch_networks("live-script-lines") == []
+    assert orch_containers("live-script-quiet") == []
 
 
 def test_a_failing_script_fails_the_run_with_its_exit_code(images, orch_env, cleanup):
