@@ -259,3 +259,13 @@ def test_j_sets_the_containers_and_the_ranks_in_each(tmp_path):
     assert proc.returncode == 0, proc.stderr
     spec = json.loads(proc.stdout)["spec"]
     assert (spec["workers"], spec["procs_per_worker"]) == (3, 2)
+
+
+def test_the_ddp_communication_hook_carries_no_annotation_ddp_would_refuse():
+    """DDP's register_comm_hook refuses a hook whose bucket or return is annotated with anything but torch's own
+    classes; with postponed annotations any annotation is a string, so the hook has none (a live run found it)."""
+    import ast
+
+    source = (ROOT / "orchestrator" / "frameworks" / "torch" / "trainer" / "torch_loop.py").read_text()
+    (hook,) = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef) and node.name == "hook"]
+    assert hook.returns is None and all(arg.annotation is None for arg in hook.args.args)
