@@ -7,7 +7,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Test processes: the live tests share the engine two at a time, or run alone where they need it whole.
 TEST_PROCESSES ?= 2
 
-.PHONY: setup system-deps test-deps images lock demo figures docs bench test clean
+.PHONY: setup system-deps test-deps images lock demo figures docs bench test test-fast clean
 
 $(ORCH): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,8 +76,16 @@ bench: images
 test-deps:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
-test: setup docs test-deps
-	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile
+# The fast tier, before each commit: every test that needs no engine, no image and no network (the spec, the plan,
+# rendering, the rendezvous, the analysis, the CLI's refusals, the docs' figures, mypy --strict), with DOCKER_HOST
+# pointing nowhere. docs/contributing.md has the tiers.
+test-fast: $(ORCH)
+	DOCKER_HOST=unix:///nonexistent $(BIN)/pytest -m "not docker" -n $(TEST_PROCESSES)
+
+# Every tier: the images build in the background while the fast tier and the manual's strict build run, then the
+# live tier (tests marked `docker`) runs on them (tools/test.sh).
+test: setup test-deps
+	BIN=$(BIN) TEST_PROCESSES=$(TEST_PROCESSES) bash tools/test.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info site

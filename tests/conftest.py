@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["tests.tiers"]  # the tiers' rules: a live test that skips in CI fails
+
 # `make test` runs the tests in two processes (pytest-xdist, each test file whole in one of them). They share this
 # engine: live tests of their own runs go side by side, and a test that changes or observes the engine as a whole
 # (a swarm, a second engine, a hidden image, a bound on seconds) runs alone. The locks are files in the folder
@@ -90,14 +92,21 @@ def _alone(item) -> bool:
             or (callspec is not None and "swarm" in callspec.params.values()))
 
 
+NO_ENGINE = "unix:///nonexistent"  # where a test of the fast tier finds the Docker engine: nowhere
+
+
 @pytest.fixture(autouse=True)
-def _engine(request):
-    """Every live test holds the engine, shared or alone (see ENGINE)."""
+def _engine(request, monkeypatch):
+    """Every live test holds the engine, shared or alone (see ENGINE). Every other test runs with DOCKER_HOST pointing
+    nowhere, it and what it starts: a test that reaches for the engine without its `docker` mark fails, in `make
+    test` as in `make test-fast`, so the fast tier needs no engine by construction."""
     if request.node.get_closest_marker("docker") is None:
+        monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
         yield
         return
     with ENGINE.hold(_alone(request.node)):
         yield
+
 
 
 @contextlib.contextmanager

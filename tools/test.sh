@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make test`: the images build in the background while the fast tier runs, then the live tier runs on them.
+#
+# The fast tier (`make test-fast`) needs no engine, no image and no network; the live tier (tests marked `docker`)
+# starts real containers on the images, which the session's fixtures find up to date. Building first and testing
+# after would put the whole build before the first test; side by side, the fast tier and the manual's strict build
+# take the build's waits for the network and the engine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+PROCESSES=${TEST_PROCESSES:-2}
+log=$(mktemp -t orch-build.XXXXXX)
+( "$BIN/orch" build --bootstrap-base && "$BIN/orch" build --framework torch ) >"$log" 2>&1 &
+build=$!
+trap 'kill "$build" 2>/dev/null' INT TERM
+status=0
+started=$(date +%s)
+DOCKER_HOST=unix:///nonexistent "$BIN/pytest" -m "not docker" -n "$PROCESSES" || status=1
+echo "test.sh: the fast tier took $(( $(date +%s) - started )) s"
+NO_MKDOCS_2_WARNING=1 "$BIN/mkdocs" build --strict || status=1
+if ! wait "$build"; then
+    echo "test.sh: building the images failed; its last lines:" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+fi
+echo "test.sh: the images were ready $(( $(date +%s) - started )) s in"
+"$BIN/pytest" -m docker -n "$PROCESSES" --dist loadfile || status=1
+echo "test.sh: $(( $(date +%s) - started )) s in all"
+exit $status
