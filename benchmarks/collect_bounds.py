@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from orchestrator import contract  # noqa: E402
+from orchestrator.analysis import machine  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 from orchestrator.run.records import MAX_EPOCHS  # noqa: E402
 from orchestrator.run.rundir import EVENTS_LIMIT, RunDir, RunInfo, RunState, size_text  # noqa: E402
@@ -140,7 +141,7 @@ def main() -> None:
               f"| {r['peak_rss_mb_median']:.0f} | {r['peak_rss_mb_max']:.0f} | {r['collect_says'] or '-'} |"
               for r in rows]
     print("\n".join(table))
-    result = {"benchmark": "collect_bounds", "python": platform.python_version(), "machine": platform.machine(),
+    result = {"benchmark": "collect_bounds", "python": platform.python_version(), "machine": machine.identity(),
               "cores": os.cpu_count(), "workers": args.workers, "epochs": EPOCHS, "repeats": args.repeats,
               "events_limit": size_text(EVENTS_LIMIT), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)

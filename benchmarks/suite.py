@@ -83,6 +83,12 @@ SUITE: tuple[Bench, ...] = (
     Bench("input-limits", "How long does orch take to read, or refuse, the worst experiment files it accepts?",
           (*PY, "benchmarks/input_limits.py"),
           ("benchmarks/results/input_limits.json", "benchmarks/results/input_limits.md"), 1),
+    Bench("collect-bounds", "Can one worker's records slow `orch collect` or fill its memory? Collect of a run with a "
+          "worker that wrote 0, 4 and 400 MiB of records.", (*PY, "benchmarks/collect_bounds.py", "--repeats", "5"),
+          ("benchmarks/results/collect_bounds.json", "benchmarks/results/collect_bounds.md"), 5),
+    Bench("disk-limit", "How far past --disk-limit do writers get, at several speeds up to as fast as the disk takes "
+          "it, and which limits could the kernel enforce on this engine instead?", (*PY, "benchmarks/disk_limit.py"),
+          ("benchmarks/results/disk_limit.json", "benchmarks/results/disk_limit.md"), 10),
     Bench("disk-watch", "What does one scan of the replicas' folders cost, by the files they left?",
           (*PY, "benchmarks/disk_watch.py"), ("benchmarks/results/disk-watch.json", "benchmarks/results/disk-watch.md"),
           1),

@@ -4,7 +4,10 @@ fake backend and a fake clock: no Docker."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from orchestrator import contract
 from orchestrator.analysis.collect import collect
 from orchestrator.errors import DiskFull, WorkerFailed
+from orchestrator.jobspec import make_spec
 from orchestrator.run import copier, rundir
 from orchestrator.run.rundir import RunDir, RunState
 from tests.fakes import START, FakeBackend, heartbeat, raw_event, trainer
@@ -231,3 +235,78 @@ def test_a_replica_whose_stdout_records_pass_the_limit_is_copied_no_further_and_
         "orch reads no more of its records"]
     [summary] = collect([p.spec.run_id], paths=h.paths)
     assert any("reached orch's limit of 16 KiB" in w for w in summary["warnings"])
+
+
+def test_the_guard_looks_as_often_as_a_scan_allows_and_sooner_as_a_writer_eats_the_headroom():
+    from orchestrator.run import disk
+
+    assert disk.interval(0.0001, headroom=100 << 20, rate=1e6) == disk.EVERY  # cheap, and writing: often
+    assert disk.interval(0.0001, headroom=10 << 20, rate=500e6) == pytest.approx((10 << 20) / 500e6 / 4)
+    assert disk.interval(0.0001, headroom=100 << 20, rate=0.0) == disk.QUIET  # nothing grows
+    assert disk.interval(0.3, headroom=1 << 20, rate=500e6) == pytest.approx(0.3 / disk.SHARE)  # never > SHARE of a core
+    assert disk.interval(0.0001, headroom=None, rate=1e6) == disk.EVERY  # no limit: the floor and the count still
+
+
+def _writer(tmp_path):
+    """A process standing in for a replica: it runs until killed."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_the_guard_kills_every_writer_at_once_through_its_pidfd_and_the_supervisor_names_the_limit(
+        tmp_path, monkeypatch):
+    from orchestrator.run import disk
+
+    (tmp_path / "worker-0").mkdir()
+    proc = _writer(tmp_path)
+    fallback = []
+    monkeypatch.setattr(disk, "_cgroup_names", lambda pid, container: pid == proc.pid)
+    guard = disk.Guard(tmp_path, ["worker-0", "shared"], 1, lambda: {"c0": proc.pid}, lambda: fallback.append(1))
+    guard.start()
+    try:
+        with open(tmp_path / "worker-0" / "junk.bin", "wb") as out:
+            out.write(os.urandom(3 << 20))
+        assert proc.wait(timeout=10) == -9  # SIGKILL, from the guard
+        assert "over --disk-limit 1 MiB" in disk.verdict(guard.latest, 1) and fallback == []
+    finally:
+        guard.stop()
+        proc.kill()
+
+
+def test_the_guard_signals_no_process_that_is_not_the_replicas_and_stops_the_run_another_way(tmp_path, monkeypatch):
+    """A PID the engine named may have been taken by another process before the guard opened it: the guard holds
+    only pidfds of processes in the replica's cgroup, and with none it cancels the run instead."""
+    from orchestrator.run import disk
+
+    (tmp_path / "worker-0").mkdir()
+    bystander = _writer(tmp_path)
+    fallback = []
+    guard = disk.Guard(tmp_path, ["worker-0"], 1, lambda: {"c0": bystander.pid}, lambda: fallback.append(1))
+    guard.start()
+    try:
+        (tmp_path / "worker-0" / "junk.bin").write_bytes(os.urandom(3 << 20))
+        assert guard.first.wait(5)
+        deadline = time.monotonic() + 5
+        while not fallback and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fallback == [1] and bystander.poll() is None  # the run cancelled; the bystander lives
+    finally:
+        guard.stop()
+        bystander.kill()
+
+
+def test_a_replica_the_kernel_stops_at_its_file_size_cap_is_named_as_over_the_disk_limit_and_not_retried():
+    from orchestrator.backends import ReplicaState, Status
+    from orchestrator.run.supervisor import FILE_TOO_LARGE, Observation, Verdict, Watch, decide
+
+    spec = make_spec(workers=2, disk_limit_mb=200, max_restarts=3)
+    states = (ReplicaState("a", "w0", "r", "worker", 0, Status.RUNNING),
+              ReplicaState("b", "w1", "r", "worker", 1, Status.FAILED, exit_code=FILE_TOO_LARGE))
+    decision = decide(spec, Watch(), Observation(states=states, events=(), heartbeats={}, now=1.0, elapsed=1.0))
+    assert decision.verdict == Verdict.FAILED
+    assert decision.message.startswith("worker-1 wrote a file past --disk-limit 200 MiB, and the kernel stopped it")
+    killed = (ReplicaState("a", "w0", "r", "worker", 0, Status.FAILED, exit_code=137), states[1])
+    from orchestrator.run.disk import DiskUse
+
+    over = DiskUse({"worker-0": 300 << 20}, 3, None)
+    judged = decide(spec, Watch(), Observation(states=killed, events=(), heartbeats={}, now=1.0, elapsed=1.0, disk=over))
+    assert judged.verdict == Verdict.FAILED and "over --disk-limit 200 MiB" in judged.message  # not a retry of 137

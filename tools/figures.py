@@ -540,3 +540,32 @@ def bench_index() -> None:
         for entry in figures_fed:
             emit(f"  - {entry}")
         emit("")
+
+
+# -- the disk limit (benchmarks/disk_limit.py) -----------------------------------------------------------------
+def disk_limit_table() -> None:
+    """What writers at several speeds leave under --disk-limit, and which kernel limits this engine offers."""
+    d = data("benchmarks/results/disk_limit.json")
+    limit = d["limit_mib"]
+    rows = [["as fast as the disk takes it" if not r["speed_mb_s"] else f"{r['speed_mb_s']:g} MB/s",
+             f"{r['shape']} ({r['replicas']} replica{'s' if r['replicas'] > 1 else ''})",
+             f"{statistics.median(r['written_mib']):.0f} ({max(r['written_mib']):.0f})",
+             f"{100 * max(r['over_share']):.0f}%", r["containers_left"]] for r in d["rows"]]
+    emit(table(["each replica writes", "shape", f"MiB left under a {limit} MiB limit, median (max)",
+                "over the limit, at most", "containers left"], rows, right=(2, 3, 4)))
+    emit("")
+    emit(table(["a limit the kernel enforces", "here", "what it costs"],
+               [[p["limit"], "works" if p["works"] else "not available", p["cost"]] for p in d["probes"]]))
+
+
+# -- collect against a hostile worker (benchmarks/collect_bounds.py) --------------------------------------------
+def collect_bounds_table() -> None:
+    """`orch collect`'s wall time, CPU and peak memory against how much one worker wrote."""
+    d = data("benchmarks/results/collect_bounds.json")
+    rows = [[f"{r['hostile_mib']:g} MiB" if r["hostile_mib"] else "none (every worker normal)",
+             f"{num(r['wall_s_median'], '.1f')} ({num(r['wall_s_max'], '.1f')})", num(r["cpu_s_median"], ".1f"),
+             f"{num(r['peak_rss_mb_median'], '.0f')} ({num(r['peak_rss_mb_max'], '.0f')})"] for r in d["rows"]]
+    emit(table(["records one worker wrote", "wall s, median (max)", "CPU s", "peak memory MB, median (max)"], rows,
+               right=(1, 2, 3)))
+    emit(f"\n{d['repeats']} repeats of each, a whole `orch collect` process each time, on "
+         f"{machines.describe(d['machine']) if isinstance(d.get('machine'), dict) else d.get('machine')}.")

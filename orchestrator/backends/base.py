@@ -143,6 +143,12 @@ class Backend:
         sentence). None where ``stats_stream`` gives them."""
         return None
 
+    def replica_pids(self, run_id: str) -> dict[str, int]:
+        """The host PID of each running replica's container on this host, by container id, where the engine runs its
+        containers here: the disk guard stops a writer through them at once. {} where it does not (a cluster),
+        and the guard stops the run through ``cancel``."""
+        return {}
+
     def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         """Stop and remove every replica and network of the run; ``grace`` seconds to stop before a kill.
         Each step runs even when an earlier one failed. ``clock`` (``time`` by default) paces any waiting."""

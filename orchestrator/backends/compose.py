@@ -109,6 +109,9 @@ class ComposeBackend(Backend):
             "user": plan.user,
             "memory_mb": spec.memory_mb,
             "pids_limit": spec.pids_limit,
+            # The kernel's own cap on any one file a replica writes (RLIMIT_FSIZE): a writer of one file stops at the
+            # limit exactly, before the disk guard's next look (run/disk.py).
+            "file_size_limit": spec.disk_limit_mb << 20,
             "cpus": spec.cpus,
             "gpus": spec.gpus,
             # --shm-size as asked; else enough for the frameworks' shared memory and for each replica's own need.
@@ -154,6 +157,9 @@ class ComposeBackend(Backend):
 
     def stats_once(self, replica: ReplicaState) -> Optional[Usage]:
         return self.engine.stats_once(replica.id)
+
+    def replica_pids(self, run_id: str) -> dict[str, int]:
+        return self.engine.host_pids(run_id)
 
     def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         try:

@@ -1,30 +1,44 @@
-"""The disk watch: how much a run's replicas have written into the host folders they can write, and how much
-space is left on the disk that holds the runs.
+"""The disk guard: how much a run's replicas have written into the host folders they can write, how much space is
+left on the disk that holds the runs, and the stop of every writer once they pass ``--disk-limit``.
 
-The replicas' own folders and the shared folder are bind mounts with no quota, so a container could fill the
-disk every run and result lives on. The runner measures them every ``EVERY`` seconds (less often where a scan
-is slow: ``interval``); the supervisor stops
-the run when they pass ``--disk-limit`` or when the free space falls below the floor. The scan never follows
-a link and stops early, so a tree of millions of files costs at most ``MAX_ENTRIES`` looks.
+The replicas' own folders and the shared folder are bind mounts. No quota this engine can set binds them:
+``--storage-opt size`` needs overlay2 on XFS with project quotas (this driver is fuse-overlayfs), the runs' ext4 has
+no project quotas, a loop-mounted file system needs root, and a size-limited tmpfs holds its bytes in the
+replica's memory and loses them when the replica ends (benchmarks/disk_limit.py measures each). So the kernel
+bounds what it can: each replica's files are capped at the limit (RLIMIT_FSIZE: a writer of one file stops at the
+limit exactly), and a guard thread measures the folders (``measure``) as often as a scan's cost allows, more often
+as the write rate eats the headroom (``interval``), and at the limit kills every replica's processes at once,
+through pidfds opened when the attempt started (``Guard``), before the supervisor ends the run in one line. The
+scan never follows a link and stops early, so a tree of millions of files costs at most ``MAX_ENTRIES`` looks.
 """
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-EVERY = 1.0  # seconds between two measurements, at least
+EVERY = 0.05  # seconds between two measurements while they are cheap: a writer at 500 MB/s gets 25 MB in between
+QUIET = 0.25  # ... and at most this long, however slowly the replicas write
 SHARE = 0.05  # at most this share of one core: a scan that took t seconds waits t / SHARE before the next
 MAX_ENTRIES = 200_000  # files and folders one scan looks at; more fail the run
+FIRST_WAIT = 5.0  # seconds the supervisor waits for an attempt's first measurement, at most
 DEFAULT_FLOOR_MB = 1024  # free space orch keeps on the runs' disk; ORCH_DISK_FLOOR_MB changes it
 
 
-def interval(scan_seconds: float) -> float:
-    """Seconds from one scan to the next: EVERY, or longer where the replicas left so many files that scanning
-    them every EVERY seconds would take more than SHARE of a core."""
-    return max(EVERY, scan_seconds / SHARE)
+def interval(scan_seconds: float, headroom: Optional[int] = None, rate: float = 0.0) -> float:
+    """Seconds from one scan to the next. As often as SHARE of a core allows (a scan that took t waits at least
+    t / SHARE), and within that: EVERY while the replicas write; a quarter of the time the write ``rate`` (bytes per
+    second) needs to eat the ``headroom`` left under the limit, when that is sooner; QUIET while nothing grows."""
+    cost = scan_seconds / SHARE
+    if rate <= 0:
+        return max(cost, QUIET if headroom is None or headroom > 0 else EVERY)
+    wanted = EVERY if headroom is None else min(EVERY, max(headroom, 0) / rate / 4)
+    return max(cost, wanted)
 
 
 def floor_bytes() -> int:
@@ -113,3 +127,100 @@ def verdict(use: DiskUse, limit_mb: int) -> Optional[str]:
                 f"{floor >> 20} MiB (ORCH_DISK_FLOOR_MB); the replicas were stopped so the host keeps working; "
                 "free some space, or point ORCH_RUNS_DIR at a larger disk")
     return None
+
+
+Stop = Callable[[], None]
+
+
+class Guard:
+    """Measures a run's folders from a thread of its own while an attempt runs, and at the first verdict
+    (``verdict``: the limit, the files' count, the disk's floor) stops every writer at once: SIGKILL through the
+    pidfds of the replicas' processes (``pids``: the backend's ``replica_pids``), opened when the guard starts so
+    that no other process that takes a freed PID is ever signalled; ``fallback`` (a cancel with no grace) where it
+    has none. The supervisor reads ``latest`` and ends the run with the verdict."""
+
+    def __init__(self, run_path: Path, folders: list[str], limit_mb: int, pids: Callable[[], dict[str, int]],
+                 fallback: Stop) -> None:
+        self.run_path, self.folders, self.limit_mb = run_path, folders, limit_mb
+        self.pids, self.fallback = pids, fallback
+        self.latest: Optional[DiskUse] = None
+        self.first = threading.Event()  # set once the first measurement is in ``latest``
+        self.stopped_at: Optional[float] = None  # when the writers were stopped (monotonic), if they were
+        self._done = threading.Event()
+        self._fds: dict[str, int] = {}
+        self.thread = threading.Thread(target=self._run, name="orch-disk-guard", daemon=True)
+
+    def start(self) -> "Guard":
+        self._open()
+        self.thread.start()
+        return self
+
+    def _open(self) -> None:
+        """A pidfd for each replica's process not held yet: it names that process, never a later one of its PID."""
+        try:
+            pids = self.pids()
+        except Exception:  # noqa: BLE001 - the engine's hiccup costs the fast stop, not the guard
+            return
+        for container, pid in pids.items():
+            if container in self._fds:
+                continue
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # gone already
+                continue
+            if _cgroup_names(pid, container):
+                self._fds[container] = fd
+            else:  # the PID was taken by another process between the engine's answer and the open
+                os.close(fd)
+
+    def _run(self) -> None:
+        limit = self.limit_mb << 20 or None
+        before: Optional[tuple[float, int]] = None
+        opened = time.monotonic()
+        while not self._done.is_set():
+            took = time.perf_counter()
+            use = measure(self.run_path, self.folders, stop_at=limit)
+            took = time.perf_counter() - took
+            self.latest = use
+            self.first.set()
+            if verdict(use, self.limit_mb) is not None:
+                self.stop_writers()
+                return
+            now = time.monotonic()
+            rate = (use.total - before[1]) / (now - before[0]) if before and now > before[0] else 0.0
+            before = (now, use.total)
+            if now - opened >= 1.0:  # replicas that started late (a group restarted by hand, a slow engine)
+                self._open()
+                opened = now
+            self._done.wait(interval(took, None if limit is None else limit - use.total, rate))
+
+    def stop_writers(self) -> None:
+        """SIGKILL every replica's processes now (its PID namespace's first process: the kernel ends the rest)."""
+        self.stopped_at = time.monotonic()
+        signalled = False
+        for fd in self._fds.values():
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+                signalled = True
+            except OSError:  # ended already, or not ours to signal
+                continue
+        if not signalled:
+            self.fallback()
+
+    def stop(self) -> None:
+        """End the guard (the attempt is over) and close its pidfds."""
+        self._done.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(5)
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _cgroup_names(pid: int, container: str) -> bool:
+    """Whether process ``pid`` runs in the container ``container`` (its cgroup path names the container's id)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", "rb") as f:
+            return container.encode() in f.read(1 << 16)
+    except OSError:
+        return False

@@ -99,14 +99,20 @@ class _Attempt:
                 self.say(f"{key[0]}-{key[1]}: {line}; orch reads no more of its records")
         return events
 
-    def watch(self, restarts: int) -> Decision:
+    def guard(self) -> disk.Guard:
+        """The disk guard of this attempt, measuring from now and stopping every writer at the limit."""
+        spec = self.p.spec
+        folders = [f"{role}-{index}" for role, index in spec.replica_keys()] + [contract.SHARED_DIR]
+        return disk.Guard(self.run.path, folders, spec.disk_limit_mb, lambda: self.backend.replica_pids(spec.run_id),
+                          lambda: self.backend.cancel(spec.run_id, self.p.artifact_file, grace=0)).start()
+
+    def watch(self, restarts: int, guard: disk.Guard) -> Decision:
         keys = self.p.spec.reporting_keys()
         clock = self.clock
         launched = clock.monotonic()
         state = Watch()
-        folders = [f"{role}-{index}" for role, index in self.p.spec.replica_keys()] + [contract.SHARED_DIR]
-        limit = self.p.spec.disk_limit_mb << 20 or None
-        next_scan = clock.monotonic()
+        guard.first.wait(disk.FIRST_WAIT)  # a run that filled the disk before its first poll is judged on it
+        seen = None
         while True:
             if self.copier is not None:
                 states = self.backend.states(self.p.spec.run_id)
@@ -116,11 +122,8 @@ class _Attempt:
                 states = self.backend.states(self.p.spec.run_id)
             self._states_seen(states)
             now = clock.time()  # a heartbeat is never later than now (RunDir.heartbeat)
-            use = None
-            if clock.monotonic() >= next_scan:
-                took = time.perf_counter()
-                use = disk.measure(self.run.path, folders, stop_at=limit)
-                next_scan = clock.monotonic() + disk.interval(time.perf_counter() - took)
+            use = guard.latest if guard.latest is not seen else None  # each measurement judged once
+            seen = guard.latest
             obs = Observation(states=tuple(states), events=events,
                               heartbeats={key: self.run.heartbeat(key, now) for key in keys},
                               now=now, elapsed=clock.monotonic() - launched, disk=use)
@@ -279,6 +282,7 @@ def apply(
     sampler: Optional[Sampler] = None
     attempt = _Attempt(p, backend, run, on_event, poll, clock, on_state, say)
     streamer: Optional[logs.Streamer] = None
+    guard: Optional[disk.Guard] = None
     try:
         applied = time.time()
         backend.apply(p, p.artifact_file)
@@ -294,7 +298,9 @@ def apply(
                     sampler = Sampler(backend, run.path, stats_interval).start(states)
                 if on_line:
                     streamer = logs.Streamer(backend, states, on_line, since=applied).start()
-            decision = attempt.watch(len(info.restarts))
+            guard = attempt.guard()
+            decision = attempt.watch(len(info.restarts), guard)
+            guard.stop()
             if streamer is not None:
                 streamer.stop()  # the lines the replicas wrote last, before the verdict is told
             if decision.verdict == Verdict.SUCCEEDED:
@@ -338,6 +344,8 @@ def apply(
     finally:
         try:
             try:
+                if guard is not None:
+                    guard.stop()
                 if sampler is not None:
                     sampler.stop()
             finally:  # the finish runs, and writes the record, whatever stopping the sampler met

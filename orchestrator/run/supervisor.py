@@ -8,6 +8,7 @@ module touches an engine or a file, so every failure path is testable with made-
 from __future__ import annotations
 
 import enum
+import signal
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -17,6 +18,7 @@ from orchestrator.run import disk
 from orchestrator.run.disk import DiskUse
 
 FINISH_GRACE = 2.0  # seconds a replica may take to exit after every result is written
+FILE_TOO_LARGE = 128 + signal.SIGXFSZ.value  # a replica the kernel stopped at its file size cap (RLIMIT_FSIZE)
 STARVED_SHARE = 0.9  # a working set at this share of the limit counts as starved
 PINNED_SHARE = 0.98  # so does a charge (working set and page cache) held at the limit by reclaim
 STUCK = "a worker is stuck (see `orch logs`)"
@@ -156,6 +158,15 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
     present = {s.key for s in obs.states}
     paused = sorted(s.key for s in obs.states if s.status == Status.PAUSED)
     failed = first_failure(obs.states)
+    # The disk first: the guard kills every writer at the limit (exit 137, which alone would look retryable).
+    too_much = disk.verdict(obs.disk, spec.disk_limit_mb) if obs.disk is not None else None
+    if too_much is not None:  # the host's disk matters more than the run: never retried
+        return Decision(Verdict.FAILED, watch, message=too_much)
+    if failed is not None and failed.exit_code == FILE_TOO_LARGE and spec.disk_limit_mb:
+        return Decision(Verdict.FAILED, watch, replica=failed.key, failed=failed, exit_code=failed.exit_code,
+                        message=f"{failed.label} wrote a file past --disk-limit {spec.disk_limit_mb} MiB, and the "
+                                f"kernel stopped it (signal {signal.SIGXFSZ.value}, exit {failed.exit_code}){others}; "
+                                "raise --disk-limit if the job needs it")
     if failed is not None:
         message = f"{failed.label} {describe_exit(failed)}{others}"
         if paused:
@@ -163,9 +174,6 @@ def decide(spec: JobSpec, watch: Watch, obs: Observation, restarts: int = 0) -> 
                        f"{describe_exit(failed)} when the all-reduce timed out{others}")
         return _fail(spec, watch, restarts, replica=failed.key, failed=failed, message=message,
                      exit_code=failed.exit_code, retryable=retryable(failed))
-    too_much = disk.verdict(obs.disk, spec.disk_limit_mb) if obs.disk is not None else None
-    if too_much is not None:  # the host's disk matters more than the run: never retried
-        return Decision(Verdict.FAILED, watch, message=too_much)
     if not everyone <= present:
         gone = sorted(everyone - present)[0]
         return _fail(spec, watch, restarts, replica=gone, retryable=True,
