@@ -92,6 +92,9 @@ SUITE: tuple[Bench, ...] = (
     Bench("disk-watch", "What does one scan of the replicas' folders cost, by the files they left?",
           (*PY, "benchmarks/disk_watch.py"), ("benchmarks/results/disk-watch.json", "benchmarks/results/disk-watch.md"),
           1),
+    Bench("ci-time", "How long do the tests take: make test-fast (cold and warm), and bash .ci/run from a clean clone "
+          "with nothing cached, as CI runs it?", (*PY, "benchmarks/ci_time.py", "--cold"),
+          ("benchmarks/results/ci.json", "benchmarks/results/ci.md"), 20, root=True),
     Bench("swarm-nodes", "Does a job run across a two-node swarm, and how long does each step take?",
           (*PY, "benchmarks/swarm_nodes.py"), ("benchmarks/results/swarm-nodes.json", "benchmarks/results/swarm-nodes.md"),
           3, root=True),

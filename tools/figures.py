@@ -569,3 +569,28 @@ def collect_bounds_table() -> None:
                right=(1, 2, 3)))
     emit(f"\n{d['repeats']} repeats of each, a whole `orch collect` process each time, on "
          f"{machines.describe(d['machine']) if isinstance(d.get('machine'), dict) else d.get('machine')}.")
+
+
+# -- how long the tests take (benchmarks/ci_time.py) ---------------------------------------------------------
+CI = "benchmarks/results/ci.json"
+
+
+def test_times_table() -> None:
+    """make test-fast (a clean clone's first run and the next) and .ci/run from a clean clone, as measured."""
+    d = data(CI)
+    rows = [[f"`make test-fast`, {f['run']}", f"{f['seconds']:.0f} s", f["pytest"] or "—"] for f in d["fast"]]
+    if "ci" in d:
+        ci = d["ci"]
+        stages = "; ".join(f"{s['stage']} {s['seconds']:.0f} s" for s in ci.get("stages", []))
+        rows.append([f"`bash .ci/run`, a clean clone{' with nothing cached' if ci.get('cold') else ''}",
+                     f"{ci['seconds'] / 60:.1f} min", f"{ci['pytest']}" + (f" ({stages})" if stages else "")])
+    emit(table(["what", "took", "pytest"], rows, right=(1,)))
+    emit(f"\nOn {machines.describe(d['machine'])}, commit {d['commit']}: `python benchmarks/ci_time.py --cold`.")
+
+
+def slowest_tests_table(which: str = "ci") -> None:
+    """The ten slowest test phases of a measured run, from pytest's own durations."""
+    d = data(CI)
+    rows = d["ci"]["slowest"] if which == "ci" else d["fast"][0]["slowest"]
+    emit(table(["seconds", "phase", "test"], [[f"{r['seconds']:.1f}", r["phase"], f"`{r['test']}`"] for r in rows],
+               right=(0,)))
