@@ -262,8 +262,7 @@ def _experiment(name: str) -> tuple[list[dict], dict, Any]:
     from orchestrator.experiments.file import load
 
     cells = data(f"experiments/results/{name}/cells.json")
-    READ.append(f"experiments/{name}.yaml")
-    experiment = load(ROOT / "experiments" / f"{name}.yaml")
+    experiment = load(ROOT / "experiments" / f"{name}.yaml")  # the file's axis and baseline: the study, not data
     return metrics.aggregate(cells, experiment.report.scale, experiment.report.baseline), cells, experiment
 
 
@@ -536,7 +535,7 @@ def bench_index() -> None:
         emit(f"- **Command:** `{b.shown()}` (about {b.minutes} min on 2 cores{'; needs root' if b.root else ''})")
         emit("- **Writes:** " + ", ".join(f"[{w}]({link(w.rstrip('/'))})" for w in b.writes))
         figures_fed = fed.get(b.name, [])
-        emit("- **Feeds:** " + ("none of the docs' figures (a reference result)" if not figures_fed else ""))
+        emit("- **Feeds:**" + (" none of the docs' figures (a reference result)" if not figures_fed else ""))
         for entry in figures_fed:
             emit(f"  - {entry}")
         emit("")
