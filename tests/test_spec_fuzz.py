@@ -56,7 +56,7 @@ def _check_plan(spec: JobSpec) -> None:
         assert set(service) <= {"image", "hostname", "networks", "network_mode", "depends_on", "user", "init",
                                 "restart", "stop_grace_period", "environment", "labels", "volumes", "read_only",
                                 "tmpfs", "cap_drop", "security_opt", "logging", "mem_limit", "pids_limit", "cpus", "cpuset",
-                                "deploy"}
+                                "deploy", "ulimits"}
 
 
 @FUZZ
