@@ -294,6 +294,34 @@ def test_the_guard_signals_no_process_that_is_not_the_replicas_and_stops_the_run
         bystander.kill()
 
 
+def test_a_writer_that_starts_between_two_scans_is_seen_within_the_free_space_sentinel(tmp_path):
+    """The guard has seen nothing grow, so its next scan is QUIET away; a burst into the page cache (gigabytes a
+    second) still stops within a few of its 10 ms looks at the free space, far below what a quarter-second gives."""
+    from orchestrator.run import disk
+
+    (tmp_path / "worker-0").mkdir()
+    stopped = []
+    guard = disk.Guard(tmp_path, ["worker-0"], 64, dict, lambda: stopped.append(time.monotonic()))
+    guard.start()
+    try:
+        assert guard.first.wait(5)
+        time.sleep(disk.QUIET / 2)  # mid-wait: a scan now comes only through the sentinel
+        block, written, crossed = os.urandom(1 << 20), 0, None
+        while not stopped and written < 256 << 20:
+            with open(tmp_path / "worker-0" / f"junk-{written >> 20}.bin", "wb") as out:
+                out.write(block)
+            written += 1 << 20
+            if crossed is None and written >= 64 << 20:
+                crossed = time.monotonic()
+        deadline = time.monotonic() + 5
+        while not stopped and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert stopped and crossed is not None and guard.latest is not None and disk.verdict(guard.latest, 64)
+        assert stopped[0] - crossed < disk.QUIET / 4, "stopped at the next scan's turn, not by the sentinel"
+    finally:
+        guard.stop()
+
+
 def test_a_replica_the_kernel_stops_at_its_file_size_cap_is_named_as_over_the_disk_limit_and_not_retried():
     from orchestrator.backends import ReplicaState, Status
     from orchestrator.run.supervisor import FILE_TOO_LARGE, Observation, Verdict, Watch, decide

@@ -289,9 +289,14 @@ def test_full_disk_in_the_runs_folder(images, orch_env, tmp_path):
     try:
         subprocess.run(["dd", "if=/dev/zero", f"of={full}/filler", "bs=4k", "count=64"], capture_output=True)
         orch_env["ORCH_RUNS_DIR"] = str(full / "runs")
-        proc = run_orch(["up", "--dataset", "synthetic", "--samples", "6000", "--run-id", "diskfull"], orch_env)
-        assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.strip().splitlines()[-1].startswith("orch: error: no space left in")
-        assert not (full / "runs" / "diskfull").exists() and orch_containers("diskfull") == []
+        up = ["up", "--dataset", "synthetic", "--samples", "6000", "--run-id", "diskfull"]
+        # Below orch's free-space floor, nothing starts; with no floor, the first write that finds no space says so.
+        for floor, said in ((None, "orch: error: the disk that holds the runs has 0 MiB free, below orch's floor"),
+                            ("0", "orch: error: no space left in")):
+            env = orch_env if floor is None else {**orch_env, "ORCH_DISK_FLOOR_MB": floor}
+            proc = run_orch(up, env)
+            assert proc.returncode == 2, proc.stderr
+            assert proc.stderr.strip().splitlines()[-1].startswith(said), proc.stderr
+            assert not (full / "runs" / "diskfull").exists() and orch_containers("diskfull") == []
     finally:
         subprocess.run(["umount", str(full)], check=True)

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 EVERY = 0.05  # seconds between two measurements while they are cheap: a writer at 500 MB/s gets 25 MB in between
 QUIET = 0.25  # ... and at most this long, however slowly the replicas write
+SENTINEL = 0.01  # seconds between two looks at the free space in between: about 1% of a core
 SHARE = 0.05  # at most this share of one core: a scan that took t seconds waits t / SHARE before the next
 MAX_ENTRIES = 200_000  # files and folders one scan looks at; more fail the run
 FIRST_WAIT = 5.0  # seconds the supervisor waits for an attempt's first measurement, at most
@@ -118,7 +119,7 @@ def verdict(use: DiskUse, limit_mb: int) -> Optional[str]:
     if use.entries > MAX_ENTRIES:
         return (f"the replicas wrote more than {MAX_ENTRIES:,} files and folders into the run's folders "
                 f"(most under {use.largest()}/); the replicas were stopped")
-    if limit_mb and use.total > limit_mb << 20:
+    if limit_mb and use.total >= limit_mb << 20:  # at the limit: a file the kernel capped there is at it exactly
         return (f"the replicas wrote {use.total / 2**20:,.0f} MiB or more into the run's folders (most in "
                 f"{use.largest()}/, {use.written[use.largest()] / 2**20:,.0f} MiB), over --disk-limit {limit_mb} "
                 "MiB; the replicas were stopped; raise --disk-limit if the job needs it")
@@ -135,24 +136,31 @@ Stop = Callable[[], None]
 class Guard:
     """Measures a run's folders from a thread of its own while an attempt runs, and at the first verdict
     (``verdict``: the limit, the files' count, the disk's floor) stops every writer at once: SIGKILL through the
-    pidfds of the replicas' processes (``pids``: the backend's ``replica_pids``), opened when the guard starts so
-    that no other process that takes a freed PID is ever signalled; ``fallback`` (a cancel with no grace) where it
-    has none. The supervisor reads ``latest`` and ends the run with the verdict."""
+    pidfds of the replicas' processes (``pids``: the backend's ``replica_pids``), so that no other process that takes
+    a freed PID is ever signalled; ``fallback`` (a cancel with no grace) where it holds none. The guard starts before
+    the replicas do; a second thread looks for their processes (an engine round trip each time) until it holds one
+    pidfd per replica (``replicas``), then once a second, so the measurements never wait on the engine. The
+    supervisor reads ``latest`` and ends the run with the verdict."""
 
     def __init__(self, run_path: Path, folders: list[str], limit_mb: int, pids: Callable[[], dict[str, int]],
-                 fallback: Stop) -> None:
+                 fallback: Stop, replicas: int = 0) -> None:
         self.run_path, self.folders, self.limit_mb = run_path, folders, limit_mb
         self.pids, self.fallback = pids, fallback
+        self.replicas = replicas
         self.latest: Optional[DiskUse] = None
         self.first = threading.Event()  # set once the first measurement is in ``latest``
+        self._measured = threading.Condition()
+        self._began = 0.0  # when the measurement in ``latest`` began (monotonic)
         self.stopped_at: Optional[float] = None  # when the writers were stopped (monotonic), if they were
         self._done = threading.Event()
         self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()  # over _fds: the opener adds, a stop signals, the end closes
         self.thread = threading.Thread(target=self._run, name="orch-disk-guard", daemon=True)
+        self.opener = threading.Thread(target=self._open_while_running, name="orch-disk-guard-pids", daemon=True)
 
     def start(self) -> "Guard":
-        self._open()
         self.thread.start()
+        self.opener.start()
         return self
 
     def _open(self) -> None:
@@ -162,26 +170,35 @@ class Guard:
         except Exception:  # noqa: BLE001 - the engine's hiccup costs the fast stop, not the guard
             return
         for container, pid in pids.items():
-            if container in self._fds:
-                continue
-            try:
-                fd = os.pidfd_open(pid)
-            except OSError:  # gone already
-                continue
-            if _cgroup_names(pid, container):
-                self._fds[container] = fd
-            else:  # the PID was taken by another process between the engine's answer and the open
-                os.close(fd)
+            with self._lock:
+                if container in self._fds or self._done.is_set():
+                    continue
+                try:
+                    fd = os.pidfd_open(pid)
+                except OSError:  # gone already
+                    continue
+                if _cgroup_names(pid, container):
+                    self._fds[container] = fd
+                else:  # the PID was taken by another process between the engine's answer and the open
+                    os.close(fd)
+
+    def _open_while_running(self) -> None:
+        while not self._done.is_set() and self.stopped_at is None:
+            self._open()
+            with self._lock:
+                missing = len(self._fds) < self.replicas
+            self._done.wait(EVERY if missing else 1.0)  # replicas that start late: a slow engine, a restart by hand
 
     def _run(self) -> None:
         limit = self.limit_mb << 20 or None
         before: Optional[tuple[float, int]] = None
-        opened = time.monotonic()
         while not self._done.is_set():
-            took = time.perf_counter()
+            began, took = time.monotonic(), time.perf_counter()
             use = measure(self.run_path, self.folders, stop_at=limit)
             took = time.perf_counter() - took
-            self.latest = use
+            with self._measured:
+                self.latest, self._began = use, began
+                self._measured.notify_all()
             self.first.set()
             if verdict(use, self.limit_mb) is not None:
                 self.stop_writers()
@@ -189,32 +206,66 @@ class Guard:
             now = time.monotonic()
             rate = (use.total - before[1]) / (now - before[0]) if before and now > before[0] else 0.0
             before = (now, use.total)
-            if now - opened >= 1.0:  # replicas that started late (a group restarted by hand, a slow engine)
-                self._open()
-                opened = now
-            self._done.wait(interval(took, None if limit is None else limit - use.total, rate))
+            headroom = None if limit is None else limit - use.total
+            self._until_next(use, headroom, earliest=took / SHARE, latest=interval(took, headroom, rate))
+
+    def _until_next(self, use: DiskUse, headroom: Optional[int], earliest: float, latest: float) -> None:
+        """Wait for the next scan: ``latest`` seconds, or less once the disk's free space (one statvfs, a few
+        microseconds) has fallen by a quarter of what is left under the limit or above the floor, but never less
+        than ``earliest`` (the scan's cost). Writes into the page cache run at gigabytes a second: a replica that
+        starts writing between two scans is seen within SENTINEL, not at the next scan."""
+        if self._done.wait(earliest):
+            return
+        left = [headroom] if headroom is not None else []
+        if use.free is not None:
+            left.append(use.free - use.floor)
+        trigger = max(min(left) // 4, 1 << 20) if left else None
+        deadline = time.monotonic() + max(latest - earliest, 0.0)
+        while not self._done.is_set():
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            time.sleep(min(SENTINEL, deadline - now))
+            free = _free(self.run_path)
+            if trigger is not None and use.free is not None and free is not None and use.free - free >= trigger:
+                return
+
+    def measured_since(self, moment: float, timeout: float = FIRST_WAIT) -> Optional[DiskUse]:
+        """The first measurement that began at ``moment`` (monotonic) or later, waiting up to ``timeout`` for it:
+        what the replicas wrote before the supervisor's first look is judged, whenever the guard started."""
+        with self._measured:
+            self._measured.wait_for(lambda: self._began >= moment or self._done.is_set() or
+                                    self.stopped_at is not None, timeout)
+            return self.latest
 
     def stop_writers(self) -> None:
         """SIGKILL every replica's processes now (its PID namespace's first process: the kernel ends the rest)."""
         self.stopped_at = time.monotonic()
+        with self._lock:
+            missing = len(self._fds) < self.replicas
+        if missing:
+            self._open()  # a replica that started since the opener last looked
         signalled = False
-        for fd in self._fds.values():
-            try:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-                signalled = True
-            except OSError:  # ended already, or not ours to signal
-                continue
+        with self._lock:
+            for fd in self._fds.values():
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    signalled = True
+                except OSError:  # ended already, or not ours to signal
+                    continue
         if not signalled:
             self.fallback()
 
     def stop(self) -> None:
         """End the guard (the attempt is over) and close its pidfds."""
         self._done.set()
-        if self.thread.is_alive() and self.thread is not threading.current_thread():
-            self.thread.join(5)
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        for thread in (self.thread, self.opener):
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(5)
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
 
 
 def _cgroup_names(pid: int, container: str) -> bool:

@@ -23,7 +23,8 @@ from orchestrator.run import disk, logs, scripts
 from orchestrator.run.copier import ReportCopier
 from orchestrator.run.rundir import CONTAINER_UID, RunDir, RunInfo, RunState
 from orchestrator.run.stats import Sampler
-from orchestrator.run.supervisor import Decision, Memory, Observation, Verdict, Watch, blame_memory, decide
+from orchestrator.run.supervisor import (Decision, Memory, Observation, Verdict, Watch, blame_memory, decide,
+                                         first_failure)
 from orchestrator.safetext import one_line
 from orchestrator.safetree import remove_tree
 
@@ -104,14 +105,15 @@ class _Attempt:
         spec = self.p.spec
         folders = [f"{role}-{index}" for role, index in spec.replica_keys()] + [contract.SHARED_DIR]
         return disk.Guard(self.run.path, folders, spec.disk_limit_mb, lambda: self.backend.replica_pids(spec.run_id),
-                          lambda: self.backend.cancel(spec.run_id, self.p.artifact_file, grace=0)).start()
+                          lambda: self.backend.cancel(spec.run_id, self.p.artifact_file, grace=0),
+                          replicas=len(folders) - 1).start()
 
     def watch(self, restarts: int, guard: disk.Guard) -> Decision:
         keys = self.p.spec.reporting_keys()
         clock = self.clock
         launched = clock.monotonic()
         state = Watch()
-        guard.first.wait(disk.FIRST_WAIT)  # a run that filled the disk before its first poll is judged on it
+        guard.measured_since(time.monotonic())  # what a replica wrote before the first look is judged on it
         seen = None
         while True:
             if self.copier is not None:
@@ -122,6 +124,10 @@ class _Attempt:
                 states = self.backend.states(self.p.spec.run_id)
             self._states_seen(states)
             now = clock.time()  # a heartbeat is never later than now (RunDir.heartbeat)
+            if first_failure(states) is not None and self.p.spec.disk_limit_mb:
+                # A writer the kernel's file size cap stopped fails on its own (a Python one with OSError: File
+                # too large): what it wrote is measured again before its exit is judged.
+                guard.measured_since(time.monotonic(), timeout=1.0)
             use = guard.latest if guard.latest is not seen else None  # each measurement judged once
             seen = guard.latest
             obs = Observation(states=tuple(states), events=events,
@@ -285,6 +291,9 @@ def apply(
     guard: Optional[disk.Guard] = None
     try:
         applied = time.time()
+        # The disk guard measures from before the replicas start: a writer at full speed passes a limit of
+        # hundreds of MiB in the second Compose takes to start the rest.
+        guard = None if detach else attempt.guard()
         backend.apply(p, p.artifact_file)
         launched = True
         info.state = RunState.RUNNING
@@ -298,7 +307,7 @@ def apply(
                     sampler = Sampler(backend, run.path, stats_interval).start(states)
                 if on_line:
                     streamer = logs.Streamer(backend, states, on_line, since=applied).start()
-            guard = attempt.guard()
+            assert guard is not None
             decision = attempt.watch(len(info.restarts), guard)
             guard.stop()
             if streamer is not None:
@@ -322,6 +331,7 @@ def apply(
             run.write_record(info)
             backend.stage(p, say)  # what the replicas need, as the images are now (a rebuild's environment copy)
             applied = time.time()
+            guard = attempt.guard()
             backend.apply(p, p.artifact_file)
         info.state = RunState.SUCCEEDED
     except JobTimedOut as exc:
