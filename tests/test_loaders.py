@@ -33,6 +33,7 @@ def test_loader_caches_are_not_a_data_set_a_job_can_name(tmp_path):
     assert not is_ready(tmp_path, LOADERS)
 
 
+@pytest.mark.network  # the data set's real source
 def test_loader_caches_made_from_the_verified_sources(tmp_path):
     """Real downloads (pip and apt-get), real checks, and the layout each framework's loader reads."""
     target = _prepare_or_skip(tmp_path, LOADERS)
@@ -179,6 +180,7 @@ def test_a_host_that_cannot_make_the_caches_runs_scripts_with_empty_ones_and_say
     assert "data caches could not be made (" in said[-1] and "will find nothing offline" in said[-1]
 
 
+@pytest.mark.network  # the data set's real source
 def test_caches_that_no_longer_match_their_record_stop_the_run(tmp_path):
     from orchestrator.paths import Paths
     from orchestrator.run.runner import _prepare_loaders
@@ -190,6 +192,7 @@ def test_caches_that_no_longer_match_their_record_stop_the_run(tmp_path):
         _prepare_loaders(paths, target, lambda _msg: None)
 
 
+@pytest.mark.network  # the data set's real source
 def test_a_host_without_debians_package_still_gets_mnists_caches(tmp_path, monkeypatch):
     from orchestrator.data import idx
 

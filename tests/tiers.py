@@ -1,9 +1,10 @@
 """The test tiers' rule for CI, as a pytest plugin (conftest.py loads it; tests/test_tiers.py loads it alone).
 
 The tiers are marks: `docker` for a test that needs the Docker engine (it starts containers, builds images or asks
-the engine), and nothing for the fast tier, which runs with no engine at all (`make test-fast`). In CI (the CI
-variable set, as .ci/run sets it) a live test that skips fails instead: a missing engine, image or tool must not
-turn the live tier green by skipping it.
+the engine), `network` for one that downloads a data set from its real source, and nothing for the fast tier, which
+runs with no engine and no network at all (`make test-fast`). In CI (the CI variable set, as .ci/run sets it) a live
+test that skips fails instead: a missing engine, image, tool or index must not turn the live tier green by skipping
+it.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and os.environ.get("CI") and item.get_closest_marker("docker") is not None:
+    if report.skipped and os.environ.get("CI") and any(item.get_closest_marker(m) for m in ("docker", "network")):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"a live test skipped in CI, which fails the run: {reason}"
