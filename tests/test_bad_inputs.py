@@ -134,12 +134,21 @@ def test_global_options_work_in_any_position(tmp_path, monkeypatch):
 
 @pytest.fixture
 def silent_engine(tmp_path):
-    """A Docker socket that accepts connections and never answers: an engine too slow to reply."""
+    """A Docker socket that accepts connections and never answers: an engine too slow to reply. It yields its address
+    and an event set once a request has reached it."""
     path = str(tmp_path / "docker.sock")
     server = socket.socket(socket.AF_UNIX)
     server.bind(path)
     server.listen(64)
     held: list[socket.socket] = []
+    asked = threading.Event()
+
+    def read(conn: socket.socket) -> None:
+        try:
+            if conn.recv(1 << 16):
+                asked.set()
+        except OSError:
+            return
 
     def accept() -> None:
         while True:
@@ -147,9 +156,10 @@ def silent_engine(tmp_path):
                 held.append(server.accept()[0])
             except OSError:
                 return
+            threading.Thread(target=read, args=(held[-1],), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
-    yield f"unix://{path}"
+    yield f"unix://{path}", asked
     server.close()
     for conn in held:
         conn.close()
@@ -158,9 +168,11 @@ def silent_engine(tmp_path):
 @pytest.mark.parametrize("verb", [["down", "--all"], ["doctor"],
                                   ["up", "--dataset", "synthetic", "--samples", "600", "--epochs", "1"]])
 def test_ctrl_c_while_the_engine_is_slow_exits_130(verb, silent_engine, tmp_path):
-    env = {**os.environ, "DOCKER_HOST": silent_engine, "ORCH_RUNS_DIR": str(tmp_path / "runs")}
+    address, asked = silent_engine
+    env = {**os.environ, "DOCKER_HOST": address, "ORCH_RUNS_DIR": str(tmp_path / "runs")}
     proc = start_orch(verb, env, cwd=tmp_path)
-    time.sleep(3)  # well into the engine call, which would wait minutes
+    assert asked.wait(30), "orch never asked the engine"
+    time.sleep(0.2)  # into the engine call, which would wait minutes
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
