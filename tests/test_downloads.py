@@ -185,6 +185,14 @@ def test_requirements_come_from_the_hosts_index_alone_locked_before_download(
     _no_second_source(pip_calls)
     pip_calls.clear()
     assert user.wheelhouse(b"alpha\n", "requirements.txt", paths, lambda _m: None) == got and not pip_calls
+    # A wheelhouse an older orch finished with a GPU library in its lock (it took every wheel pip resolved) is
+    # resolved again, not reused.
+    folder = got[0].parent
+    lock_file = folder / wheels.LOCK_NAME
+    lock_file.write_text(lock_file.read_text().replace("alpha==", "nvidia-cublas-cu12=="))
+    assert user.wheelhouse(b"alpha\n", "requirements.txt", paths, lambda _m: None) == got and pip_calls
+    assert "nvidia" not in (folder / wheels.LOCK_NAME).read_text()
+    pip_calls.clear()
     got[0].write_bytes(b"swapped")
     with pytest.raises(BuildError, match="disagree"):
         user.wheelhouse(b"alpha\n", "requirements.txt", paths, lambda _m: None)

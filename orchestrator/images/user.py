@@ -148,9 +148,15 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
     for url in _urls(text.decode()):
         wheels.check_secure(url, f"requirements: {name}", allow_insecure)  # as `check` did, for callers that did not
     installed = read_lock(_recipe(framework) / LOCK_NAME)
-    folder = paths.wheelhouse / f"user-{hashlib.sha256(text + installed.digest.encode()).hexdigest()[:16]}"
+    key = hashlib.sha256(text + installed.digest.encode() + RESOLUTION.encode()).hexdigest()[:16]
+    folder = paths.wheelhouse / f"user-{key}"
     if (folder / ".complete").is_file():
-        return verify(folder, read_lock(folder / LOCK_NAME)) if (folder / LOCK_NAME).is_file() else []
+        if not (folder / LOCK_NAME).is_file():
+            return []
+        lock = read_lock(folder / LOCK_NAME)
+        if not any(CUDA.match(name) for name in lock.packages):  # a wheelhouse of an older orch may hold them
+            return verify(folder, lock)
+        (folder / ".complete").unlink()
     index, env = wheels.host_index()
     wheels.check_secure(index, "the host's package index (pip's index-url)", allow_insecure)
     say(f"resolving {name} on {redact(index)} (host pip, for CPython 3.11 manylinux, wheels only)")
@@ -176,6 +182,9 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
 
 
 CUDA = re.compile(r"^(nvidia-.*|triton|cupy-cuda.*)$")  # GPU libraries: of no use on orch's CPU images
+# How the packages a file adds are chosen (``added``); part of a wheelhouse's key, so that one resolved another way
+# (an earlier orch's, which took every wheel pip resolved) is never reused.
+RESOLUTION = "reached-from-requested-v2"
 
 
 def added(resolution: wheels.Resolution, installed: set[str], name: str) -> list[wheels.Locked]:
