@@ -31,15 +31,15 @@ from orchestrator.safetext import one_line  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 WRITER = """\
-import os, time
-speed = float(os.environ["SPEED_MB"]) * 1e6
-shape = os.environ["SHAPE"]
+import os, sys, time
+speed = float(sys.argv[1]) * 1e6  # MB/s; 0: as fast as the disk takes it
+many = sys.argv[2] == "many"  # file after file, or one file
 block = os.urandom(1 << 20)
 started, written, n = time.monotonic(), 0, 0
 with open("started", "w") as f:
     f.write(repr(time.time()))
 while True:
-    name = "junk.bin" if shape == "one file" else f"junk-{n}.bin"
+    name = f"junk-{n}.bin" if many else "junk.bin"
     with open(name, "ab") as out:
         for _ in range(8):
             out.write(block)
@@ -101,15 +101,17 @@ def one_run(limit: int, speed: float, shape: str, run_id: str, env: dict, folder
     workers = SHAPES[shape]
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "orchestrator", "up", "--script", str(folder / "writer.py"),
-                           "--workers", str(workers), "--disk-limit", f"{limit}M", "--run-id", run_id, "--quiet"],
-                          env={**env, "SPEED_MB": str(speed), "SHAPE": shape}, capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
+                           "--workers", str(workers), "--disk-limit", f"{limit}M", "--run-id", run_id, "--quiet",
+                           "--", str(speed), "one" if shape == "one file" else "many"],
+                          env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
     wall = time.monotonic() - started
     run = Path(env["ORCH_RUNS_DIR"]) / run_id
     written = sum(p.stat().st_blocks * 512 for p in run.glob("worker-*/junk*.bin"))
     left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=orch.run={run_id}"], capture_output=True,
                           text=True).stdout.split()
     last = (proc.stderr.strip().splitlines() or [""])[-1]
+    if "--disk-limit" not in last:  # the writers failed on their own: nothing was measured
+        raise SystemExit(f"disk_limit.py: run {run_id} did not end at the disk limit: {one_line(proc.stderr[-600:])}")
     return {"speed_mb_s": speed, "shape": shape, "replicas": workers, "exit_code": proc.returncode,
             "written_mib": written / 2**20, "over_share": max(written - (limit << 20), 0) / (limit << 20),
             "wall_seconds": wall, "containers_left": len(left), "said": one_line(last[-240:])}

@@ -168,7 +168,7 @@ def headline_source() -> None:
     records = [r for f in h.values() for r in f["records"]]
     emit(f"The median of {repeats} repeats, and their range in brackets: {fields['dataset']} "
          f"({fields['samples']:,} images drawn, the seed's 64/16/20 split), the {fields['model'].upper()}, "
-         f"{fields['epochs']} epochs, a global batch of {fields['batch_size']} at every N, measured in one run in "
+         f"{fields['epochs']} epochs, a global batch of {fields['global_batch']} at every N, measured in one run in "
          f"rotated order (`orch experiment run {HEADLINE_FILE}`) on {machine_line(records)}. "
          "T(N)/T(1) is the training-time ratio: the training loop alone, each repeat's N containers against the "
          "same repeat's one.")
