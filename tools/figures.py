@@ -505,7 +505,7 @@ def demo_source() -> None:
     steps = dict(d["steps"])
     sweep = next(s for name, s in steps.items() if name.startswith("orch experiment"))
     emit(f"On {machines.describe(d['machine'])}, once the images existed, the demo took "
-         f"{d['seconds'] / 60:.0f} minutes ({sweep:.0f} s of it the quick sweep; `python benchmarks/demo.py` runs "
+         f"{d['seconds']:.0f} s ({sweep:.0f} s of it the quick sweep; `python benchmarks/demo.py` runs "
          "its steps and times each).")
 
 
