@@ -86,6 +86,17 @@ class WorkerFailed(OrchError):
         self.retryable = retryable
 
 
+class FunctionFailed(WorkerFailed):
+    """A function run as the job (``orchestrator.run``) raised on a worker: ``traceback`` is its text, escaped
+    (``safetext.printable``), as the worker wrote it."""
+
+    def __init__(self, worker: int, exit_code: int | None, message: str, *, traceback: str = "",
+                 role: str = "worker") -> None:
+        super().__init__(worker, exit_code, message, details=traceback)
+        self.traceback = traceback
+        self.role = role
+
+
 class JobTimedOut(OrchError):
     """A worker did not join the cluster in time; the job was stopped."""
 
