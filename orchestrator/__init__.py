@@ -8,8 +8,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-import sys  # noqa: E402
-import types  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from orchestrator.errors import OrchError  # noqa: E402
@@ -22,29 +20,17 @@ if TYPE_CHECKING:  # what the lazy names below are, for a type checker; at run t
 __all__ = ["__version__", "OrchError", "JobSpec", "SpecFields", "make_spec", "job_spec", "render", "dry_run", "up",
            "run", "collect", "experiment", "ps", "down", "doctor"]
 
-# name -> module that defines it. Each is always the function: ``run`` is also a subpackage's name, which _Package
-# keeps the import system from binding here.
-_LAZY = {"job_spec": "api", "render": "api", "dry_run": "api", "up": "api", "run": "api", "collect": "api",
-         "experiment": "api", "ps": "api", "down": "api", "doctor": "docker.doctor"}
-
-
-class _Package(types.ModuleType):
-    """The package, whose ``run`` is the function (``api.run``), not the subpackage ``orchestrator.run``: importing
-    the subpackage binds it here as an attribute, which this refuses. The subpackage stays what ``from
-    orchestrator.run import ...`` and ``sys.modules`` give."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "run" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-if isinstance(globals().get("run"), types.ModuleType):  # bound by an import above, before _Package was in place
-    del globals()["run"]
+# name -> module that defines it; no name here is also a subpackage's, so each is always the function. ``run`` is
+# the subpackage orchestrator.run, which is callable as api.run (run/__init__.py): a subpackage import would rebind it.
+_LAZY = {"job_spec": "api", "render": "api", "dry_run": "api", "up": "api", "collect": "api", "experiment": "api",
+         "ps": "api", "down": "api", "doctor": "docker.doctor"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "run":
+        import importlib
+
+        return importlib.import_module(".run", __name__)
     if name not in _LAZY:
         raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
     import importlib
