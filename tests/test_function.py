@@ -243,3 +243,18 @@ def test_orchestrator_run_calls_the_function_and_stays_the_package():
     assert callable(orchestrator.run) and "run" in dir(orchestrator)
     assert inspect.signature(orchestrator.run) == inspect.signature(api.run)
     assert "workers: 'int' = 1" in str(inspect.signature(orchestrator.run))
+
+
+def test_the_notebooks_function_travels(tmp_path):
+    """examples/notebooks/compare.ipynb's job passes the checks run() makes, before any container starts."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    notebook = json.loads((ROOT / "examples" / "notebooks" / "compare.ipynb").read_text())
+    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    (tmp_path / "cell.py").write_text(next(c for c in code if c.startswith("def train(")))
+    spec = importlib.util.spec_from_file_location("cell", tmp_path / "cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert function.source(module.train).startswith("def train(epochs, samples, batch_size):")
