@@ -9,6 +9,8 @@ import html
 import json
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from orchestrator.contract import finite
+
 CELL_LIMIT = 200  # characters of one cell shown; the value itself is in the result
 
 
@@ -16,7 +18,7 @@ def _text(value: Any) -> str:
     if isinstance(value, float):
         text = f"{value:.4g}"
     elif isinstance(value, (dict, list)):
-        text = json.dumps(value, default=str)
+        text = json.dumps(finite(value), default=str, allow_nan=False)
     else:
         text = "" if value is None else str(value)
     return text if len(text) <= CELL_LIMIT else text[:CELL_LIMIT - 1] + "…"
