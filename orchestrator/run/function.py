@@ -142,6 +142,7 @@ def load() -> Any:
 
     spec = importlib.util.spec_from_file_location("orch_function", os.path.join(HERE, {FUNCTION_FILE!r}))
     module = importlib.util.module_from_spec(spec)
+    sys.modules["orch_function"] = module  # what pickle (a DataLoader's workers, say) imports it as
     spec.loader.exec_module(module)
     return getattr(module, {name!r})
 
