@@ -258,3 +258,29 @@ def test_the_notebooks_function_travels(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert function.source(module.train).startswith("def train(epochs, samples, batch_size):")
+
+
+def test_where_no_folder_is_shared_the_record_also_goes_as_report_lines_orch_copies(tmp_path):
+    """ORCH_REPORT=stdout (Swarm, Kubernetes): the record as report lines, which the copier writes into the replica's
+    folder of the run, as it writes a result."""
+    from orchestrator.backends import ReplicaState, Status
+    from orchestrator.run.copier import ReportCopier
+    from orchestrator.run.rundir import RunDir
+    from orchestrator.run.stdout import records
+
+    proc, written = _run_entry(tmp_path, rank_times, (2,), None, {"ORCH_REPORT": "stdout", "RANK": "3"})
+    assert proc.returncode == 0, proc.stderr
+    ((name, text),) = list(records(proc.stdout.splitlines()))
+    assert name == function.RETURN_FILE and json.loads(text) == json.loads(written.read_text())
+
+    class Printed:  # the engine's log API over what the replica printed
+        reports_on_stdout = True
+
+        def log_lines(self, state, stream, follow=False, since=None):
+            return iter([f"2026-11-28T10:00:00.{i:09d}Z {line}" for i, line in enumerate(proc.stdout.splitlines())])
+
+    run = RunDir(tmp_path / "run")
+    (run.path / "worker-0").mkdir(parents=True)
+    state = ReplicaState(id="c0", name="r-worker-0", run="r", role="worker", index=0, status=Status.SUCCEEDED)
+    ReportCopier(Printed(), run, [("worker", 0)]).pull([state], force=True)
+    assert function.returns(run.path, [("worker", 0)], "rank_times")[0]["rank"] == 6

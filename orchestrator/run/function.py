@@ -19,16 +19,20 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from orchestrator import contract
 from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError
+from orchestrator.run.stdout import MAX_PARTS
 from orchestrator.safeio import read_json_bounded
 from orchestrator.safetext import one_line, printable
 
 ENTRY_FILE = "orch_function_main.py"  # the script a function job runs; its name marks a run as a function's
 FUNCTION_FILE = "orch_function.py"  # the function's source
 ARGS_FILE = "orch_function_args.json"  # {"function": name, "args": [...], "kwargs": {...}}
-RETURN_FILE = "function-return.json"  # in each replica's own folder: {"v", "ok", "value"} or {"v", "ok", "traceback"}
+RETURN_FILE = contract.FUNCTION_RETURN_FILE  # in each replica's own folder, and on its stdout where no folder is shared
 RETURN_VERSION = 1
 RETURN_LIMIT = 16 << 20  # bytes of one replica's return file; a larger value belongs in a file of its folder
 TRACEBACK_LIMIT = 64 << 10  # characters of a traceback kept
+# Where a replica reports on its standard output (Swarm, Kubernetes), the record goes as report lines too, of at most
+# STDOUT_LINE_LIMIT bytes each and MAX_PARTS lines (run/stdout.py): about 2 MB.
+STDOUT_ROOM = contract.STDOUT_LINE_LIMIT - len(contract.STDOUT_PREFIX) - len(RETURN_FILE) - 32
 
 
 def _refuse(fn: Any, why: str) -> InvalidSpec:
@@ -124,6 +128,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 INVALID_SUFFIX = {contract.INVALID_SUFFIX!r}
 LIMIT = {RETURN_LIMIT}
 TRACEBACK_LIMIT = {TRACEBACK_LIMIT}
+TO_STDOUT = os.environ.get({contract.ENV_REPORT!r}) == {contract.REPORT_STDOUT!r}
+ROOM = {STDOUT_ROOM}
+PARTS = {MAX_PARTS}
 
 
 {finite}
@@ -148,14 +155,20 @@ def load() -> Any:
 
 
 def write(folder: str, record: dict) -> None:
-    text = json.dumps(record, allow_nan=False)
-    if len(text.encode()) > LIMIT:
-        raise ValueError(f"the return value is {{len(text.encode())}} bytes of JSON, over orch's limit of {{LIMIT}}: "
+    text = json.dumps(record, allow_nan=False).encode("ascii", "backslashreplace").decode("ascii")
+    limit = min(LIMIT, ROOM * PARTS) if TO_STDOUT else LIMIT
+    if len(text) > limit:
+        raise ValueError(f"the return value is {{len(text)}} bytes of JSON, over orch's limit of {{limit}}: "
                          "write it to a file in ORCH_OUTPUT_DIR and return its name")
     temporary = os.path.join(folder, {RETURN_FILE!r} + ".tmp")
     with open(temporary, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(temporary, os.path.join(folder, {RETURN_FILE!r}))
+    if TO_STDOUT:  # no folder shared with orch: the record as report lines, which orch copies into the run's
+        parts = [text[i:i + ROOM] for i in range(0, len(text), ROOM)] or [""]
+        for i, part in enumerate(parts, 1):
+            sys.stdout.write(f"{contract.STDOUT_PREFIX} {RETURN_FILE} {{i}}/{{len(parts)}} {{part}}\\n")
+        sys.stdout.flush()
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Optional
 from orchestrator import contract
 
 # The files a replica reports into; anything else (a path, another file) is ignored.
-REPORTED_FILES = (contract.EVENTS_FILE, contract.HEARTBEAT_FILE, contract.RESULT_FILE)
+REPORTED_FILES = (contract.EVENTS_FILE, contract.HEARTBEAT_FILE, contract.RESULT_FILE, contract.FUNCTION_RETURN_FILE)
 MAX_PARTS = 256  # a record of at most 256 lines, about 2 MB
 _LINE = re.compile(rf"{re.escape(contract.STDOUT_PREFIX)} (\S+) ([0-9]{{1,6}})/([0-9]{{1,6}}) (.*)")
 
