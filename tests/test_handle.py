@@ -4,6 +4,7 @@ in a notebook (display.py), escaped."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from orchestrator.plan import plan
 from orchestrator.run import function
 from orchestrator.run.handle import Run, RunResult
 from orchestrator.run.rundir import RunInfo, RunState
-from tests.fakes import exits, running, trainer
+from tests.fakes import FakeBackend, FakeClock, exits, running, trainer
 from tests.test_runner import Harness
 
 
@@ -67,6 +68,49 @@ def test_a_worker_that_fails_ends_the_wait_and_the_run(h):
     assert info.state == RunState.FAILED and [w["exit_code"] for w in info.workers] == [3, None]
     assert not backend.replicas
 
+
+
+class PodsLater(FakeBackend):
+    """As Kubernetes right after a Job is made: its pods are not listed for the first looks."""
+
+    def __init__(self, *args, empty_looks: int = 3, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.empty_looks = empty_looks
+
+    def states(self, run_id=None):
+        if self.empty_looks > 0 and self.run_id is not None:
+            self.empty_looks -= 1
+            return []
+        return super().states(run_id)
+
+
+def test_a_replica_not_listed_yet_is_still_to_come_not_ended(h):
+    p = h.plan(workers=2)
+    backend = PodsLater(h.clock, {0: trainer(), 1: trainer()})
+    h.apply(p, backend, detach=True)
+    result = _handle(h, backend).wait()
+    assert result.state == RunState.SUCCEEDED and [w["exit_code"] for w in result.workers] == [0, 0]
+    assert not backend.replicas
+
+
+def test_the_wall_time_is_the_runs_not_the_time_wait_was_called(h):
+    h.clock = FakeClock(start=time.time())  # the replicas' end times on this host's clock, as an engine gives them
+    p = h.plan(workers=1)
+    backend = h.backend({0: [running(0.1), exits(1, 0)]})
+    h.apply(p, backend, detach=True)
+    h.clock.advance(5)  # the replica has ended
+    time.sleep(1.5)  # and wait() is called a while later
+    result = _handle(h, backend).wait()
+    assert result.wall_seconds is not None and result.wall_seconds < 1.4
+
+
+def test_a_parameter_server_job_ends_when_its_chief_and_workers_do(h):
+    p = h.plan(workers=2, strategy="ps", parameter_servers=1)
+    script = {key: [running(0.1)] + ([exits(2, 0)] if key[0] != "ps" else []) for key in p.spec.replica_keys()}
+    backend = h.backend(script)
+    h.apply(p, backend, detach=True)
+    result = _handle(h, backend).wait(timeout=30)  # the parameter server never exits by itself
+    assert result.state == RunState.SUCCEEDED and not backend.replicas
 
 @pytest.fixture
 def function_plan(h, tmp_path, monkeypatch):

@@ -103,14 +103,28 @@ class Run:
             return self._result
         backend = self._backend()
         deadline = None if timeout is None else self.clock.monotonic() + timeout
+        spec = self._record().spec
+        expected = set(spec.replica_keys()) if spec is not None else set()
+        reporting = set(spec.reporting_keys()) if spec is not None else set()
+        seen: set[Key] = set()
         while True:
+            if self._record().state.is_terminal:  # ended elsewhere (`orch down`, cancel()): nothing left to watch
+                states, failed = [], None
+                break
             states = backend.states(self.run_id)
+            seen |= {s.key for s in states}
             failed = first_failure(states)
-            if failed is not None or not any(s.status in runs.ACTIVE for s in states):
+            done = {s.key for s in states if s.status == Status.SUCCEEDED}
+            # Ended once one failed, the replicas that report have all succeeded (a parameter server never exits by
+            # itself: the chief's exit ends the job, as the supervisor judges), or every replica has been seen and
+            # none is active. A replica not listed yet (a pod its Job has not made) is still to come, not ended.
+            if failed is not None or (reporting and reporting <= done) or (
+                    seen >= expected and not any(s.status in runs.ACTIVE for s in states)):
                 break
             if deadline is not None and self.clock.monotonic() >= deadline:
                 raise TimeoutError(f"run {self.run_id} still runs after {timeout} s; wait() again, or cancel() it")
-            self.clock.sleep(self.poll)
+            self.clock.sleep(self.poll if deadline is None else max(0.0, min(self.poll,
+                                                                           deadline - self.clock.monotonic())))
         info = self._record()
         if not info.state.is_terminal:
             runs.down([self.run_id], paths=self.paths, backend=self.backend)
@@ -130,9 +144,13 @@ class Run:
         if failed is not None:
             info.state = RunState.FAILED
             info.error = f"{failed.role}-{failed.index} {describe_exit(failed)}"
-        elif states and all(s.status == Status.SUCCEEDED for s in states):
+        elif states and all(s.status == Status.SUCCEEDED for s in states if s.key in set(info.spec.reporting_keys()
+                                                                                      if info.spec else [])):
             info.state = RunState.SUCCEEDED
-        info.wall_seconds = time.time() - info.started if info.started else None
+        # The run's own time: to the end of its last replica, not to when wait() was called, which may be hours on.
+        ends = [s.finished_at for s in states if s.finished_at is not None]
+        end = min(max(ends), time.time()) if ends else time.time()
+        info.wall_seconds = max(0.0, end - info.started) if info.started else None
         run.write_record(info)
         return info
 
