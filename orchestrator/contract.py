@@ -88,9 +88,6 @@ EVENTS_FILE = "events.jsonl"  # one JSON object per line, see EVENT_* below
 RESULT_FILE = "result.json"
 PREDICTIONS_FILE = "predictions.npz"
 HEARTBEAT_FILE = "heartbeat"  # rewritten about once a second while the worker trains or validates
-# A function run as the job (orchestrator.run): {"v": 1, "ok": true, "value": ...} or {"v": 1, "ok": false,
-# "traceback": "..."}, written whole once the call ends.
-FUNCTION_RETURN_FILE = "function-return.json"
 SHARED_DIR = "shared"
 # Under SHARED_DIR: the framework's checkpoints, so a restarted group resumes, and one marker per worker
 # that has written its result, so every worker knows when all have.

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional
 from orchestrator import contract
 from orchestrator.backends import Backend, Key, ReplicaState
 from orchestrator.run.rundir import EVENTS_LIMIT, RESULT_LIMIT, RunDir, size_text
-from orchestrator.run.stdout import Assembler
+from orchestrator.run.stdout import FUNCTION_RETURN_FILE, Assembler
 from orchestrator.safeio import Unsafe, append_bounded, atomic_write
 
 LINE_LIMIT = contract.STDOUT_LINE_LIMIT + 64  # a report line with the engine's timestamp in front
@@ -153,7 +153,7 @@ class ReportCopier:
                         self._cap(key, _events_full())
         elif name == contract.HEARTBEAT_FILE:
             self._heartbeat(folder / name, text)
-        elif name == contract.FUNCTION_RETURN_FILE:  # what a function job's call returned, whole (run/function.py)
+        elif name == FUNCTION_RETURN_FILE:  # what a function job's call returned, whole (run/function.py)
             atomic_write(folder / name, text)
         elif name == contract.RESULT_FILE:
             if len(text) <= RESULT_LIMIT:

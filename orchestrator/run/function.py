@@ -19,14 +19,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from orchestrator import contract
 from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError
-from orchestrator.run.stdout import MAX_PARTS
+from orchestrator.run.stdout import FUNCTION_RETURN_FILE, MAX_PARTS
 from orchestrator.safeio import read_json_bounded
 from orchestrator.safetext import one_line, printable
 
 ENTRY_FILE = "orch_function_main.py"  # the script a function job runs; its name marks a run as a function's
 FUNCTION_FILE = "orch_function.py"  # the function's source
 ARGS_FILE = "orch_function_args.json"  # {"function": name, "args": [...], "kwargs": {...}}
-RETURN_FILE = contract.FUNCTION_RETURN_FILE  # in each replica's own folder, and on its stdout where no folder is shared
+RETURN_FILE = FUNCTION_RETURN_FILE  # in each replica's own folder, and on its stdout where no folder is shared
 RETURN_VERSION = 1
 RETURN_LIMIT = 16 << 20  # bytes of one replica's return file; a larger value belongs in a file of its folder
 TRACEBACK_LIMIT = 64 << 10  # characters of a traceback kept
