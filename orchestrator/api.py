@@ -260,7 +260,7 @@ def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Ma
                                       first=("worker", exc.worker))
             if raised is None or isinstance(exc, FunctionFailed):
                 raise
-            raise raised from exc
+            raise raised  # its cause is the replica's traceback, which says more than the exit code behind it
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # the run has its own copy (runs/<id>/source/)
     if isinstance(info, Run):

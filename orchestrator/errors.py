@@ -97,6 +97,18 @@ class FunctionFailed(WorkerFailed):
         self.role = role
 
 
+class WorkerTraceback(Exception):
+    """A replica's traceback (escaped), the ``__cause__`` of the FunctionFailed that carries it, so that Python and
+    Jupyter print it under the error, as concurrent.futures prints a worker process's."""
+
+    def __init__(self, replica: str, text: str) -> None:
+        super().__init__(replica, text)
+        self.replica, self.text = replica, text
+
+    def __str__(self) -> str:
+        return f"the traceback on {self.replica}:\n\"\"\"\n{self.text.rstrip()}\n\"\"\""
+
+
 class JobTimedOut(OrchError):
     """A worker did not join the cluster in time; the job was stopped."""
 

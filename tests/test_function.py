@@ -8,13 +8,14 @@ import math
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
 
 import orchestrator
 from orchestrator import api
-from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError, WorkerFailed
+from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError, WorkerFailed, WorkerTraceback
 from orchestrator.run import function
 from orchestrator.run.rundir import RunInfo, RunState
 
@@ -221,7 +222,10 @@ def test_run_raises_function_failed_naming_the_worker(tmp_path, local_up):
         orchestrator.run(raises, workers=2, dataset="synthetic", run_id="fn-bad", paths=paths)
     assert caught.value.worker == 0 and "worker-0: raises() raised ValueError" in caught.value.message
     assert "Traceback (most recent call last)" in caught.value.traceback
-    assert isinstance(caught.value.__cause__, WorkerFailed)
+    cause = caught.value.__cause__  # the worker's traceback, printed under the error as Python prints a cause
+    assert isinstance(cause, WorkerTraceback) and cause.text == caught.value.traceback
+    shown = "".join(traceback.format_exception(caught.value))
+    assert "the traceback on worker-0:" in shown and "ValueError" in shown.split("The above exception")[0]
 
 
 @pytest.mark.parametrize(("fields", "says"), [

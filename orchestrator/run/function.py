@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from orchestrator import contract
-from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError
+from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError, WorkerTraceback
 from orchestrator.run.stdout import FUNCTION_RETURN_FILE, MAX_PARTS
 from orchestrator.safeio import read_json_bounded
 from orchestrator.safetext import one_line, printable
@@ -221,7 +221,9 @@ def _raised(record: dict[str, Any], key: tuple[str, int], name: str, exit_code: 
     text = printable(str(record["traceback"])[-TRACEBACK_LIMIT:])
     last = next((line for line in reversed(text.splitlines()) if line.strip()), "an exception")
     message = one_line(f"{key[0]}-{key[1]}: {name}() raised {last}", 400)
-    return FunctionFailed(key[1], exit_code, message, traceback=text, role=key[0])
+    failed = FunctionFailed(key[1], exit_code, message, traceback=text, role=key[0])
+    failed.__cause__ = WorkerTraceback(f"{key[0]}-{key[1]}", text)  # shown under the error, as its cause
+    return failed
 
 
 def failure(run_dir: Path, keys: Sequence[tuple[str, int]], name: str,
