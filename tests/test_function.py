@@ -47,7 +47,11 @@ def returns_arrayish():
         def tolist(self):
             return [1, 2, 3]
 
-    return {"weights": Arrayish()}
+    class Tensorish:  # as a TensorFlow tensor: no tolist() or item(), a numpy() array
+        def numpy(self):
+            return Arrayish()
+
+    return {"weights": Arrayish(), "tensor": Tensorish()}
 
 
 def returns_object():
@@ -103,7 +107,7 @@ def test_an_array_is_returned_as_its_list_and_an_object_fails_the_worker(tmp_pat
     (tmp_path / "a").mkdir()
     proc, written = _run_entry(tmp_path / "a", returns_arrayish)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(written.read_text())["value"] == {"weights": [1, 2, 3]}
+    assert json.loads(written.read_text())["value"] == {"weights": [1, 2, 3], "tensor": [1, 2, 3]}
     (tmp_path / "b").mkdir()
     proc, written = _run_entry(tmp_path / "b", returns_object)
     assert proc.returncode == 1

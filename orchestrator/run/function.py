@@ -137,8 +137,9 @@ PARTS = {MAX_PARTS}
 
 
 def plain(value: Any) -> Any:
-    """An array (NumPy, PyTorch, TensorFlow) or a NumPy scalar as the list or number it holds."""
-    for method in ("tolist", "item"):
+    """An array (NumPy, PyTorch, TensorFlow) or a NumPy scalar as the list or number it holds; a TensorFlow tensor
+    has neither method, and its numpy() array is made a list in turn."""
+    for method in ("tolist", "item", "numpy"):
         if callable(getattr(value, method, None)):
             return getattr(value, method)()
     raise TypeError(f"{{type(value).__name__}} is not JSON: return numbers, strings, lists and dicts")
