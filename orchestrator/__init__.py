@@ -1,7 +1,7 @@
 """orch: run and measure distributed training in containers.
 
-The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``render``, ``dry_run``, ``collect``,
-``experiment``, ``ps`` and ``down``, plus ``job_spec`` and ``doctor``. They load on first use, since they
+The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``run`` (a function as the job),
+``render``, ``dry_run``, ``collect``, ``experiment``, ``ps`` and ``down``, plus ``job_spec`` and ``doctor``. They load on first use, since they
 import engine clients. ``orchestrator.plan`` is the planning package; ``render`` returns a plan.
 """
 from __future__ import annotations
@@ -14,18 +14,23 @@ from orchestrator.errors import OrchError  # noqa: E402
 from orchestrator.jobspec import JobSpec, SpecFields, make_spec  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below are, for a type checker; at run time they load on first use
-    from orchestrator.api import collect, down, dry_run, experiment, job_spec, ps, render, up
+    from orchestrator.api import collect, down, dry_run, experiment, job_spec, ps, render, run, up
     from orchestrator.docker.doctor import doctor
 
 __all__ = ["__version__", "OrchError", "JobSpec", "SpecFields", "make_spec", "job_spec", "render", "dry_run", "up",
-           "collect", "experiment", "ps", "down", "doctor"]
+           "run", "collect", "experiment", "ps", "down", "doctor"]
 
-# name -> module that defines it; no name here is also a subpackage's, so each is always the function.
+# name -> module that defines it; no name here is also a subpackage's, so each is always the function. ``run`` is
+# the subpackage orchestrator.run, which is callable as api.run (run/__init__.py): a subpackage import would rebind it.
 _LAZY = {"job_spec": "api", "render": "api", "dry_run": "api", "up": "api", "collect": "api", "experiment": "api",
          "ps": "api", "down": "api", "doctor": "docker.doctor"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "run":
+        import importlib
+
+        return importlib.import_module(".run", __name__)
     if name not in _LAZY:
         raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
     import importlib

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Sequence, Union, overload
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
@@ -26,6 +26,7 @@ from orchestrator.jobspec import JobSpec, SpecFields, spec_from
 from orchestrator.jobspec.signature import with_spec_keywords
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import Plan
+from orchestrator.run.handle import Run, RunResult
 from orchestrator.run.rundir import RunInfo
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
     from orchestrator.analysis.collect import Failure
 
-__all__ = ["Collected", "ExperimentRun", "collect", "down", "dry_run", "experiment", "job_spec", "ps", "render", "up"]
+__all__ = ["Collected", "ExperimentRun", "Run", "RunResult", "collect", "down", "dry_run", "experiment", "job_spec",
+           "ps", "render", "run", "up"]
 
 Say = Callable[[str], None]
 
@@ -48,6 +50,20 @@ class Collected:
     report: Optional[Path] = None  # the interactive HTML report: the run's own, or the runs' side by side
     failures: list["Failure"] = field(default_factory=list)  # (run, message, exit_code), one per run not collected
 
+    def _repr_html_(self) -> str:
+        from orchestrator.display import block
+
+        ids = ", ".join(str(s.get("run_id")) for s in self.summaries)
+        facts = [("report", str(self.report) if self.report else None),
+                 ("not collected", "; ".join(f"{f[0]}: {f[1]}" for f in self.failures) or None)]
+        return block(f"collected {ids}", facts, self.comparison)
+
+    def to_pandas(self) -> Any:
+        """The comparison, one row per run: T(N)/T(1), speedup and efficiency beside the run's figures."""
+        from orchestrator.display import dataframe
+
+        return dataframe(self.comparison)
+
 
 @dataclass(frozen=True)
 class ExperimentRun:
@@ -61,6 +77,22 @@ class ExperimentRun:
     def failed(self) -> list[str]:
         """The keys of the cells that did not succeed."""
         return [key for key, cell in self.cells.items() if cell.get("state") != "succeeded"]
+
+    def _rows(self) -> list[dict[str, Any]]:
+        return [{"cell": key, **{k: v for k, v in cell.items() if not isinstance(v, (dict, list))}}
+                for key, cell in self.cells.items()]
+
+    def _repr_html_(self) -> str:
+        from orchestrator.display import block
+
+        return block(f"experiment {self.folder.name}", [("report", str(self.report)),
+                                                         ("failed", ", ".join(self.failed) or None)], self._rows())
+
+    def to_pandas(self) -> Any:
+        """The cells, one row each, with their scalar fields (state, seconds, accuracy, ...)."""
+        from orchestrator.display import dataframe
+
+        return dataframe(self._rows())
 
 
 @with_spec_keywords
@@ -134,19 +166,107 @@ def dry_run(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, sa
     return check(_plan(_spec(spec, fields), paths), paths=paths, say=say)
 
 
-@with_spec_keywords
-def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[Paths] = None,
+@overload
+def up(spec: Optional[JobSpec] = None, *, wait: Literal[True] = True, detach: bool = False,
+       paths: Optional[Paths] = None, say: Optional[Say] = None,
+       on_event: Optional[Callable[[tuple[str, int], Any], None]] = None, stats_interval: Optional[float] = 1.0,
+       **fields: Unpack[SpecFields]) -> RunInfo: ...
+
+
+@overload
+def up(spec: Optional[JobSpec] = None, *, wait: Literal[False], detach: bool = False, paths: Optional[Paths] = None,
        say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
-       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> RunInfo:
-    """Run a job to its end (or, with ``detach``, until its replicas have started) and return its record.
+       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> Run: ...
+
+
+@overload
+def up(spec: Optional[JobSpec] = None, *, wait: bool, detach: bool = False, paths: Optional[Paths] = None,
+       say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
+       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> Union[RunInfo, Run]: ...
+
+
+@with_spec_keywords
+def up(spec: Optional[JobSpec] = None, *, wait: bool = True, detach: bool = False, paths: Optional[Paths] = None,
+       say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
+       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> Union[RunInfo, Run]:
+    """Run a job to its end and return its record; with ``wait=False``, start it and return a ``Run`` handle
+    (``status``, ``logs``, ``stats``, ``wait``, ``collect``, ``cancel``). ``detach`` returns the record once its
+    replicas have started, as `orch up --detach` does.
 
     ``say`` receives orch's progress lines; ``on_event`` each replica's events. A run that fails raises
     WorkerFailed or JobTimedOut after its record is written and its replicas are removed.
     """
     from orchestrator.run.runner import up as run_up
 
-    return run_up(_spec(spec, fields), detach=detach, paths=paths, say=say, on_event=on_event,
+    paths = paths or default_paths()
+    info = run_up(_spec(spec, fields), detach=detach or not wait, paths=paths, say=say, on_event=on_event,
                   stats_interval=stats_interval)
+    return info if wait else Run(info.run_id, paths=paths)
+
+
+@overload
+def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
+        wait: Literal[True] = True, paths: Optional[Paths] = None, say: Optional[Say] = None,
+        **fields: Unpack[SpecFields]) -> RunResult: ...
+
+
+@overload
+def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
+        wait: Literal[False], paths: Optional[Paths] = None, say: Optional[Say] = None,
+        **fields: Unpack[SpecFields]) -> Run: ...
+
+
+@overload
+def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
+        wait: bool, paths: Optional[Paths] = None, say: Optional[Say] = None,
+        **fields: Unpack[SpecFields]) -> Union[RunResult, Run]: ...
+
+
+@with_spec_keywords
+def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
+        wait: bool = True, paths: Optional[Paths] = None, say: Optional[Say] = None,
+        **fields: Unpack[SpecFields]) -> Union[RunResult, Run]:
+    """Run ``fn(*args, **kwargs)`` on every replica as the job, and return the run's record with ``returns``, what
+    each replica returned (worker-0 first); with ``wait=False``, a ``Run`` whose ``wait()`` gives the same.
+
+    ``fn`` travels as source, as a ``--script`` does (its snapshot is hashed into run.json), so it must stand alone:
+    a def, no closure or decorator, its imports inside it. ``args``, ``kwargs`` and the return value travel as JSON
+    (an array is returned as its list). Each replica gets what its framework's launcher would give (TF_CONFIG, RANK,
+    ...) and its own folder as ``ORCH_OUTPUT_DIR``. If the function raised on a replica, FunctionFailed names it and
+    carries its traceback; InvalidSpec (one line) for a function or arguments that cannot travel.
+    """
+    import shutil
+    import tempfile
+
+    from orchestrator.errors import FunctionFailed, WorkerFailed
+    from orchestrator.run import function
+
+    for name in ("script", "script_args", "source"):
+        if fields.get(name) is not None:
+            raise InvalidSpec(f"{name}: run() makes the job's script from the function; use up(script=...) for a file")
+    if (fields.get("procs_per_worker") or 1) > 1:
+        raise InvalidSpec("procs_per_worker: run() calls the function once per container; use workers=N, or "
+                          "up(script=...) for several ranks per container")
+    folder = Path(tempfile.mkdtemp(prefix="orch-function-"))
+    try:
+        entry = function.write_folder(fn, args, kwargs, folder)
+        fields["script"] = str(entry)
+        spec = job_spec(**fields)
+        paths = paths or default_paths()
+        try:
+            info = up(spec, paths=paths, say=say, wait=wait)
+        except WorkerFailed as exc:  # the run is over and its record written: say what the function raised
+            raised = function.failure(paths.runs / spec.run_id, spec.replica_keys(), fn.__name__,
+                                      first=("worker", exc.worker))
+            if raised is None or isinstance(exc, FunctionFailed):
+                raise
+            raise raised  # its cause is the replica's traceback, which says more than the exit code behind it
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the run has its own copy (runs/<id>/source/)
+    if isinstance(info, Run):
+        return info
+    return RunResult.of(info, function.returns(Path(info.run_dir or paths.runs / spec.run_id), spec.replica_keys(),
+                                               fn.__name__))
 
 
 def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[Paths] = None) -> Collected:

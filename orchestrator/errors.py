@@ -86,6 +86,29 @@ class WorkerFailed(OrchError):
         self.retryable = retryable
 
 
+class FunctionFailed(WorkerFailed):
+    """A function run as the job (``orchestrator.run``) raised on a worker: ``traceback`` is its text, escaped
+    (``safetext.printable``), as the worker wrote it."""
+
+    def __init__(self, worker: int, exit_code: int | None, message: str, *, traceback: str = "",
+                 role: str = "worker") -> None:
+        super().__init__(worker, exit_code, message, details=traceback)
+        self.traceback = traceback
+        self.role = role
+
+
+class WorkerTraceback(Exception):
+    """A replica's traceback (escaped), the ``__cause__`` of the FunctionFailed that carries it, so that Python and
+    Jupyter print it under the error, as concurrent.futures prints a worker process's."""
+
+    def __init__(self, replica: str, text: str) -> None:
+        super().__init__(replica, text)
+        self.replica, self.text = replica, text
+
+    def __str__(self) -> str:
+        return f"the traceback on {self.replica}:\n\"\"\"\n{self.text.rstrip()}\n\"\"\""
+
+
 class JobTimedOut(OrchError):
     """A worker did not join the cluster in time; the job was stopped."""
 

@@ -85,11 +85,23 @@ def test_the_trainer_as_the_images_assemble_it_passes_mypy_strict(tmp_path):
 USERS_GOOD = """\
 import orchestrator
 from orchestrator import JobSpec
+from orchestrator.api import Run, RunResult
 from orchestrator.plan import Plan
 
 plan: Plan = orchestrator.render(workers=3)
 spec: JobSpec = orchestrator.job_spec(workers=2, memory="2g", batch_size=64, framework="torch")
 JobSpec(workers=3)
+
+
+def train(n: int) -> int:
+    return n
+
+
+def typed_only() -> None:  # checked, never called
+    result: RunResult = orchestrator.run(train, args=(1,), workers=2, memory="2g")
+    handle: Run = orchestrator.run(train, wait=False, workers=2)
+    started: Run = orchestrator.up(wait=False, workers=2)
+    print(result.returns, handle.status(), started.wait(timeout=1.0).returns)
 """
 USERS_BAD = """\
 import orchestrator

@@ -1,1 +1,32 @@
-"""run."""
+"""run.
+
+The package is also callable: ``orchestrator.run(fn, ...)`` is ``orchestrator.api.run``, a function as the job. It is
+the package, not the function, that ``orchestrator.run`` names, so that importing one of its modules (which binds the
+package there) and dotted paths such as ``orchestrator.run.runner.up`` keep working; a type checker sees the function
+(``orchestrator/__init__.py``).
+"""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from orchestrator.api import run
+
+        return run(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__signature__":  # the function's, for help() and a notebook's hints
+        import inspect
+
+        from orchestrator.api import run
+
+        return inspect.signature(run)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -6,7 +6,7 @@ backend's log API and writes the records they carry where a replica on Compose w
 appended to ``events.jsonl``, the heartbeat rewritten with its time as the file's modification time, and
 ``result.json`` written whole. ``RunDir``, ``records.py``, the supervisor and ``collect`` then read them unchanged.
 
-The lines are untrusted input: only the three files are written (``stdout_reports``), a line or record over its
+The lines are untrusted input: only those files (and a function job's return record) are written (``stdout_reports``), a line or record over its
 bound is dropped, an events file stops growing at a limit, a heartbeat from the future counts as now, and no file
 is opened through a link or waited on (``safeio``: a FIFO planted in a replica's folder is refused).
 """
@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional
 from orchestrator import contract
 from orchestrator.backends import Backend, Key, ReplicaState
 from orchestrator.run.rundir import EVENTS_LIMIT, RESULT_LIMIT, RunDir, size_text
-from orchestrator.run.stdout import Assembler
+from orchestrator.run.stdout import FUNCTION_RETURN_FILE, Assembler
 from orchestrator.safeio import Unsafe, append_bounded, atomic_write
 
 LINE_LIMIT = contract.STDOUT_LINE_LIMIT + 64  # a report line with the engine's timestamp in front
@@ -153,6 +153,8 @@ class ReportCopier:
                         self._cap(key, _events_full())
         elif name == contract.HEARTBEAT_FILE:
             self._heartbeat(folder / name, text)
+        elif name == FUNCTION_RETURN_FILE:  # what a function job's call returned, whole (run/function.py)
+            atomic_write(folder / name, text)
         elif name == contract.RESULT_FILE:
             if len(text) <= RESULT_LIMIT:
                 atomic_write(folder / name, text + "\n")

@@ -12,8 +12,12 @@ from typing import Iterable, Iterator, Optional
 
 from orchestrator import contract
 
+# A function job's record of what its call returned (run/function.py). Its entry script is written by orch on the host
+# and travels with the function, not in the images, so the name is the host's alone: in contract.py it would change the
+# trainer images' inputs, and rebuild them, for a file their trainer never writes.
+FUNCTION_RETURN_FILE = "function-return.json"
 # The files a replica reports into; anything else (a path, another file) is ignored.
-REPORTED_FILES = (contract.EVENTS_FILE, contract.HEARTBEAT_FILE, contract.RESULT_FILE)
+REPORTED_FILES = (contract.EVENTS_FILE, contract.HEARTBEAT_FILE, contract.RESULT_FILE, FUNCTION_RETURN_FILE)
 MAX_PARTS = 256  # a record of at most 256 lines, about 2 MB
 _LINE = re.compile(rf"{re.escape(contract.STDOUT_PREFIX)} (\S+) ([0-9]{{1,6}})/([0-9]{{1,6}}) (.*)")
 
