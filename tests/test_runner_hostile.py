@@ -284,7 +284,7 @@ def test_the_guard_signals_no_process_that_is_not_the_replicas_and_stops_the_run
     guard.start()
     try:
         (tmp_path / "worker-0" / "junk.bin").write_bytes(os.urandom(3 << 20))
-        assert guard.first.wait(5)
+        assert guard.measured_since(0.0, 5) is not None
         deadline = time.monotonic() + 5
         while not fallback and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -304,7 +304,7 @@ def test_a_writer_that_starts_between_two_scans_is_seen_within_the_free_space_se
     guard = disk.Guard(tmp_path, ["worker-0"], 64, dict, lambda: stopped.append(time.monotonic()))
     guard.start()
     try:
-        assert guard.first.wait(5)
+        assert guard.measured_since(0.0, 5) is not None
         time.sleep(disk.QUIET / 2)  # mid-wait: a scan now comes only through the sentinel
         block, written, crossed = os.urandom(1 << 20), 0, None
         while not stopped and written < 256 << 20:

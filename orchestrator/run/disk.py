@@ -148,7 +148,6 @@ class Guard:
         self.pids, self.fallback = pids, fallback
         self.replicas = replicas
         self.latest: Optional[DiskUse] = None
-        self.first = threading.Event()  # set once the first measurement is in ``latest``
         self._measured = threading.Condition()
         self._began = 0.0  # when the measurement in ``latest`` began (monotonic)
         self.stopped_at: Optional[float] = None  # when the writers were stopped (monotonic), if they were
@@ -199,7 +198,6 @@ class Guard:
             with self._measured:
                 self.latest, self._began = use, began
                 self._measured.notify_all()
-            self.first.set()
             if verdict(use, self.limit_mb) is not None:
                 self.stop_writers()
                 return
@@ -219,7 +217,10 @@ class Guard:
         left = [headroom] if headroom is not None else []
         if use.free is not None:
             left.append(use.free - use.floor)
-        trigger = max(min(left) // 4, 1 << 20) if left else None
+        if not left or use.free is None:  # no free space to watch: the next scan at its time
+            self._done.wait(max(latest - earliest, 0.0))
+            return
+        trigger = max(min(left) // 4, 1 << 20)
         deadline = time.monotonic() + max(latest - earliest, 0.0)
         while not self._done.is_set():
             now = time.monotonic()
@@ -227,7 +228,7 @@ class Guard:
                 return
             time.sleep(min(SENTINEL, deadline - now))
             free = _free(self.run_path)
-            if trigger is not None and use.free is not None and free is not None and use.free - free >= trigger:
+            if free is not None and use.free - free >= trigger:
                 return
 
     def measured_since(self, moment: float, timeout: float = FIRST_WAIT) -> Optional[DiskUse]:
