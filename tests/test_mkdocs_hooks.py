@@ -36,7 +36,21 @@ def test_a_copied_note_links_back_into_the_manual_and_keeps_its_other_links():
     text = ("[Images](../../docs/images.md#the-python-environment-on-the-engines-disk), "
             "[MPI](../../docs/frameworks/mpi.md), [run](results/floor-runs/start-fast/floor.md), "
             "[suite](../results/floor.md), [web](https://example.org/docs/x.md)")
-    got = hooks.on_page_markdown(text, _page(uri), None, None)
+    site = [_page(f"repo/benchmarks/{rel}").file for rel in ("investigations/results/floor-runs/start-fast/floor.md",
+                                                             "results/floor.md")]
+    got = hooks.on_page_markdown(text, _page(uri), None, site)
     assert got == ("[Images](../../../images.md#the-python-environment-on-the-engines-disk), "
                    "[MPI](../../../frameworks/mpi.md), [run](results/floor-runs/start-fast/floor.md), "
                    "[suite](../results/floor.md), [web](https://example.org/docs/x.md)")
+
+
+def test_a_copied_note_keeps_the_text_of_a_link_to_what_the_site_does_not_hold_and_a_link_to_nothing_stays():
+    """benchmarks/README.md links to result folders and to the repository's README.md, which exist but are no pages
+    of the site: their text stays, unlinked. A link to a path that does not exist stays, and fails the strict build."""
+    hooks = _hooks()
+    uri = "repo/benchmarks/README.md"
+    site = [_page("repo/benchmarks/suite.md").file]
+    text = ("[README.md](../README.md) § x, [headline/](../experiments/results/headline), "
+            "[suite](suite.md), [gone](../no-such-file.md)")
+    got = hooks.on_page_markdown(text, _page(uri), None, site)
+    assert got == "README.md § x, headline/, [suite](suite.md), [gone](../no-such-file.md)"

@@ -4,6 +4,7 @@ fake backend and a fake clock: no Docker."""
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -280,7 +281,8 @@ def test_the_guard_signals_no_process_that_is_not_the_replicas_and_stops_the_run
     (tmp_path / "worker-0").mkdir()
     bystander = _writer(tmp_path)
     fallback = []
-    guard = disk.Guard(tmp_path, ["worker-0"], 1, lambda: {"c0": bystander.pid}, lambda: fallback.append(1))
+    container = secrets.token_hex(32)  # an id as the engine gives it: no cgroup of a process outside it names it
+    guard = disk.Guard(tmp_path, ["worker-0"], 1, lambda: {container: bystander.pid}, lambda: fallback.append(1))
     guard.start()
     try:
         (tmp_path / "worker-0" / "junk.bin").write_bytes(os.urandom(3 << 20))
@@ -292,6 +294,17 @@ def test_the_guard_signals_no_process_that_is_not_the_replicas_and_stops_the_run
     finally:
         guard.stop()
         bystander.kill()
+
+
+def test_a_process_belongs_to_a_container_only_where_its_cgroup_names_the_whole_id():
+    from orchestrator.run.disk import names_container
+
+    full = "3de6c049ceb9afd301255fa555626fc9" * 2  # "c0" is a part of it
+    assert names_container(f"0::/system.slice/docker-{full}.scope\n".encode(), full)
+    assert names_container(f"4:memory:/docker/{full}\n".encode(), full)
+    assert not names_container(f"4:memory:/docker/{full}\n".encode(), "c0")  # a part of another id
+    assert not names_container(f"4:memory:/docker/{full}\n".encode(), full[:-1])
+    assert not names_container(b"0::/\n", "")
 
 
 def test_a_writer_that_starts_between_two_scans_is_seen_within_the_free_space_sentinel(tmp_path):

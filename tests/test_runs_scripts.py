@@ -158,11 +158,12 @@ def test_a_script_in_a_private_folder_runs_from_its_copy_and_sees_nothing_beside
 def test_writers_at_full_speed_are_stopped_within_a_quarter_of_the_disk_limit(images, orch_env, tmp_path, cleanup):
     """Two replicas write as fast as the disk takes it, one into a single file (the kernel's file size cap stops it at
     the limit) and one into file after file (the guard kills it): under --disk-limit 200 they leave at most 250 MiB,
-    and nothing keeps running."""
+    and nothing keeps running. They start writing a second in, as a script does once its imports are done: by then
+    the guard holds their pidfds (security.md: before that, the stop goes through the engine)."""
     cleanup.append("live-script-disk")
     (tmp_path / "fill").mkdir()
     (tmp_path / "fill" / "fill.py").write_text(
-        "import os\nblock = os.urandom(1 << 20)\nn = 0\n"
+        "import os, time\ntime.sleep(1)\nblock = os.urandom(1 << 20)\nn = 0\n"
         "one = os.environ['ORCH_WORKER_INDEX'] == '0'\n"
         "while True:\n"
         "    with open('junk.bin' if one else f'junk-{n}.bin', 'ab') as out:\n"

@@ -5,7 +5,8 @@
   work when the Markdown is read in the repository. The build copies those folders into the site under ``repo/``
   and points the links there; a link to a file that does not exist stays broken and fails the strict build.
 - The copied Markdown (the benchmarks' notes) links back into the manual the same way (``../../docs/images.md``):
-  those links are pointed at the manual's pages.
+  those links are pointed at the manual's pages. Its links to what exists in the repository but not in the site (a
+  result folder, the repository's README.md) keep their text and lose the link; a link to nothing stays and fails.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 OUTSIDE = ("benchmarks", "experiments/results", "examples")  # folders the manual may link into
 MARKER = "<!-- orch-cli-reference -->"
 LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?\)")
+FULL_LINK = re.compile(r"\[([^\]]*)(\]\()([^)\s#]+)(#[^)\s]*)?\)")  # [text](target#anchor)
 
 
 def on_files(files, config):
@@ -48,6 +50,16 @@ def _into_docs(page_uri: str, target: str) -> str | None:
     return joined.removeprefix("docs/") if joined.startswith("docs/") else None
 
 
+def _outside_site(page_uri: str, target: str, site: set[str]) -> bool:
+    """Whether a copied page's relative link names a repository path that exists but that the site does not hold."""
+    if "://" in target or target.startswith(("/", "mailto:")):
+        return False
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(page_uri), target))
+    if joined in site or not joined.startswith("repo/"):
+        return False
+    return (REPO / joined.removeprefix("repo/")).exists()
+
+
 def on_page_markdown(markdown, page, config, files):
     if MARKER in markdown:
         from orchestrator.cli.reference import markdown as reference
@@ -55,13 +67,16 @@ def on_page_markdown(markdown, page, config, files):
         markdown = markdown.replace(MARKER, reference())
     uri = page.file.src_uri
     if uri.startswith("repo/"):
-        def back(match: re.Match) -> str:
-            path = _into_docs(uri, match.group(2))
-            if path is None:
-                return match.group(0)
-            return f"{match.group(1)}{posixpath.relpath(path, posixpath.dirname(uri))}{match.group(3) or ''})"
+        site = {f.src_uri for f in files}
 
-        return LINK.sub(back, markdown)
+        def back(match: re.Match) -> str:
+            text, opening, target, anchor = match.groups()
+            path = _into_docs(uri, target)
+            if path is not None:
+                return f"[{text}{opening}{posixpath.relpath(path, posixpath.dirname(uri))}{anchor or ''})"
+            return text if _outside_site(uri, target, site) else match.group(0)
+
+        return FULL_LINK.sub(back, markdown)
 
     def relink(match: re.Match) -> str:
         path = _outside(uri, match.group(2))

@@ -14,6 +14,7 @@ scan never follows a link and stops early, so a tree of millions of files costs 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import threading
@@ -149,7 +150,7 @@ class Guard:
         self.replicas = replicas
         self.latest: Optional[DiskUse] = None
         self._measured = threading.Condition()
-        self._began = 0.0  # when the measurement in ``latest`` began (monotonic)
+        self._began: Optional[float] = None  # when the measurement in ``latest`` began (monotonic); None before one
         self.stopped_at: Optional[float] = None  # when the writers were stopped (monotonic), if they were
         self._done = threading.Event()
         self._fds: dict[str, int] = {}
@@ -235,8 +236,8 @@ class Guard:
         """The first measurement that began at ``moment`` (monotonic) or later, waiting up to ``timeout`` for it:
         what the replicas wrote before the supervisor's first look is judged, whenever the guard started."""
         with self._measured:
-            self._measured.wait_for(lambda: self._began >= moment or self._done.is_set() or
-                                    self.stopped_at is not None, timeout)
+            self._measured.wait_for(lambda: (self._began is not None and self._began >= moment) or
+                                    self._done.is_set() or self.stopped_at is not None, timeout)
             return self.latest
 
     def stop_writers(self) -> None:
@@ -270,9 +271,16 @@ class Guard:
 
 
 def _cgroup_names(pid: int, container: str) -> bool:
-    """Whether process ``pid`` runs in the container ``container`` (its cgroup path names the container's id)."""
+    """Whether process ``pid`` runs in the container ``container``: its cgroup path names the container's id whole
+    (``/docker/<id>``, ``docker-<id>.scope``), not as a part of a longer hexadecimal name."""
     try:
         with open(f"/proc/{pid}/cgroup", "rb") as f:
-            return container.encode() in f.read(1 << 16)
+            return names_container(f.read(1 << 16), container)
     except OSError:
         return False
+
+
+def names_container(cgroup: bytes, container: str) -> bool:
+    """Whether the text of a /proc/PID/cgroup names the container id ``container`` whole."""
+    whole = rb"(?<![0-9a-f])" + re.escape(container.encode()) + rb"(?![0-9a-f])"
+    return bool(container) and re.search(whole, cgroup) is not None
