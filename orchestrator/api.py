@@ -269,10 +269,12 @@ def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Ma
                                                fn.__name__))
 
 
-def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[Paths] = None) -> Collected:
+def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[Paths] = None,
+            plots: bool = True) -> Collected:
     """Gather runs (default: the newest) into ``out`` (default: the results folder), one folder each, and
     compare them: T(N)/T(1), speedup and efficiency against the 1-worker run of the same work. A run that cannot
-    be collected is in ``failures``; the others are collected all the same."""
+    be collected is in ``failures``; the others are collected all the same. ``plots=False`` skips the PNG plots
+    (most of collect's time); the figures, CSVs, TensorBoard events and HTML reports are written all the same."""
     from orchestrator.analysis import html
     from orchestrator.analysis.collect import collect as gather
     from orchestrator.analysis.collect import compare
@@ -280,7 +282,7 @@ def collect(*run_ids: str, out: Union[str, Path, None] = None, paths: Optional[P
     paths = paths or default_paths()
     root = Path(out) if out else paths.results
     failures: list[Failure] = []
-    summaries = gather(list(run_ids) or None, out_root=root, paths=paths, failures=failures)
+    summaries = gather(list(run_ids) or None, out_root=root, paths=paths, failures=failures, plots=plots)
     report = Path(summaries[0]["results_dir"]) / "report.html" if len(summaries) == 1 else None
     if len(summaries) > 1:
         ids = [s["run_id"] for s in summaries]

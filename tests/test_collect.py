@@ -464,7 +464,7 @@ def test_a_workers_bad_record_spoils_its_own_figures_only(tmp_path, attack):
     (good.path / "stats.csv").unlink()
     plant, words = BAD_RECORDS[attack]
     plant(bad)
-    result = _cli(paths, "collect", "bad", "good", "--format", "json", "--out", str(tmp_path / "out"))
+    result = _cli(paths, "collect", "bad", "good", "--no-plots", "--format", "json", "--out", str(tmp_path / "out"))
     assert result.code == 0 and "Traceback" not in result.err, result
     runs = {s["run_id"]: s for s in strict_loads(result.out)["runs"]}
     summary = runs["bad"]
@@ -514,8 +514,8 @@ def test_collect_of_several_runs_collects_every_run_it_can_and_says_each_failure
         return real(run)
 
     monkeypatch.setattr("orchestrator.analysis.collect.summarize", summarize_or_fail)
-    result = _cli(paths, "collect", "first", "missing", "blocked", "broken", "last", "--format", "json",
-                      "--out", str(tmp_path / "out"))
+    result = _cli(paths, "collect", "first", "missing", "blocked", "broken", "last", "--no-plots", "--format", "json",
+                  "--out", str(tmp_path / "out"))
     assert result.code == 2 and "Traceback" not in result.err
     payload = strict_loads(result.out)
     assert [s["run_id"] for s in payload["runs"]] == ["first", "last"]
@@ -528,12 +528,24 @@ def test_collect_of_several_runs_collects_every_run_it_can_and_says_each_failure
     for run_id in ("first", "last"):
         assert strict_loads((tmp_path / "out" / run_id / "summary.json").read_text())["run_id"] == run_id
     # The table form says the same, and a single run that cannot be collected fails as it always did.
-    table = _cli(paths, "collect", "first", "missing", "--out", str(tmp_path / "out"))
+    table = _cli(paths, "collect", "first", "missing", "--no-plots", "--out", str(tmp_path / "out"))
     assert table.code == 2 and "first" in table.out and "orch: error: missing: no run 'missing'" in table.err
     alone = _cli(paths, "collect", "missing", "--format", "json", "--out", str(tmp_path / "out"))
     assert alone.code == 2 and alone.out == "" and len(alone.err.strip().splitlines()) == 1
     with pytest.raises(RunNotFound):  # and so does the library, asked without a list for failures
         collect(["missing"], paths=paths)
+
+
+def test_collect_without_plots_writes_every_figure_and_report_but_no_png(tmp_path):
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
+    _fake_run(paths, "quick")
+    result = _cli(paths, "collect", "quick", "--no-plots", "--format", "json", "--out", str(tmp_path / "out"))
+    assert result.code == 0, result
+    summary = strict_loads(result.out)
+    assert summary["files"] == ["epochs.csv", "stats.csv", "summary.json"] and summary["train_seconds"] == 31.0
+    written = sorted(p.name for p in (tmp_path / "out" / "quick").iterdir())
+    assert not [name for name in written if name.endswith(".png")] and "report.html" in written, written
+    assert strict_loads((tmp_path / "out" / "quick" / "summary.json").read_text()) == summary
 
 
 # -- strict JSON ----------------------------------------------------------------------------------------------------
@@ -545,7 +557,7 @@ def test_collect_json_is_strict_where_a_ratio_overflows(tmp_path):
     _rewrite_result(one, 0, lambda t: t.replace('"train_seconds": 30.0', '"train_seconds": 100000000.0'))
     for i in (0, 1):
         _rewrite_result(two, i, lambda t: re.sub(r'"train_seconds": [0-9.]+', '"train_seconds": 1e-307', t))
-    result = _cli(paths, "collect", "one", "two", "--format", "json", "--out", str(tmp_path / "out"))
+    result = _cli(paths, "collect", "one", "two", "--no-plots", "--format", "json", "--out", str(tmp_path / "out"))
     assert result.code == 0, result
     rows = {r["run_id"]: r for r in strict_loads(result.out)["comparison"]}
     assert rows["two"]["speedup"] is None and rows["two"]["speedup_invalid"] == "not finite: inf"

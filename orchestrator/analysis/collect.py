@@ -283,8 +283,10 @@ def _failure(run_id: Optional[str], exc: Exception) -> Failure:
 
 
 def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None,
-            paths: Optional[Paths] = None, failures: Optional[list[Failure]] = None) -> list[dict[str, Any]]:
-    """Write ``<out_root>/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, plots) for each run.
+            paths: Optional[Paths] = None, failures: Optional[list[Failure]] = None,
+            plots: bool = True) -> list[dict[str, Any]]:
+    """Write ``<out_root>/<run>/`` (summary.json, stats.csv, host.csv, epochs.csv, and the PNG plots unless
+    ``plots`` is False) for each run.
 
     ``run_ids`` None means the newest run; ``out_root`` None means ``paths.results``. ``out_root`` is locked
     meanwhile (FolderBusy if another orch writes there); every file is written atomically, summary.json last.
@@ -298,7 +300,7 @@ def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None
     with locked(out_root, "collect"):
         for run_id in wanted:
             try:
-                summaries.append(_collect_one(resolve(paths, run_id), out_root))
+                summaries.append(_collect_one(resolve(paths, run_id), out_root, plots))
             except Exception as exc:  # noqa: BLE001 - one run that cannot be collected leaves the others collected
                 if failures is None:
                     raise
@@ -306,7 +308,7 @@ def collect(run_ids: Optional[list[str]] = None, out_root: Optional[Path] = None
     return summaries
 
 
-def _collect_one(run: RunDir, out_root: Path) -> dict[str, Any]:
+def _collect_one(run: RunDir, out_root: Path, plots: bool = True) -> dict[str, Any]:
     got = summarize(run)
     summary = got.summary
     out = out_root / summary["run_id"]
@@ -317,7 +319,8 @@ def _collect_one(run: RunDir, out_root: Path) -> dict[str, Any]:
         if (run.path / name).is_file():
             atomic_write(out / name, (run.path / name).read_bytes())
             copied.append(name)
-    summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *_plots(run, out, got)])
+    drawn = _plots(run, out, got) if plots else []
+    summary["files"] = sorted(["summary.json", "epochs.csv", *copied, *drawn])
     summary["results_dir"] = str(out)
     write_json(out / "summary.json", summary)
     _views(out, summary)

@@ -153,6 +153,7 @@ class Guard:
         self._began: Optional[float] = None  # when the measurement in ``latest`` began (monotonic); None before one
         self.stopped_at: Optional[float] = None  # when the writers were stopped (monotonic), if they were
         self._done = threading.Event()
+        self._wake = threading.Event()  # the next scan now: the guard ends, or the supervisor asks (measured_since)
         self._fds: dict[str, int] = {}
         self._lock = threading.Lock()  # over _fds: the opener adds, a stop signals, the end closes
         self.thread = threading.Thread(target=self._run, name="orch-disk-guard", daemon=True)
@@ -193,6 +194,7 @@ class Guard:
         limit = self.limit_mb << 20 or None
         before: Optional[tuple[float, int]] = None
         while not self._done.is_set():
+            self._wake.clear()  # a wish made from here on is met by this scan, which begins after it
             began, took = time.monotonic(), time.perf_counter()
             use = measure(self.run_path, self.folders, stop_at=limit)
             took = time.perf_counter() - took
@@ -212,29 +214,32 @@ class Guard:
         """Wait for the next scan: ``latest`` seconds, or less once the disk's free space (one statvfs, a few
         microseconds) has fallen by a quarter of what is left under the limit or above the floor, but never less
         than ``earliest`` (the scan's cost). Writes into the page cache run at gigabytes a second: a replica that
-        starts writing between two scans is seen within SENTINEL, not at the next scan."""
-        if self._done.wait(earliest):
+        starts writing between two scans is seen within SENTINEL, not at the next scan. A wish for a measurement
+        (``measured_since``) brings the next scan forward to ``earliest``."""
+        if self._done.wait(earliest) or self._wake.is_set():
             return
         left = [headroom] if headroom is not None else []
         if use.free is not None:
             left.append(use.free - use.floor)
         if not left or use.free is None:  # no free space to watch: the next scan at its time
-            self._done.wait(max(latest - earliest, 0.0))
+            self._wake.wait(max(latest - earliest, 0.0))
             return
         trigger = max(min(left) // 4, 1 << 20)
         deadline = time.monotonic() + max(latest - earliest, 0.0)
-        while not self._done.is_set():
+        while not self._wake.is_set():
             now = time.monotonic()
             if now >= deadline:
                 return
-            time.sleep(min(SENTINEL, deadline - now))
+            self._wake.wait(min(SENTINEL, deadline - now))
             free = _free(self.run_path)
             if free is not None and use.free - free >= trigger:
                 return
 
     def measured_since(self, moment: float, timeout: float = FIRST_WAIT) -> Optional[DiskUse]:
         """The first measurement that began at ``moment`` (monotonic) or later, waiting up to ``timeout`` for it:
-        what the replicas wrote before the supervisor's first look is judged, whenever the guard started."""
+        what the replicas wrote before the supervisor's first look is judged, whenever the guard started. The guard
+        scans as soon as its share of a core allows, not at its next turn."""
+        self._wake.set()
         with self._measured:
             self._measured.wait_for(lambda: (self._began is not None and self._began >= moment) or
                                     self._done.is_set() or self.stopped_at is not None, timeout)
@@ -261,6 +266,7 @@ class Guard:
     def stop(self) -> None:
         """End the guard (the attempt is over) and close its pidfds."""
         self._done.set()
+        self._wake.set()
         for thread in (self.thread, self.opener):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(5)
