@@ -6,6 +6,7 @@ import yaml
 
 from orchestrator import __version__
 from tests.conftest import orch_containers, run_orch
+from tests.test_cli_inprocess import orch as orch_cli
 
 
 def test_version_and_help(orch_env):
@@ -45,12 +46,24 @@ def test_render_json_has_every_tf_config(orch_env):
         (["ps", "no-such-run"], "no run 'no-such-run'"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(orch_env, args, needle):
-    proc = run_orch(args, orch_env)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("orch: error:") and needle in lines[0], proc.stderr
-    assert proc.stdout == ""
+def test_bad_input_is_one_line_and_exit_2(orch_env, monkeypatch, args, needle):
+    """In this process, as main() runs it (the process boundary: the test below)."""
+    for name, value in orch_env.items():
+        monkeypatch.setenv(name, value)
+    result = orch_cli(*args)
+    assert result.code == 2, result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("orch: error:") and needle in lines[0], result.err
+    assert result.out == ""
+
+
+def test_bad_input_is_one_line_and_exit_2_from_the_command_as_a_user_runs_it(orch_env):
+    for args, needle in ((["up", "--workers", "abc"], "'abc' is not a valid integer"), (["down"], "name a run")):
+        proc = run_orch(args, orch_env)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("orch: error:") and needle in lines[0], proc.stderr
+        assert proc.stdout == ""
 
 
 def test_stopped_engine_is_one_line_and_exit_2(orch_env, tmp_path):

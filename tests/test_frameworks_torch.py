@@ -14,6 +14,7 @@ from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from tests.conftest import ROOT, run_orch
+from tests.test_cli_inprocess import orch as orch_cli
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
 
@@ -248,16 +249,16 @@ def test_several_ranks_per_container_run_under_torchrun_with_its_environment(tmp
 def test_procs_per_worker_and_j_are_refused_in_one_line_where_they_do_not_fit(args, message, tmp_path):
     (tmp_path / "x.py").write_text("")
     args = [str(tmp_path / a) if a == "x.py" else a for a in args]
-    proc = run_orch(["render", "--framework", "torch", *args], dict(os.environ))
-    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    result = orch_cli("render", "--framework", "torch", *args)
+    assert result.code == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
 
 
 def test_j_sets_the_containers_and_the_ranks_in_each(tmp_path):
     (tmp_path / "x.py").write_text("")
-    proc = run_orch(["render", "--framework", "torch", "-j", "3x2", "--script", str(tmp_path / "x.py"), "--format",
-                     "json"], dict(os.environ))
-    assert proc.returncode == 0, proc.stderr
-    spec = json.loads(proc.stdout)["spec"]
+    result = orch_cli("render", "--framework", "torch", "-j", "3x2", "--script", str(tmp_path / "x.py"), "--format",
+                      "json")
+    assert result.code == 0, result.err
+    spec = json.loads(result.out)["spec"]
     assert (spec["workers"], spec["procs_per_worker"]) == (3, 2)
 
 
