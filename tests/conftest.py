@@ -180,6 +180,12 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def running_containers(run_id: str) -> list[str]:
+    """Ids of the containers labelled with ``run_id`` that are running (started, not paused or ended)."""
+    return subprocess.run(["docker", "ps", "-q", "--filter", f"label=orch.run={run_id}", "--filter", "status=running"],
+                          capture_output=True, text=True).stdout.split()
+
+
 def orch_containers(run_id: str) -> list[str]:
     """Ids of every container, in any state, labelled with ``run_id``."""
     proc = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=orch.run={run_id}"], capture_output=True,

@@ -3,7 +3,7 @@ MultiWorkerMirroredStrategy, the MPI all-reduce between containers against bare 
 MultiWorkerMirroredStrategy run's time goes beyond its all-reduces.
 
 Usage: python benchmarks/investigations/mpi_targets.py [--repeats 3]
-       python benchmarks/investigations/mpi_targets.py --tiny     (CI: tiny data, one repeat; checks that it runs)
+       python benchmarks/investigations/mpi_targets.py --tiny     (tiny data, one repeat: checks that it runs)
 
 Seed 000's workload: the MLP, 60,000 MNIST images drawn (38,400 to train), 5 epochs, global batch 96. Every
 training run goes through orch's Python API exactly as `orch up` would run it, one at a time, the cells of a

@@ -1,7 +1,7 @@
 """Pairs of runs in one invocation: 1 worker vs N workers under each setting, and setting A vs B.
 
 Usage: python benchmarks/investigations/scaling.py [--workers 3] [--samples 60000] [--epochs 5] [--only NAME ...]
-       python benchmarks/investigations/scaling.py --tiny      (CI: tiny synthetic data, two settings, checks it runs)
+       python benchmarks/investigations/scaling.py --tiny      (tiny synthetic data, two settings: checks it runs)
 
 Every setting runs a 1-worker and an N-worker job of the same workload (global batch, epochs,
 data) back to back, so T(N)/T(1) compares equal work on the same machine state. It also
