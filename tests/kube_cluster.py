@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -439,14 +440,29 @@ class Handler(BaseHTTPRequestHandler):
         self._chunk(b"")
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A loopback HTTP server whose handlers' errors (a client that hung up mid-stream, after its test ended) are
+    kept in ``errors``, not printed: printed, they land in whatever stderr another test has redirected then."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.errors: list[BaseException] = []
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if error is not None:
+            self.errors.append(error)
+
+
 class ApiServer:
     """The server on a loopback port, in a thread of its own, with a kubeconfig that points at it."""
 
     def __init__(self, folder: Path, namespace: str = "team-a") -> None:
         self.cluster = Cluster(namespace)
         handler = type("BoundHandler", (Handler,), {"cluster": self.cluster})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
+        self.server = QuietServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()

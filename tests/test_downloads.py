@@ -19,6 +19,7 @@ from orchestrator.frameworks.torch import build as torch_build
 from orchestrator.images import user, wheels
 from orchestrator.paths import Paths, recipe_dir
 from tests.conftest import run_orch
+from tests.kube_cluster import QuietServer
 
 SECRET = "s3cret-t0ken"
 
@@ -66,7 +67,7 @@ def served(tmp_path):
     """A folder served over http on 127.0.0.1 (no TLS here: the tests allow plain http for it); yields (folder, URL)."""
     root = tmp_path / "served"
     root.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    server = QuietServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield root, f"http://127.0.0.1:{server.server_address[1]}"
