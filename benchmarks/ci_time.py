@@ -5,7 +5,7 @@ Usage: python benchmarks/ci_time.py [--cold] [--skip-ci] [--out benchmarks/resul
 Clones this repository's HEAD into a temporary folder, as CI does, and times there:
 - `make test-fast` with DOCKER_HOST pointing nowhere, twice: the first run with no mypy cache (a clean clone's), the
   second with the cache the first left (a contributor's next run);
-- `bash .ci/run` (unless --skip-ci), which makes the venv, builds the images and runs every tier. With --cold it
+- `bash .ci/run` (unless --skip-ci, which keeps the last one measured, with its commit), which makes the venv, builds the images and runs every tier. With --cold it
   first removes what a fresh machine would not have: orch's images, its wheelhouse and prepared data, and pip's cache
   (the engine's base images too, so debootstrap runs again). It needs root (debootstrap) and takes as long as CI.
 Each run's ten slowest tests come from pytest's own durations. Writes the json and a .md beside it.
@@ -89,7 +89,8 @@ def main() -> int:
                 cold(say)
             say(f"bash .ci/run in a clean clone of {head} (as CI runs it)")
             seconds, code, output = run(["bash", ".ci/run"], clone, env, Path(tmp) / "ci.log")
-            result["ci"] = {"seconds": seconds, "exit_code": code, "cold": args.cold, "pytest": summary(output),
+            result["ci"] = {"commit": head, "seconds": seconds, "exit_code": code, "cold": args.cold,
+                            "pytest": summary(output),
                             "slowest": slowest(output), "stages": [
                                 {"stage": m[1], "seconds": float(m[2])} for m in
                                 re.finditer(r"test\.sh: (the fast tier took|the images were ready) ([0-9]+) s", output)]}
@@ -97,6 +98,10 @@ def main() -> int:
             if code != 0:
                 say("its last lines: " + " | ".join(output.strip().splitlines()[-5:]))
         else:
+            if args.out.is_file():  # the last .ci/run measured stays, named by its own commit
+                earlier = json.loads(args.out.read_text())
+                if "ci" in earlier:
+                    result["ci"] = {"commit": earlier["commit"], **earlier["ci"]}
             seconds, code, _ = run(["make", ".venv/bin/orch"], clone, env, Path(tmp) / "venv.log")
             say(f"the venv took {seconds:.0f} s")
         fast = []
@@ -111,8 +116,8 @@ def main() -> int:
     args.out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     lines = ["# How long the tests take", "", f"Commit {head}, {result['when']}.", ""]
     if "ci" in result:
-        lines += [f"- `bash .ci/run` from a clean clone{' (cold)' if args.cold else ''}: "
-                  f"{result['ci']['seconds'] / 60:.1f} min, exit {result['ci']['exit_code']}"]
+        lines += [f"- `bash .ci/run` from a clean clone{' (cold)' if result['ci'].get('cold') else ''}, commit "
+                  f"{result['ci']['commit']}: {result['ci']['seconds'] / 60:.1f} min, exit {result['ci']['exit_code']}"]
     lines += [f"- `make test-fast`, {f['run']}: {f['seconds']:.0f} s, exit {f['exit_code']}" for f in fast]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     say(f"wrote {args.out}")

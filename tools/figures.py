@@ -584,7 +584,11 @@ def test_times_table() -> None:
         rows.append([f"`bash .ci/run`, a clean clone{' with nothing cached' if ci.get('cold') else ''}",
                      f"{ci['seconds'] / 60:.1f} min", f"{ci['pytest']}" + (f" ({stages})" if stages else "")])
     emit(table(["what", "took", "pytest"], rows, right=(1,)))
-    emit(f"\nOn {machines.describe(d['machine'])}, commit {d['commit']}: `python benchmarks/ci_time.py --cold`.")
+    ci_commit = d["ci"].get("commit", d["commit"]) if "ci" in d else d["commit"]
+    commits = (f"commit {d['commit']}" if ci_commit == d["commit"] else
+               f"`make test-fast` at commit {d['commit']}, `.ci/run` at commit {ci_commit}")
+    emit(f"\nOn {machines.describe(d['machine'])}, {commits}: `python benchmarks/ci_time.py --cold` (with "
+         "`--skip-ci`, `make test-fast` alone).")
 
 
 def slowest_tests_table(which: str = "ci") -> None:
