@@ -307,30 +307,32 @@ def test_a_process_belongs_to_a_container_only_where_its_cgroup_names_the_whole_
     assert not names_container(b"0::/\n", "")
 
 
-def test_a_writer_that_starts_between_two_scans_is_seen_within_the_free_space_sentinel(tmp_path):
-    """The guard has seen nothing grow, so its next scan is QUIET away; a burst into the page cache (gigabytes a
-    second) still stops within a few of its 10 ms looks at the free space, far below what a quarter-second gives."""
+def test_a_writer_that_starts_between_two_scans_is_seen_within_the_free_space_sentinel(tmp_path, monkeypatch):
+    """The guard has seen nothing grow, so its next scan is its turn away (made half a minute here); a burst into the
+    page cache (gigabytes a second) is still seen at once: the scan that follows comes from the fall of the disk's
+    free space, which the guard looks at every 10 ms. How soon after the crossing the writers stop is measured in
+    benchmarks/disk_limit.py, not asserted here, where the machine's load sets it."""
     from orchestrator.run import disk
 
+    monkeypatch.setattr(disk, "QUIET", 30.0)
     (tmp_path / "worker-0").mkdir()
     stopped = []
     guard = disk.Guard(tmp_path, ["worker-0"], 64, dict, lambda: stopped.append(time.monotonic()))
     guard.start()
     try:
         assert guard.measured_since(0.0, 5) is not None
-        time.sleep(disk.QUIET / 2)  # mid-wait: a scan now comes only through the sentinel
-        block, written, crossed = os.urandom(1 << 20), 0, None
+        time.sleep(0.1)  # mid-wait: the next turn is half a minute away
+        before = len(guard.causes)
+        block, written = os.urandom(1 << 20), 0
         while not stopped and written < 256 << 20:
             with open(tmp_path / "worker-0" / f"junk-{written >> 20}.bin", "wb") as out:
                 out.write(block)
             written += 1 << 20
-            if crossed is None and written >= 64 << 20:
-                crossed = time.monotonic()
         deadline = time.monotonic() + 5
         while not stopped and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert stopped and crossed is not None and guard.latest is not None and disk.verdict(guard.latest, 64)
-        assert stopped[0] - crossed < disk.QUIET / 4, "stopped at the next scan's turn, not by the sentinel"
+        assert stopped and guard.latest is not None and disk.verdict(guard.latest, 64)
+        assert list(guard.causes)[before] == "free space", list(guard.causes)
     finally:
         guard.stop()
 

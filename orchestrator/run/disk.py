@@ -19,6 +19,7 @@ import signal
 import stat
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -152,6 +153,8 @@ class Guard:
         self._measured = threading.Condition()
         self._began: Optional[float] = None  # when the measurement in ``latest`` began (monotonic); None before one
         self.stopped_at: Optional[float] = None  # when the writers were stopped (monotonic), if they were
+        self.causes: deque[str] = deque(maxlen=64)  # what brought on each recent scan: "start", "turn", "free space"
+        # (the disk's free space fell), "asked" (measured_since, or the guard's end)
         self._done = threading.Event()
         self._wake = threading.Event()  # the next scan now: the guard ends, or the supervisor asks (measured_since)
         self._fds: dict[str, int] = {}
@@ -193,8 +196,10 @@ class Guard:
     def _run(self) -> None:
         limit = self.limit_mb << 20 or None
         before: Optional[tuple[float, int]] = None
+        cause = "start"
         while not self._done.is_set():
             self._wake.clear()  # a wish made from here on is met by this scan, which begins after it
+            self.causes.append(cause)
             began, took = time.monotonic(), time.perf_counter()
             use = measure(self.run_path, self.folders, stop_at=limit)
             took = time.perf_counter() - took
@@ -208,32 +213,32 @@ class Guard:
             rate = (use.total - before[1]) / (now - before[0]) if before and now > before[0] else 0.0
             before = (now, use.total)
             headroom = None if limit is None else limit - use.total
-            self._until_next(use, headroom, earliest=took / SHARE, latest=interval(took, headroom, rate))
+            cause = self._until_next(use, headroom, earliest=took / SHARE, latest=interval(took, headroom, rate))
 
-    def _until_next(self, use: DiskUse, headroom: Optional[int], earliest: float, latest: float) -> None:
+    def _until_next(self, use: DiskUse, headroom: Optional[int], earliest: float, latest: float) -> str:
         """Wait for the next scan: ``latest`` seconds, or less once the disk's free space (one statvfs, a few
         microseconds) has fallen by a quarter of what is left under the limit or above the floor, but never less
         than ``earliest`` (the scan's cost). Writes into the page cache run at gigabytes a second: a replica that
         starts writing between two scans is seen within SENTINEL, not at the next scan. A wish for a measurement
-        (``measured_since``) brings the next scan forward to ``earliest``."""
+        (``measured_since``) brings the next scan forward to ``earliest``. Returns what ended the wait."""
         if self._done.wait(earliest) or self._wake.is_set():
-            return
+            return "asked"
         left = [headroom] if headroom is not None else []
         if use.free is not None:
             left.append(use.free - use.floor)
         if not left or use.free is None:  # no free space to watch: the next scan at its time
-            self._wake.wait(max(latest - earliest, 0.0))
-            return
+            return "asked" if self._wake.wait(max(latest - earliest, 0.0)) else "turn"
         trigger = max(min(left) // 4, 1 << 20)
         deadline = time.monotonic() + max(latest - earliest, 0.0)
         while not self._wake.is_set():
             now = time.monotonic()
             if now >= deadline:
-                return
+                return "turn"
             self._wake.wait(min(SENTINEL, deadline - now))
             free = _free(self.run_path)
             if free is not None and use.free - free >= trigger:
-                return
+                return "free space"
+        return "asked"
 
     def measured_since(self, moment: float, timeout: float = FIRST_WAIT) -> Optional[DiskUse]:
         """The first measurement that began at ``moment`` (monotonic) or later, waiting up to ``timeout`` for it:
