@@ -49,9 +49,9 @@ class Module:
 
 MODULES: tuple[Module, ...] = (
     Module("rendezvous", "orchestrator/rendezvous.py",
-           ("tests/test_plan.py", "tests/test_frameworks_tensorflow.py", "tests/test_frameworks_torch.py",
-            "tests/test_backends_k8s.py")),
-    Module("safetext", "orchestrator/safetext.py", ("tests/test_terminal.py",)),
+           ("tests/test_rendezvous.py", "tests/test_plan.py", "tests/test_frameworks_tensorflow.py",
+            "tests/test_frameworks_torch.py", "tests/test_backends_k8s.py")),
+    Module("safetext", "orchestrator/safetext.py", ("tests/test_terminal.py", "tests/test_safetext.py")),
     Module("sizes", "orchestrator/sizes.py", ("tests/test_sizes.py",)),
     Module("metrics", "orchestrator/analysis/metrics.py",
            ("tests/test_metrics.py", "--deselect",
