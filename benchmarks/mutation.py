@@ -132,7 +132,7 @@ def run_module(module: Module, fresh: bool, known: list[dict[str, str]]) -> dict
         counts[status] = counts.get(status, 0) + 1
     survivors = []
     for mutant_id, status in rows:
-        if status not in ("bad_survived", "bad_timeout", "ok_suspicious"):
+        if status not in ("bad_survived", "bad_timeout"):  # ok_suspicious: killed, but slowly
             continue
         shutil.copy(cache, work)
         diff = subprocess.run([*MUTMUT, "show", str(mutant_id)], cwd=ROOT, env=env, capture_output=True,
@@ -145,8 +145,10 @@ def run_module(module: Module, fresh: bool, known: list[dict[str, str]]) -> dict
         "module": module.name, "path": module.path, "tests": list(module.tests),
         "functions": list(module.functions), "why_functions": module.why,
         "mutants": sum(n for s, n in counts.items() if s not in ("skipped", "untested")),
-        "killed": counts.get("ok_killed", 0), "survived": counts.get("bad_survived", 0),
-        "timeout": counts.get("bad_timeout", 0), "suspicious": counts.get("ok_suspicious", 0),
+        "killed": counts.get("ok_killed", 0) + counts.get("ok_suspicious", 0),
+        "survived": counts.get("bad_survived", 0),
+        "timeout": counts.get("bad_timeout", 0),
+        "suspicious": counts.get("ok_suspicious", 0),  # killed, but the tests took long to fail: among the killed
         "skipped": counts.get("skipped", 0),
         "equivalent": sum(1 for s in survivors if s["equivalent"]),
         "unexplained": sum(1 for s in survivors if s["status"] == "survived" and not s["equivalent"]),
