@@ -55,21 +55,34 @@ MODULES: tuple[Module, ...] = (
     Module("sizes", "orchestrator/sizes.py", ("tests/test_sizes.py",)),
     Module("metrics", "orchestrator/analysis/metrics.py",
            ("tests/test_metrics.py", "--deselect",
-            "tests/test_metrics.py::test_a_scaling_report_has_its_table_the_split_and_four_plots")),
+            "tests/test_metrics.py::test_a_scaling_report_has_its_table_the_split_and_four_plots"),
+           ("time_ratio", "speedup", "efficiency", "cpu_bound", "machine_bound", "scaling", "baselines", "run_key",
+            "run_workers", "run_baselines", "run_baseline", "point_id", "point_key", "point_scale", "point_baselines",
+            "point_baseline", "median_range", "speedup_range", "step_seconds", "sync_cost", "is_seconds",
+            "named_baseline", "cells_cores"),
+           "the scaling figures and baselines; aggregate (207 of the module's 346 mutants, an hour's run here) is "
+           "left for a later run"),
     Module("collect", "orchestrator/analysis/collect.py",
            ("tests/test_collect.py", "--deselect",
             "tests/test_collect.py::test_a_crash_at_each_write_of_collect_leaves_every_earlier_file_whole"),
-           ("_container_figures", "_epochs_of", "_samples", "_rate", "_dropped_line", "summarize", "compare"),
-           "collect's arithmetic: the summary's figures and the comparison; the writing of files and plots is "
-           "tested by its crash and hostile-input tests, not here"),
-    Module("fields", "orchestrator/jobspec/fields.py", ("tests/test_spec.py",)),
-    Module("messages", "orchestrator/jobspec/messages.py", ("tests/test_spec.py", "tests/test_bad_inputs.py")),
+           ("_container_figures", "_epochs_of", "_samples", "_rate", "_dropped_line", "compare"),
+           "collect's arithmetic: each container's figures, a worker's rate and epochs, the comparison; summarize "
+           "(147 mutants) and the writing of files and plots are left for a later run"),
+    Module("fields", "orchestrator/jobspec/fields.py", ("tests/test_spec.py",),
+           ("flag_aliases", "example", "metadata", "default", "unused", "_nest", "_nest_backend"),
+           "the spec checks: flat fields nested, aliases, defaults and the fields a job would ignore; the field "
+           "declarations and CLI metadata are data, checked by the spec's and the CLI's own tests"),
+    Module("messages", "orchestrator/jobspec/messages.py",
+           ("tests/test_messages.py", "tests/test_spec.py", "tests/test_bad_inputs.py")),
     Module("plan", "orchestrator/plan/__init__.py", ("tests/test_plan.py", "tests/test_scripts.py", "--deselect",
            "tests/test_scripts.py::test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names")),
     Module("plan-model", "orchestrator/plan/model.py", ("tests/test_plan.py",)),
     Module("scripts", "orchestrator/run/scripts.py",
            ("tests/test_scripts.py", "--deselect",
-            "tests/test_scripts.py::test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names")),
+            "tests/test_scripts.py::test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names"),
+           ("absolute", "limit_bytes", "_within", "check", "_listing", "hash_line", "snapshot", "_copy", "_chunks"),
+           "the checks and the copy: what may be copied, the listing's limits, each file copied exactly and its hash "
+           "line; the walkers' fd bookkeeping is left for a later run"),
 )
 
 
