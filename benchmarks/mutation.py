@@ -189,19 +189,18 @@ def main() -> int:
     known = json.loads(EQUIVALENT.read_text())["equivalent"] if EQUIVALENT.exists() else []
     previous = json.loads(OUT.read_text()) if OUT.exists() else {}
     results = {r["module"]: r for r in previous.get("modules", [])}
+    order = [m.name for m in MODULES]
+    tool = subprocess.run([*MUTMUT, "version"], capture_output=True, text=True).stdout.strip()
     for module in [known_modules[n] for n in args.modules] if args.modules else MODULES:
-        results[module.name] = run_module(module, args.fresh, known)
-        r = results[module.name]
+        results[module.name] = r = run_module(module, args.fresh, known)
         print(f"mutation.py: {module.name}: {r['mutants']} mutants, {r['killed']} killed, {r['survived']} survived "
               f"({r['equivalent']} explained as equivalent), {r['timeout']} timed out, {r['seconds']:.0f} s",
               file=sys.stderr)
-    order = [m.name for m in MODULES]
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({
-        "tool": subprocess.run([*MUTMUT, "version"], capture_output=True, text=True).stdout.strip(),
-        "command": "python benchmarks/mutation.py",
-        "modules": sorted(results.values(), key=lambda r: order.index(r["module"]) if r["module"] in order else 99),
-    }, indent=1) + "\n")
+        OUT.parent.mkdir(parents=True, exist_ok=True)  # after each module: a run stopped later keeps what it found
+        OUT.write_text(json.dumps({
+            "tool": tool, "command": "python benchmarks/mutation.py",
+            "modules": sorted(results.values(), key=lambda r: order.index(r["module"]) if r["module"] in order else 99),
+        }, indent=1) + "\n")
     print(f"mutation.py: wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
     return 0
 

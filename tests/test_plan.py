@@ -131,3 +131,34 @@ def test_gpus_render_a_device_request_per_container_and_none_by_default():
             {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}]
     plain = yaml.safe_load(plan(make_spec(run_id="g", workers=2), PATHS).artifact)
     assert not any("deploy" in service for service in plain["services"].values())
+
+
+def test_the_plans_json_view_names_every_replica_and_file_as_render_prints_it():
+    spec = make_spec(run_id="view", workers=2)
+    p = plan(spec, PATHS, user="1000:1000")
+    view = p.to_dict()
+    assert {k: view[k] for k in ("run_id", "backend", "project", "image", "run_dir", "data_dir", "artifact_file",
+                                 "user", "artifact")} == {
+        "run_id": "view", "backend": "compose", "project": p.engine_name, "image": p.image,
+        "run_dir": str(PATHS.runs / "view"), "data_dir": str(p.data_dir),
+        "artifact_file": str(PATHS.runs / "view" / p.artifact_name), "user": "1000:1000", "artifact": p.artifact}
+    assert view["spec"] == spec.model_dump(mode="json") and set(view) == {
+        "run_id", "backend", "project", "image", "run_dir", "data_dir", "artifact_file", "user", "spec", "replicas",
+        "artifact"}
+    assert [(r["role"], r["index"], r["name"]) for r in view["replicas"]] == [("worker", 0, "worker-0"),
+                                                                               ("worker", 1, "worker-1")]
+    assert view["replicas"][1]["labels"] == p.replicas[1].labels
+    assert view["replicas"][1]["tf_config"] == p.replicas[1].rendezvous["tf_config"]
+    assert p.replicas[1].key == ("worker", 1) and p.artifact_file == PATHS.runs / "view" / p.artifact_name
+
+
+def test_a_replica_and_a_plan_default_to_the_images_own_command_and_no_extras():
+    from orchestrator.plan.model import Mount, Plan, Replica
+
+    replica = Replica(role="worker", index=0, image="i", env={}, template={}, labels={}, mounts=(), rendezvous={})
+    assert (replica.command, replica.working_dir, replica.host_group, replica.port, replica.shm_mb) == ((), "", "", 0, 0)
+    assert Mount("a", "b", True).volume is False
+    p = Plan(spec=make_spec(run_id="d"), backend="compose", engine_name="e", run_dir=Path("r"), data_dir=Path("d"),
+             cache_dir=Path("c"), image="i", user="u", replicas=(), artifact_name="a", artifact="")
+    assert (p.base_image, p.build_hint, p.rendezvous_kind, p.loaders_dir, p.loaders_on, p.script_on) == \
+        ("", "", "", None, "", "")
