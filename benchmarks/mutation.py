@@ -33,7 +33,10 @@ EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.json"
 CACHES = ROOT / ".mutmut"  # one mutmut cache per module (git-ignored)
 HOOK = Path(__file__).resolve().parent / "mutation_hook"  # mutmut_config.py: mutate only the functions named
 MUTMUT = (sys.executable, "-m", "mutmut")
-PYTEST = "python -m pytest -x -q -p no:randomly -p no:cacheprovider -m 'not docker and not network'"
+# mutmut 2 takes only exit status 1 for failed tests: a mutant that breaks the module's import (pytest's exit 2, a
+# collection error) would count as survived. Every failure exits 1 here.
+PYTEST = ("python -c 'import sys, pytest; sys.exit(1 if pytest.main(sys.argv[1:]) else 0)' "
+          "-x -q -p no:randomly -p no:cacheprovider -m 'not docker and not network'")
 
 
 @dataclass(frozen=True)

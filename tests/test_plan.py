@@ -162,3 +162,14 @@ def test_a_replica_and_a_plan_default_to_the_images_own_command_and_no_extras():
              cache_dir=Path("c"), image="i", user="u", replicas=(), artifact_name="a", artifact="")
     assert (p.base_image, p.build_hint, p.rendezvous_kind, p.loaders_dir, p.loaders_on, p.script_on) == \
         ("", "", "", None, "", "")
+
+
+def test_a_plan_its_replicas_and_mounts_cannot_change_once_computed():
+    import dataclasses
+
+    import pytest
+
+    p = plan(make_spec(run_id="frozen", workers=2), PATHS, user="1000:1000")
+    for thing, field in ((p, "image"), (p.replicas[0], "image"), (p.replicas[0].mounts[0], "source")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(thing, field, "other")
