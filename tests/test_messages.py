@@ -103,3 +103,14 @@ def test_a_wrong_number_of_workers_hides_the_roles_error_it_causes():
     assert [p.field for p in describe_all(errors, lambda: [])] == ["workers"]
     errors = Errors({"loc": ("roles", 0), "type": "value_error", "msg": "Value error, roles: bad"})
     assert [p.field for p in describe_all(errors, lambda: [])] == ["roles.0"]
+
+
+def test_a_problem_has_no_example_unless_one_is_given_and_cannot_change():
+    import dataclasses
+
+    got = describe_all(Errors({"loc": ("workers",), "type": "greater_than_equal", "msg": "x", "input": 0,
+                               "ctx": {"ge": 1}}), lambda: [])
+    assert got == [Problem("workers", "must be at least 1 (got 0)")] and got[0].example is None
+    assert len({got[0], Problem("workers", "must be at least 1 (got 0)")}) == 1  # hashable, as InvalidSpec keeps them
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[0].text = "other"  # type: ignore[misc]
