@@ -126,8 +126,9 @@ def run_module(module: Module, fresh: bool, known: list[dict[str, str]]) -> dict
     if cache.exists():
         shutil.copy(cache, work)
     runner = f"{PYTEST} {shlex.join(module.tests)}"
-    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent", "ORCH_MUTATE_LINES": spans(ROOT / module.path,
-                                                                                            module.functions),
+    # No bytecode written: a mutant's .pyc must never stand in for the next mutant's source.
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent", "PYTHONDONTWRITEBYTECODE": "1",
+           "ORCH_MUTATE_LINES": spans(ROOT / module.path, module.functions),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH", "")]))}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # this venv's python
     started = time.monotonic()
