@@ -134,7 +134,8 @@ def run_module(module: Module, fresh: bool, known: list[dict[str, str]]) -> dict
     started = time.monotonic()
     print(f"mutation.py: {module.name}: mutmut over {module.path} against {shlex.join(module.tests)}", file=sys.stderr)
     code = subprocess.run([*MUTMUT, "run", "--paths-to-mutate", module.path, "--tests-dir", "tests", "--runner",
-                           runner, "--simple-output", "--no-progress"], cwd=ROOT, env=env).returncode
+                           runner, "--simple-output", "--no-progress"], cwd=ROOT, env=env,
+                          stdin=subprocess.DEVNULL).returncode  # a test that reads stdin must not stop in the background
     seconds = time.monotonic() - started
     if code & 1:
         raise SystemExit(f"mutation.py: mutmut failed on {module.name} (exit {code}); see its output above")
