@@ -114,3 +114,27 @@ def test_a_problem_has_no_example_unless_one_is_given_and_cannot_change():
     assert len({got[0], Problem("workers", "must be at least 1 (got 0)")}) == 1  # hashable, as InvalidSpec keeps them
     with pytest.raises(dataclasses.FrozenInstanceError):
         got[0].text = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("pattern, words", [
+    (r"^[a-z0-9][a-z0-9_-]{0,62}$", "lowercase letters, digits, - and _, starting with a letter or digit, at most 63 "
+                                    "characters, e.g. exp-1"),
+    (r"^[a-z0-9][a-z0-9-]{0,23}$", "lowercase letters, digits and -, starting with a letter or digit, at most 24 "
+                                   "characters, e.g. my-sweep"),
+])
+def test_each_pattern_is_said_in_words_with_an_example(pattern, words):
+    got = one({"loc": ("name",), "type": "string_pattern_mismatch", "msg": "x", "input": "A", "ctx": {"pattern": pattern}})
+    assert got.text == f"must be {words} (got 'A')"
+
+
+def test_a_bound_error_without_its_bound_says_so_with_a_question_mark():
+    assert one({"loc": ("x",), "type": "greater_than", "msg": "x", "input": 0}).text == "must be more than ? (got 0)"
+
+
+def test_an_unknown_framework_is_named_with_every_choice():
+    from orchestrator import frameworks
+    from orchestrator.jobspec.messages import _unknown_framework
+
+    assert _unknown_framework("jax 2") == \
+        f"framework: 'jax 2' is not one orch runs; choose {' or '.join(frameworks.names())}"
+    assert " or " in _unknown_framework("x")  # there are several to choose from
