@@ -71,7 +71,7 @@ MODULES: tuple[Module, ...] = (
            ("_container_figures", "_epochs_of", "_samples", "_rate", "_dropped_line", "compare"),
            "collect's arithmetic: each container's figures, a worker's rate and epochs, the comparison; summarize "
            "(147 mutants) and the writing of files and plots are left for a later run"),
-    Module("fields", "orchestrator/jobspec/fields.py", ("tests/test_spec.py",),
+    Module("fields", "orchestrator/jobspec/fields.py", ("tests/test_spec_fields.py", "tests/test_spec.py"),
            ("flag_aliases", "example", "metadata", "default", "unused", "_nest", "_nest_backend"),
            "the spec checks: flat fields nested, aliases, defaults and the fields a job would ignore; the field "
            "declarations and CLI metadata are data, checked by the spec's and the CLI's own tests"),
