@@ -62,3 +62,8 @@ def test_the_first_trainer_field_a_script_ignores_is_said_in_full_after_another_
         "expose_ports_on_host: it does nothing without --network host; leave it out; epochs: orch's own trainer "
         "reads it, and --script runs your script instead, which never sees it; give your script its own arguments "
         "after `--`")
+
+
+def test_a_flat_backend_option_keeps_its_value_and_a_non_mapping_is_named_as_given():
+    assert make_spec(run_id="s", backend="k8s", k8s_kind="jobset").backend_options.k8s_kind == "jobset"
+    assert refusal(backend_options=5).startswith("backend_options: input should be a valid dictionary")
