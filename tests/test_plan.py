@@ -173,3 +173,31 @@ def test_a_plan_its_replicas_and_mounts_cannot_change_once_computed():
     for thing, field in ((p, "image"), (p.replicas[0], "image"), (p.replicas[0].mounts[0], "source")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(thing, field, "other")
+
+
+def test_each_replica_is_pinned_to_its_own_share_of_the_cores_or_one_in_turn():
+    from orchestrator.plan import cpuset
+
+    assert [cpuset(i, 1, 2) for i in range(1)] == ["0-1"]
+    assert [cpuset(i, 2, 2) for i in range(2)] == ["0", "1"]
+    assert [cpuset(i, 3, 2) for i in range(3)] == ["0", "1", "0"]
+    assert [cpuset(i, 2, 4) for i in range(2)] == ["0-1", "2-3"]
+    assert [cpuset(i, 3, 4) for i in range(3)] == ["0", "1", "2"]
+    assert cpuset(0, 1, 0) == "0" and cpuset(0, 1, 1) == "0"  # no core count known: one core
+
+
+def test_the_cores_each_replica_gets_and_how_many_share_one():
+    from orchestrator.plan import rank_cores
+
+    assert [rank_cores(n, 2) for n in (1, 3, 5)] == [(2, 1), (1, 2), (1, 3)]
+    assert rank_cores(1, 0) == (1, 1) and rank_cores(2, 8) == (4, 1)
+    assert all(isinstance(n, int) for n in rank_cores(5, 2))
+
+
+def test_a_plan_runs_as_uid_1000_and_pins_to_one_core_where_the_core_count_is_unknown(monkeypatch):
+    p = plan(make_spec(run_id="u", workers=1, pin_cpus=True), PATHS)
+    assert p.user == "1000:1000"
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    from orchestrator import contract
+
+    assert plan(make_spec(run_id="u", workers=1, pin_cpus=True), PATHS).replicas[0].env[contract.ENV_CPUS] == "0"
