@@ -201,3 +201,38 @@ def test_a_plan_runs_as_uid_1000_and_pins_to_one_core_where_the_core_count_is_un
     from orchestrator import contract
 
     assert plan(make_spec(run_id="u", workers=1, pin_cpus=True), PATHS).replicas[0].env[contract.ENV_CPUS] == "0"
+
+
+def test_a_script_sees_its_snapshot_and_the_frameworks_caches_read_only_and_runs_from_its_own_folder():
+    p = plan(make_spec(run_id="s", script="/src/proj/train.py", workers=2), PATHS)
+    r = p.replicas[1]
+    assert [(m.source, m.target, m.read_only) for m in r.mounts[-4:]] == [
+        ("/srv/orch/runs/s/source", "/orch/script", True),
+        ("/srv/orch/cache/data/loaders/keras", "/tmp/.keras", True),
+        ("/srv/orch/cache/data/loaders/torchvision", "/orch/run/data", True),
+        ("/srv/orch/cache/data/loaders/torchvision", "/orch/run/worker-1/data", True)]
+    assert r.env["ORCH_KERAS_MNIST"] == "/tmp/.keras/datasets/mnist.npz" and "ORCH_LOADERS_DIR" not in r.env
+    assert (r.working_dir, r.command) == ("/orch/run/worker-1", ("python3", "-u", "/orch/script/train.py"))
+    assert (p.loaders_on, p.script_on) == ("", "")
+
+
+def test_where_nodes_see_no_host_folder_a_script_and_its_caches_come_in_the_image():
+    p = plan(make_spec(run_id="s", script="/src/proj/train.py", backend="swarm", registry="reg.example:5000"), PATHS)
+    r = p.replicas[0]
+    assert r.env["ORCH_LOADERS_DIR"] == "/orch-loaders"
+    assert r.env["ORCH_KERAS_MNIST"] == "/orch-loaders/keras/datasets/mnist.npz"
+    assert not any(m.target in ("/orch/script", "/tmp/.keras", "/orch/data") for m in r.mounts)
+    assert p.loaders_on.endswith("-mnist") and p.script_on == p.loaders_on + "-loaders" and p.image != p.base_image
+
+
+def test_orchs_trainer_runs_as_its_image_says_and_mpis_launcher_from_the_image_workdir():
+    r = plan(make_spec(run_id="s"), PATHS).replicas[0]
+    assert (r.working_dir, r.command) == ("", ())
+    r = plan(make_spec(run_id="s", framework="mpi", workers=2), PATHS).replicas[0]
+    assert (r.working_dir, r.command[:3]) == ("/tmp", ("python3", "-m", "orch_trainer.mpi_launch"))
+
+
+def test_the_build_hint_names_orchs_build_only_for_orchs_own_image_and_shm_is_the_specs():
+    assert plan(make_spec(run_id="s"), PATHS).build_hint == "run `orch build` first"
+    assert plan(make_spec(run_id="s", image="my:1"), PATHS).build_hint == "pull or build it first"
+    assert plan(make_spec(run_id="s", shm_size="512m"), PATHS).replicas[0].shm_mb == 512
