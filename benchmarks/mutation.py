@@ -66,7 +66,7 @@ MODULES: tuple[Module, ...] = (
            "the scaling figures and baselines; aggregate (207 of the module's 346 mutants, an hour's run here) is "
            "left for a later run"),
     Module("collect", "orchestrator/analysis/collect.py",
-           ("tests/test_collect.py", "--deselect",
+           ("tests/test_collect_figures.py", "tests/test_collect.py", "--deselect",
             "tests/test_collect.py::test_a_crash_at_each_write_of_collect_leaves_every_earlier_file_whole"),
            ("_container_figures", "_epochs_of", "_samples", "_rate", "_dropped_line", "compare"),
            "collect's arithmetic: each container's figures, a worker's rate and epochs, the comparison; summarize "
