@@ -44,3 +44,20 @@ def test_what_was_left_of_a_replicas_records_is_said_in_one_line():
         "worker-2: 1,234 record(s) past the job's 3 epoch(s) dropped; events capped at 8 MiB"
     assert _dropped_line(SimpleNamespace(key=("ps", 0), dropped=0, capped="capped"), 3, "marked") == "ps-0: capped"
     assert _dropped_line(SimpleNamespace(key=("ps", 0), dropped=0, capped=None), 3, None) is None
+
+
+def test_a_comparison_row_holds_each_runs_own_figures_beside_its_scaling():
+    from orchestrator.analysis.collect import compare
+
+    one = {"run_id": "a", "state": "succeeded", "spec": {"workers": 1, "dataset": "mnist", "samples": 500},
+           "train_seconds": 10.0, "test_accuracy": 0.9, "cpu_mean_percent": 50.0, "net_bytes": 3_000_000}
+    two = {**one, "run_id": "b", "state": "failed", "partial": True, "spec": {**one["spec"], "workers": 2},
+           "train_seconds": 8.0, "net_bytes": None}
+    assert compare([one, two]) == [
+        {"run_id": "a", "state": "succeeded", "partial": False, "workers": 1, "samples": 500, "test_accuracy": 0.9,
+         "train_seconds": 10.0, "time_ratio": 1.0, "speedup": 1.0, "efficiency": 1.0, "cpu_mean_percent": 50.0,
+         "net_mb": 3.0},
+        {"run_id": "b", "state": "failed", "partial": True, "workers": 2, "samples": 500, "test_accuracy": 0.9,
+         "train_seconds": 8.0, "time_ratio": 0.8, "speedup": 1.25, "efficiency": 0.625, "cpu_mean_percent": 50.0,
+         "net_mb": None}]
+    assert compare([{"run_id": "c", "state": "succeeded"}])[0]["workers"] == 0  # a summary naming no spec
