@@ -61,3 +61,29 @@ def test_a_comparison_row_holds_each_runs_own_figures_beside_its_scaling():
          "train_seconds": 8.0, "time_ratio": 0.8, "speedup": 1.25, "efficiency": 0.625, "cpu_mean_percent": 50.0,
          "net_mb": None}]
     assert compare([{"run_id": "c", "state": "succeeded"}])[0]["workers"] == 0  # a summary naming no spec
+
+
+class Record:
+    """An epoch record as rundir gives it: model_dump() of what the container wrote."""
+
+    def __init__(self, **fields) -> None:
+        self.fields = fields
+
+    def model_dump(self) -> dict:
+        return dict(self.fields)
+
+
+def test_a_replicas_epoch_rows_carry_its_own_index_whatever_its_records_claim():
+    from orchestrator.analysis.collect import EPOCH_FIELDS, _epochs_of, _samples
+
+    got = SimpleNamespace(key=("worker", 2), result=None,
+                          epochs={2: Record(worker=7, epoch=2, loss=0.5, samples=64), 1: Record(worker=7, epoch=1,
+                                                                                                 loss=0.9, samples=32)})
+    rows = _epochs_of(got)
+    assert [(r["worker"], r["epoch"], r["loss"]) for r in rows] == [(2, 1, 0.9), (2, 2, 0.5)]
+    assert list(rows[0]) == EPOCH_FIELDS and rows[0]["accuracy"] is None
+    assert _samples(got, rows) == [32, 64]
+    from_result = SimpleNamespace(key=("worker", 0), epochs={},
+                                  result=SimpleNamespace(epochs=[{"epoch": 1, "loss": 0.3}], samples_per_epoch=[96]))
+    assert [(r["worker"], r["epoch"], r["loss"]) for r in _epochs_of(from_result)] == [(0, 1, 0.3)]
+    assert _samples(from_result, []) == [96]
