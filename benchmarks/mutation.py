@@ -206,6 +206,7 @@ def main() -> int:
         OUT.write_text(json.dumps({
             "tool": tool, "command": "python benchmarks/mutation.py",
             "modules": sorted(results.values(), key=lambda r: order.index(r["module"]) if r["module"] in order else 99),
+            "not_run": [m.path for m in MODULES if m.name not in results],  # modules of the mapping never run yet
         }, indent=1) + "\n")
     print(f"mutation.py: wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
     return 0

@@ -608,4 +608,6 @@ def mutation_table() -> None:
     for m in d["modules"]:
         if m["functions"]:
             emit(f"- `{m['path']}` in part: {m['why_functions']} ({', '.join(f'`{f}`' for f in m['functions'])}).")
+    if d.get("not_run"):
+        emit(f"- Not run yet: {', '.join(f'`{path}`' for path in d['not_run'])}.")
     emit(f"\n{d['tool']}, each module against its own tests: `python benchmarks/mutation.py`.")
