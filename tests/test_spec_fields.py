@@ -67,3 +67,18 @@ def test_the_first_trainer_field_a_script_ignores_is_said_in_full_after_another_
 def test_a_flat_backend_option_keeps_its_value_and_a_non_mapping_is_named_as_given():
     assert make_spec(run_id="s", backend="k8s", k8s_kind="jobset").backend_options.k8s_kind == "jobset"
     assert refusal(backend_options=5).startswith("backend_options: input should be a valid dictionary")
+
+
+def test_a_flag_named_as_its_field_is_no_alias():
+    from pydantic import BaseModel, Field
+
+    from orchestrator.jobspec.fields import flag
+
+    class Spec(BaseModel):
+        workers: int = Field(1, json_schema_extra=flag("--workers"))
+        run_name: str = Field("r", json_schema_extra=flag("--run-name"))
+        global_batch: int = Field(96, json_schema_extra=flag("--batch-size"))
+
+    aliases = flag_aliases(Spec)
+    assert aliases["batch_size"] == "global_batch"
+    assert "workers" not in aliases and "run_name" not in aliases and "__workers" not in aliases
