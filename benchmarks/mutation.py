@@ -82,7 +82,7 @@ MODULES: tuple[Module, ...] = (
            "tests/test_scripts.py::test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names")),
     Module("plan-model", "orchestrator/plan/model.py", ("tests/test_plan.py",)),
     Module("scripts", "orchestrator/run/scripts.py",
-           ("tests/test_scripts.py", "--deselect",
+           ("tests/test_scripts_messages.py", "tests/test_scripts.py", "--deselect",
             "tests/test_scripts.py::test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names"),
            ("absolute", "limit_bytes", "_within", "check", "_listing", "hash_line", "snapshot", "_copy", "_chunks"),
            "the checks and the copy: what may be copied, the listing's limits, each file copied exactly and its hash "
