@@ -63,7 +63,46 @@ def test_a_folder_over_the_limit_names_the_flag_that_chose_it(tmp_path, monkeypa
     (tmp_path / "train.py").write_text("print(1)\n")
     (tmp_path / "weights.bin").write_bytes(b"\0" * (2 << 20))
     monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "1")
-    assert refusal(tmp_path / "train.py").startswith(f"script: {tmp_path.resolve()} holds more than 1 MiB")
+    assert refusal(tmp_path / "train.py") == (
+        f"script: {tmp_path.resolve()} holds more than 1 MiB, too much to copy into every run; name a smaller folder "
+        "with --source DIR, or raise ORCH_SOURCE_LIMIT_MB")
+
+
+def test_the_size_limit_counts_every_file_and_takes_a_folder_of_exactly_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "1")
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "a.bin").write_bytes(b"\0" * ((1 << 20) - 9))
+    assert check(make_spec(run_id="s", script=str(tmp_path / "train.py"))).size == 1 << 20
+    (tmp_path / "a.bin").write_bytes(b"\0" * (600 << 10))
+    (tmp_path / "b.bin").write_bytes(b"\0" * (600 << 10))
+    assert "holds more than 1 MiB" in refusal(tmp_path / "train.py")
+
+
+def test_the_file_count_and_depth_limits_hold_at_their_edges(tmp_path, monkeypatch):
+    from orchestrator.run import scripts
+
+    monkeypatch.setattr(scripts, "MAX_FILES", 3)
+    monkeypatch.setattr(scripts, "MAX_DEPTH", 3)
+    for name in ("train.py", "b.py", "c.py"):
+        (tmp_path / name).write_text("print(1)\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    listing = check(make_spec(run_id="s", script=str(tmp_path / "train.py")))
+    assert [f.path for f in listing.folders] == ["", "a", "a/b"] and {f.size for f in listing.folders} == {0}
+    (tmp_path / "d.py").write_text("print(1)\n")
+    assert refusal(tmp_path / "train.py").startswith(f"script: {tmp_path.resolve()} holds more than 3 files, ")
+    (tmp_path / "d.py").unlink()
+    (tmp_path / "a" / "b" / "c").mkdir()
+    assert refusal(tmp_path / "train.py") == \
+        f"script: {tmp_path.resolve()} is nested deeper than 3 folders ({tmp_path.resolve() / 'a/b/c'})"
+
+
+def test_a_skipped_folder_leaves_out_only_itself(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("x")
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "z.py").write_text("print(2)\n")
+    listing = check(make_spec(run_id="s", script=str(tmp_path / "train.py")))
+    assert [f.path for f in listing.files] == ["train.py", "z.py"]
 
 
 def test_the_snapshot_limit_is_read_in_mib_and_refused_whole_when_it_is_none(monkeypatch):
