@@ -98,6 +98,9 @@ SUITE: tuple[Bench, ...] = (
     Bench("swarm-nodes", "Does a job run across a two-node swarm, and how long does each step take?",
           (*PY, "benchmarks/swarm_nodes.py"), ("benchmarks/results/swarm-nodes.json", "benchmarks/results/swarm-nodes.md"),
           3, root=True),
+    Bench("mutation", "Can the tests of orch's pure core fail? mutmut's mutants of each module against the tests that "
+          "exercise it: how many are killed, and why each survivor makes no difference.",
+          (*PY, "benchmarks/mutation.py"), ("benchmarks/results/mutation.json",), 30),
 )
 
 

@@ -1,4 +1,6 @@
 """Scaling arithmetic (pure): ratios, baselines, medians over repeats, synchronisation per step."""
+import os
+
 import pytest
 
 from orchestrator.analysis import metrics
@@ -212,3 +214,56 @@ def test_the_scaling_plots_draw_the_core_limit_of_the_machine_not_n_times(tmp_pa
         (limit,) = [line for line in ax.get_lines() if line.get_label().startswith("core limit: 2 cores")]
         assert list(limit.get_xdata()) == [1, 3, 4] and list(limit.get_ydata()) == pytest.approx(want)
         assert not any("N×" == line.get_label()[:2] for line in ax.get_lines())
+
+
+# -- each figure's edges, which mutation testing (benchmarks/mutation.py) found the tests above left open -----------
+def test_the_cpu_bound_holds_for_one_worker_and_a_worker_that_used_under_one_percent(monkeypatch):
+    from orchestrator.analysis.metrics import cpu_bound
+
+    assert cpu_bound(1, 100.0, 2) == 1.0 and cpu_bound(2, 0.5, 2) == 2.0
+    assert cpu_bound(0, 100.0, 2) is None and cpu_bound(2, -5.0, 2) is None and cpu_bound(2, 0.0, 2) is None
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert cpu_bound(3, 100.0, 2) == 2.0  # the cores given, not this machine's
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert cpu_bound(3, 100.0) == 1.0  # no core count known: one
+
+
+def test_the_machine_bound_is_the_floors_else_the_cpus_and_says_which():
+    from orchestrator.analysis.metrics import machine_bound
+
+    assert machine_bound({"floor_bound": 1.5, "cpu_bound": 2.0}) == (1.5, "floor")
+    assert machine_bound({"cpu_bound": 2.0}) == (2.0, "cpu")
+    assert machine_bound({}) == (None, "")
+
+
+def test_a_run_is_compared_only_with_a_whole_one_worker_run_of_the_same_work():
+    from orchestrator.analysis.metrics import run_baselines, run_key, run_workers
+
+    spec = {"dataset": "mnist", "samples": 500, "epochs": 5, "global_batch": 96, "workers": 1}
+    assert run_key(spec) == ("mnist", 500, 5, 96)
+    assert run_workers({}) == 0 and run_workers({"spec": {"workers": 3}}) == 3
+    assert run_baselines([{"spec": spec, "train_seconds": 10.0, "partial": True}]) == {}
+    assert list(run_baselines([{"spec": spec, "train_seconds": 10.0}])) == [("mnist", 500, 5, 96)]
+
+
+def test_a_grid_points_identity_does_not_depend_on_the_order_of_its_parameters():
+    from orchestrator.analysis.metrics import point_id
+
+    assert point_id({"b": 1, "a": 2}) == point_id({"a": 2, "b": 1}) == '{"a": 2, "b": 1}'
+
+
+def test_speedup_and_step_ranges_hold_for_one_worker_one_epoch_and_times_under_a_second():
+    from orchestrator.analysis.metrics import speedup_range, step_seconds
+
+    assert speedup_range((0.8, 0.5, 1.0), 1.0, 2) == ((1.25, 1.0, 2.0), (0.625, 0.5, 1.0))
+    assert speedup_range((10.0, 8.0, 20.0), 10.0, 1) == ((1.0, 0.5, 1.25), (1.0, 0.5, 1.25))
+    assert speedup_range((10.0, 0.0, 20.0), 10.0, 2) == (None, None)
+    assert step_seconds(10.0, 1, 5) == 2.0 and step_seconds(10.0, 0, 5) is None
+
+
+def test_a_number_of_seconds_is_a_number_from_zero_to_the_records_limit_never_a_bool():
+    from orchestrator.analysis.metrics import is_seconds
+    from orchestrator.run.records import MAX_SECONDS
+
+    assert [is_seconds(v) for v in (0, 0.5, MAX_SECONDS, 12)] == [True] * 4
+    assert [is_seconds(v) for v in (True, -0.1, MAX_SECONDS + 1, "1", None)] == [False] * 5

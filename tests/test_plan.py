@@ -131,3 +131,108 @@ def test_gpus_render_a_device_request_per_container_and_none_by_default():
             {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}]
     plain = yaml.safe_load(plan(make_spec(run_id="g", workers=2), PATHS).artifact)
     assert not any("deploy" in service for service in plain["services"].values())
+
+
+def test_the_plans_json_view_names_every_replica_and_file_as_render_prints_it():
+    spec = make_spec(run_id="view", workers=2)
+    p = plan(spec, PATHS, user="1000:1000")
+    view = p.to_dict()
+    assert {k: view[k] for k in ("run_id", "backend", "project", "image", "run_dir", "data_dir", "artifact_file",
+                                 "user", "artifact")} == {
+        "run_id": "view", "backend": "compose", "project": p.engine_name, "image": p.image,
+        "run_dir": str(PATHS.runs / "view"), "data_dir": str(p.data_dir),
+        "artifact_file": str(PATHS.runs / "view" / p.artifact_name), "user": "1000:1000", "artifact": p.artifact}
+    assert view["spec"] == spec.model_dump(mode="json") and set(view) == {
+        "run_id", "backend", "project", "image", "run_dir", "data_dir", "artifact_file", "user", "spec", "replicas",
+        "artifact"}
+    assert [(r["role"], r["index"], r["name"]) for r in view["replicas"]] == [("worker", 0, "worker-0"),
+                                                                               ("worker", 1, "worker-1")]
+    assert view["replicas"][1]["labels"] == p.replicas[1].labels
+    assert view["replicas"][1]["tf_config"] == p.replicas[1].rendezvous["tf_config"]
+    assert p.replicas[1].key == ("worker", 1) and p.artifact_file == PATHS.runs / "view" / p.artifact_name
+
+
+def test_a_replica_and_a_plan_default_to_the_images_own_command_and_no_extras():
+    from orchestrator.plan.model import Mount, Plan, Replica
+
+    replica = Replica(role="worker", index=0, image="i", env={}, template={}, labels={}, mounts=(), rendezvous={})
+    assert (replica.command, replica.working_dir, replica.host_group, replica.port, replica.shm_mb) == ((), "", "", 0, 0)
+    assert Mount("a", "b", True).volume is False
+    p = Plan(spec=make_spec(run_id="d"), backend="compose", engine_name="e", run_dir=Path("r"), data_dir=Path("d"),
+             cache_dir=Path("c"), image="i", user="u", replicas=(), artifact_name="a", artifact="")
+    assert (p.base_image, p.build_hint, p.rendezvous_kind, p.loaders_dir, p.loaders_on, p.script_on) == \
+        ("", "", "", None, "", "")
+
+
+def test_a_plan_its_replicas_and_mounts_cannot_change_once_computed():
+    import dataclasses
+
+    import pytest
+
+    p = plan(make_spec(run_id="frozen", workers=2), PATHS, user="1000:1000")
+    for thing, field in ((p, "image"), (p.replicas[0], "image"), (p.replicas[0].mounts[0], "source")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(thing, field, "other")
+
+
+def test_each_replica_is_pinned_to_its_own_share_of_the_cores_or_one_in_turn():
+    from orchestrator.plan import cpuset
+
+    assert [cpuset(i, 1, 2) for i in range(1)] == ["0-1"]
+    assert [cpuset(i, 2, 2) for i in range(2)] == ["0", "1"]
+    assert [cpuset(i, 3, 2) for i in range(3)] == ["0", "1", "0"]
+    assert [cpuset(i, 2, 4) for i in range(2)] == ["0-1", "2-3"]
+    assert [cpuset(i, 3, 4) for i in range(3)] == ["0", "1", "2"]
+    assert cpuset(0, 1, 0) == "0" and cpuset(0, 1, 1) == "0"  # no core count known: one core
+
+
+def test_the_cores_each_replica_gets_and_how_many_share_one():
+    from orchestrator.plan import rank_cores
+
+    assert [rank_cores(n, 2) for n in (1, 3, 5)] == [(2, 1), (1, 2), (1, 3)]
+    assert rank_cores(1, 0) == (1, 1) and rank_cores(2, 8) == (4, 1)
+    assert all(isinstance(n, int) for n in rank_cores(5, 2))
+
+
+def test_a_plan_runs_as_uid_1000_and_pins_to_one_core_where_the_core_count_is_unknown(monkeypatch):
+    p = plan(make_spec(run_id="u", workers=1, pin_cpus=True), PATHS)
+    assert p.user == "1000:1000"
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    from orchestrator import contract
+
+    assert plan(make_spec(run_id="u", workers=1, pin_cpus=True), PATHS).replicas[0].env[contract.ENV_CPUS] == "0"
+
+
+def test_a_script_sees_its_snapshot_and_the_frameworks_caches_read_only_and_runs_from_its_own_folder():
+    p = plan(make_spec(run_id="s", script="/src/proj/train.py", workers=2), PATHS)
+    r = p.replicas[1]
+    assert [(m.source, m.target, m.read_only) for m in r.mounts[-4:]] == [
+        ("/srv/orch/runs/s/source", "/orch/script", True),
+        ("/srv/orch/cache/data/loaders/keras", "/tmp/.keras", True),
+        ("/srv/orch/cache/data/loaders/torchvision", "/orch/run/data", True),
+        ("/srv/orch/cache/data/loaders/torchvision", "/orch/run/worker-1/data", True)]
+    assert r.env["ORCH_KERAS_MNIST"] == "/tmp/.keras/datasets/mnist.npz" and "ORCH_LOADERS_DIR" not in r.env
+    assert (r.working_dir, r.command) == ("/orch/run/worker-1", ("python3", "-u", "/orch/script/train.py"))
+    assert (p.loaders_on, p.script_on) == ("", "")
+
+
+def test_where_nodes_see_no_host_folder_a_script_and_its_caches_come_in_the_image():
+    p = plan(make_spec(run_id="s", script="/src/proj/train.py", backend="swarm", registry="reg.example:5000"), PATHS)
+    r = p.replicas[0]
+    assert r.env["ORCH_LOADERS_DIR"] == "/orch-loaders"
+    assert r.env["ORCH_KERAS_MNIST"] == "/orch-loaders/keras/datasets/mnist.npz"
+    assert not any(m.target in ("/orch/script", "/tmp/.keras", "/orch/data") for m in r.mounts)
+    assert p.loaders_on.endswith("-mnist") and p.script_on == p.loaders_on + "-loaders" and p.image != p.base_image
+
+
+def test_orchs_trainer_runs_as_its_image_says_and_mpis_launcher_from_the_image_workdir():
+    r = plan(make_spec(run_id="s"), PATHS).replicas[0]
+    assert (r.working_dir, r.command) == ("", ())
+    r = plan(make_spec(run_id="s", framework="mpi", workers=2), PATHS).replicas[0]
+    assert (r.working_dir, r.command[:3]) == ("/tmp", ("python3", "-m", "orch_trainer.mpi_launch"))
+
+
+def test_the_build_hint_names_orchs_build_only_for_orchs_own_image_and_shm_is_the_specs():
+    assert plan(make_spec(run_id="s"), PATHS).build_hint == "run `orch build` first"
+    assert plan(make_spec(run_id="s", image="my:1"), PATHS).build_hint == "pull or build it first"
+    assert plan(make_spec(run_id="s", shm_size="512m"), PATHS).replicas[0].shm_mb == 512

@@ -94,3 +94,55 @@ def test_a_replica_gets_the_memory_and_shm_given_in_dockers_units(images, orch_e
     limits = json.loads((tmp_path / "runs" / run_id / "worker-0" / "limits.json").read_text())
     assert limits == {"shm": 512 << 20, "memory": 1536 << 20}
     assert orch_containers(run_id) == []
+
+
+def test_message_sizes_are_read_in_bytes_a_number_alone_as_bare_bytes():
+    assert [sizes.size_bytes(t) for t in ("4K", "80k", "1M", "16m", " 1.5k ", "10", "1p")] == \
+        [4096, 80 << 10, 1 << 20, 16 << 20, 1536, 10, 1 << 50]
+    assert sizes.size_bytes("10", bare=1024) == 10240
+    assert type(sizes.size_bytes("1.5k")) is int and type(sizes.mib("1.5g")) is int
+
+
+@pytest.mark.parametrize("text, why", [("0.5b", "^'0.5b' is not a whole number of bytes$"),
+                                       ("lots", "^'lots' is not a size; e.g. 4K, 80K, 1M or 16M$")])
+def test_a_message_size_that_is_no_whole_number_of_bytes_is_refused_in_one_line(text, why):
+    with pytest.raises(ValueError, match=why):
+        sizes.size_bytes(text)
+
+
+def test_a_size_has_at_most_fifteen_digits_before_and_after_its_point():
+    assert sizes.mib("9" * 15) == int("9" * 15)
+    assert sizes.mib("1." + "0" * 15 + "g") == 1024
+    for text in ("9" * 16, "1." + "0" * 16 + "g"):
+        with pytest.raises(ValueError, match="is not a size"):
+            sizes.mib(text)
+
+
+def test_every_unit_is_its_power_of_1024():
+    assert [sizes.mib(t) for t in ("1m", "3", "1025m")] == [1, 3, 1025]  # an odd number of MiB is whole too
+    assert [sizes.mib(f"1{u}") for u in "gtp"] == [1024, 1 << 20, 1 << 30]
+    assert sizes.mib("1024k") == 1 and sizes.mib(str(1 << 20) + "b") == 1
+
+
+def test_a_refused_size_shows_at_most_forty_of_its_characters():
+    with pytest.raises(ValueError) as caught:
+        sizes.mib("x" * 50)
+    assert "x" * 40 in str(caught.value) and "x" * 41 not in str(caught.value)
+
+
+def test_a_value_that_is_no_string_is_left_for_the_fields_own_check():
+    assert sizes.mib(2048) == 2048 and sizes.mib(None) is None
+
+
+def test_no_size_is_shown_in_a_unit_that_would_make_zero_of_it():
+    assert sizes.shown(0) == "0m"
+    assert repr(sizes.SIZE) == "SIZE"  # as the spec's field metadata shows it
+
+
+def test_a_refused_size_says_what_sizes_look_like():
+    for text, message in (("2x", "'2x' is not a size; give MiB or a size as Docker writes it, e.g. 512m, 2g or 2048 "
+                                 "(MiB)"),
+                          ("100k", "'100k' is not a whole number of MiB; e.g. 512m, 2g or 2048 (MiB)")):
+        with pytest.raises(ValueError) as caught:
+            sizes.mib(text)
+        assert str(caught.value) == message

@@ -597,3 +597,21 @@ def slowest_tests_table(which: str = "ci") -> None:
     rows = d["ci"]["slowest"] if which == "ci" else d["fast"][0]["slowest"]
     emit(table(["seconds", "phase", "test"], [[f"{r['seconds']:.1f}", r["phase"], f"`{r['test']}`"] for r in rows],
                right=(0,)))
+
+
+# -- tests that can fail (benchmarks/mutation.py) -------------------------------------------------------------
+def mutation_table() -> None:
+    """Per module of the pure core: mutmut's mutants, how many the tests killed, how many survived, and how many of
+    those are explained as equivalent (benchmarks/mutation_equivalent.json); and which modules were mutated in part."""
+    d = data("benchmarks/results/mutation.json")
+    rows = [[f"`{m['path']}`" + (" (part)" if m["functions"] else ""), m["mutants"], m["killed"],
+             m["survived"] + m.get("timeout", 0), m["equivalent"]] for m in d["modules"]]
+    rows.append(["all", *[sum(r[i] for r in rows) for i in range(1, 5)]])
+    emit(table(["module", "mutants", "killed", "survived", "explained as equivalent"], rows, right=(1, 2, 3, 4)))
+    emit("")
+    for m in d["modules"]:
+        if m["functions"]:
+            emit(f"- `{m['path']}` in part: {m['why_functions']} ({', '.join(f'`{f}`' for f in m['functions'])}).")
+    if d.get("not_run"):
+        emit(f"- Not run yet: {', '.join(f'`{path}`' for path in d['not_run'])}.")
+    emit(f"\n{d['tool']}, each module against its own tests: `python benchmarks/mutation.py`.")
