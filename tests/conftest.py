@@ -180,15 +180,11 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def running_containers(run_id: str) -> list[str]:
-    """Ids of the containers labelled with ``run_id`` that are running (started, not paused or ended)."""
-    return subprocess.run(["docker", "ps", "-q", "--filter", f"label=orch.run={run_id}", "--filter", "status=running"],
-                          capture_output=True, text=True).stdout.split()
-
-
-def orch_containers(run_id: str) -> list[str]:
-    """Ids of every container, in any state, labelled with ``run_id``."""
-    proc = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=orch.run={run_id}"], capture_output=True,
+def orch_containers(run_id: str, running: bool = False) -> list[str]:
+    """Ids of every container labelled with ``run_id``, in any state, or (``running``) those started and running: a
+    container created but not started yet cannot be paused."""
+    state = ["--filter", "status=running"] if running else ["-a"]
+    proc = subprocess.run(["docker", "ps", "-q", *state, "--filter", f"label=orch.run={run_id}"], capture_output=True,
                           text=True, check=True)
     return proc.stdout.split()
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.images.venv_volume import volume_name
-from tests.conftest import (orch_containers, orch_networks, replica_events, run_orch, running_containers, start_orch,
-                            wait_for)
+from tests.conftest import orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -172,7 +171,7 @@ def test_startup_timeout_names_the_worker_that_never_joined(images, orch_env, tm
     proc = _start([*JOB, "--epochs", "2", "--startup-timeout", "20", "--run-id", run_id], orch_env)
     try:
         # running, not just created: a container that has not started cannot be paused
-        wait_for(lambda: len(running_containers(run_id)) == 3, 120, "the containers")
+        wait_for(lambda: len(orch_containers(run_id, running=True)) == 3, 120, "the containers")
         subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
         _, stderr = proc.communicate(timeout=120)
     finally:

@@ -9,8 +9,7 @@ import subprocess
 import pytest
 
 from orchestrator.plan import cpuset
-from tests.conftest import (ROOT, once, orch_containers, orch_networks, replica_events, run_orch, running_containers,
-                            wait_for)
+from tests.conftest import ROOT, once, orch_containers, orch_networks, replica_events, run_orch, wait_for
 from tests.test_runs import _expand
 from tests.test_runs_faults import _container, _start
 from tests.test_runs_mpi import _up
@@ -76,7 +75,7 @@ def test_a_rank_that_never_starts_times_out_by_name(torch_image, orch_env, tmp_p
     cleanup.append(run_id)
     proc = _start([*SMALL, "--workers", "2", "--startup-timeout", "20", "--run-id", run_id], orch_env)
     try:
-        wait_for(lambda: len(running_containers(run_id)) == 2, 120, "the containers")  # started: pausable
+        wait_for(lambda: len(orch_containers(run_id, running=True)) == 2, 120, "the containers")  # started: pausable
         subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
         _, stderr = proc.communicate(timeout=180)
     finally:
