@@ -26,8 +26,8 @@ TRAINER_MARKER = ROOT / "orchestrator/trainer/__init__.py"
 
 from orchestrator import frameworks  # noqa: E402
 from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
-from orchestrator.frameworks.torch import build as torch_images  # noqa: E402
-from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE, RUNTIME_TAG  # noqa: E402
+from orchestrator.frameworks.torch import image_ref as torch_image_ref  # noqa: E402
+from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE, runtime_tag  # noqa: E402
 from orchestrator.images.wheels import read_lock  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
 
@@ -45,7 +45,7 @@ def timed(label: str, framework: str = "tensorflow", **kwargs) -> dict:
 def clear_for_cold_build(keep_base: bool = False) -> None:
     """Remove orch's images (the bases too, unless ``keep_base``), the build cache, the wheelhouse and
     pip's cache, so the next build starts from nothing."""
-    tags = [image_ref(k) for k in IMAGE_KINDS] + [RUNTIME_TAG] + ([] if keep_base else [DEFAULT_BASE,
+    tags = [image_ref(k) for k in IMAGE_KINDS] + [runtime_tag(frameworks.get("tensorflow").image_recipe())] + ([] if keep_base else [DEFAULT_BASE,
                                                                                           DEFAULT_BUILD_BASE])
     subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True)
     subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True)
@@ -56,8 +56,9 @@ def clear_for_cold_build(keep_base: bool = False) -> None:
 
 def clear_torch_for_cold_build() -> None:
     """Remove the PyTorch image, its runtime, its wheelhouse and pip's cache (the base stays)."""
-    subprocess.run(["docker", "rmi", "-f", torch_images.image_ref(), torch_images.RUNTIME_TAG], capture_output=True)
-    lock = read_lock(torch_images.recipe() / "requirements.lock")
+    recipe = frameworks.get("torch").image_recipe()
+    subprocess.run(["docker", "rmi", "-f", torch_image_ref(), runtime_tag(recipe)], capture_output=True)
+    lock = read_lock(recipe.folder / "requirements.lock")
     shutil.rmtree(default_paths().wheelhouse / lock.digest, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "cache", "purge"], capture_output=True)
 

@@ -51,7 +51,7 @@ from orchestrator import (
     frameworks,  # noqa: E402
 )
 from orchestrator.frameworks.tensorflow import IMAGE_KINDS, image_ref  # noqa: E402
-from orchestrator.images.builder import _requirements, _trainer_files, wheelhouse  # noqa: E402
+from orchestrator.images.builder import _requirements, trainer_files, wheelhouse  # noqa: E402
 from orchestrator.paths import default_paths, recipe_dir  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
@@ -95,10 +95,10 @@ def _naive_build(wheels: Path) -> float:
                 os.link(wheel, context / "wheelhouse" / wheel.name)
             except OSError:  # another file system
                 shutil.copy(wheel, context / "wheelhouse" / wheel.name)
-        for name, path in _trainer_files():
+        for name, data in trainer_files(frameworks.get("tensorflow").image_recipe()):
             target = context / "trainer" / Path(name).relative_to("orch/trainer")
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
+            target.write_bytes(data)
         started = time.monotonic()
         for kind in IMAGE_KINDS:
             subprocess.run(["docker", "build", "-q", "--build-arg", f"KIND={kind}", "-t", f"{NAIVE_TAG}-{kind}",

@@ -23,6 +23,11 @@ RANK = "rank"  # a process group's RANK: the replica's place across the whole cl
 KINDS = ("", TF_CONFIG, RANK)  # "" derives nothing more (MPI's launcher numbers its ranks itself)
 
 
+def host_of(address: str) -> str:
+    """The host part of ``host:port``."""
+    return address.rsplit(":", 1)[0]
+
+
 def cluster_of(addresses: Mapping[tuple[str, int], str]) -> Cluster:
     """The cluster of ``addresses`` ((role, index) -> host:port, in role order, then index order)."""
     cluster: dict[str, list[str]] = {}

@@ -133,10 +133,11 @@ def images():
 def torch_image(images):
     """orch's PyTorch image, built (or found up to date) once per test session, after the base image. Its
     wheels (3.2 GB) are downloaded once per machine."""
-    from orchestrator.frameworks.torch.build import build
+    from orchestrator import frameworks
 
     with ENGINE.hold(alone=False), once("build"):
-        return build(say=lambda msg: print(f"[build] {msg}", file=sys.stderr))
+        return frameworks.get("torch").build(frameworks.BuildOptions(), None, None,
+                                             lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 
 from orchestrator import __version__, frameworks
 from orchestrator.errors import BuildError, InvalidSpec, OrchError
+from orchestrator.frameworks.base import BuildOptions, ImageRecipe
 from orchestrator.images import builder as images_mod
 from orchestrator.images import wheels
-from orchestrator.images.builder import RUNTIME_TAG
 from orchestrator.paths import recipe_dir
 
 docker = pytest.mark.docker
@@ -69,7 +69,7 @@ def _inspect(ref: str) -> dict:
 @docker
 @pytest.mark.parametrize("kind", ["single", "multi"])
 def test_trainer_image_is_the_runtime_image_plus_one_layer(images, kind):
-    runtime, trainer = _inspect(RUNTIME_TAG), _inspect(f"orch-trainer:{__version__}-{kind}")
+    runtime, trainer = _inspect(f"orch-tensorflow-runtime:{__version__}"), _inspect(f"orch-trainer:{__version__}-{kind}")
     assert trainer["RootFS"]["Layers"][:-1] == runtime["RootFS"]["Layers"]
     for key in ("Env", "Entrypoint", "WorkingDir", "Cmd", "User"):
         assert trainer["Config"][key] == runtime["Config"][key], key
@@ -92,16 +92,19 @@ def test_every_module_in_the_image_has_bytecode(images):
     assert proc.stdout.startswith("0 "), proc.stdout
 
 
-def test_trainer_archive_is_root_owned_and_readable_by_anyone():
-    from orchestrator.images.builder import _trainer_archive
+def _recipe(name):
+    return frameworks.get(name).image_recipe()
 
-    with tarfile.open(fileobj=io.BytesIO(_trainer_archive())) as tar:
+
+def test_trainer_archive_is_root_owned_and_readable_by_anyone():
+    with tarfile.open(fileobj=io.BytesIO(images_mod.trainer_archive(_recipe("tensorflow")))) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert "orch/trainer/orch_trainer/contract.py" in members
     assert "orch/trainer/orch_trainer/train.py" in members
-    # every framework's trainer modules, flat, and the entries that name them
-    assert {"orch/trainer/orch_trainer/torch_loop.py", "orch/trainer/orch_trainer/mpi_loop.py",
-            "orch/trainer/orch_trainer/session.py", "orch/trainer/orch_trainer/entries.py"} <= set(members)
+    # the trainer modules of the frameworks that run in this image, flat, and the entries that name them; no other's
+    assert {"orch/trainer/orch_trainer/mpi_loop.py", "orch/trainer/orch_trainer/session.py",
+            "orch/trainer/orch_trainer/entries.py"} <= set(members)
+    assert "orch/trainer/orch_trainer/torch_loop.py" not in members
     assert {m.mode for m in members.values() if m.isdir()} == {0o755}
     assert {m.mode for m in members.values() if m.isfile()} == {0o644}
     assert {(m.uid, m.gid, m.mtime) for m in members.values()} == {(0, 0, 0)}
@@ -190,14 +193,15 @@ def _fake_images(tmp_path: Path) -> Path:
 def test_a_changed_lock_changes_the_inputs_digest_and_the_cache_key(tmp_path):
     images = _fake_images(tmp_path)
     lock_path = images / wheels.LOCK_NAME
-    before = (images_mod._inputs_digest(images, "sha256:base"),
-              images_mod._inputs_digest(images, "sha256:base", with_trainer=False),
+    trainer = images_mod.trainer_files(_recipe("tensorflow"))
+    before = (images_mod._inputs_digest(images, "sha256:base", trainer),
+              images_mod._inputs_digest(images, "sha256:base"),
               wheels.read_lock(lock_path).digest)
     text = lock_path.read_text()
     first_hash = wheels._HASH.search(text)[1]
     lock_path.write_text(text.replace(first_hash, "0" * 64, 1))
-    after = (images_mod._inputs_digest(images, "sha256:base"),
-             images_mod._inputs_digest(images, "sha256:base", with_trainer=False),
+    after = (images_mod._inputs_digest(images, "sha256:base", trainer),
+             images_mod._inputs_digest(images, "sha256:base"),
              wheels.read_lock(lock_path).digest)
     assert all(b != a for b, a in zip(before, after))
     assert ("requirements.lock", lock_path) in images_mod._runtime_files(images)
@@ -335,7 +339,7 @@ def test_the_build_context_has_the_lock_and_only_its_wheels(tmp_path):
     _fake_lock(images / wheels.LOCK_NAME, files)
     (tmp_path / "wh" / "stray-9.9-py3-none-any.whl").write_bytes(b"not locked")
     buffer = io.BytesIO()
-    images_mod._runtime_context(buffer, images, tmp_path / "wh")
+    images_mod._runtime_context(buffer, images, tmp_path / "wh", images / wheels.LOCK_NAME)
     with tarfile.open(fileobj=buffer) as tar:
         names = tar.getnames()
     assert names == ["Dockerfile", "requirements.lock", *[f"wheelhouse/{n}" for n in sorted(files)]]
@@ -346,10 +350,10 @@ def test_the_recipe_s_ops_are_inputs_of_the_image_and_so_is_the_build_base(tmp_p
     images = _fake_images(tmp_path)
     assert images_mod.compiles(images)
     assert ("ops/mpi_allreduce.cc", images / "ops" / "mpi_allreduce.cc") in images_mod._runtime_files(images)
-    digests = [images_mod._inputs_digest(images, "sha256:base", with_trainer=False, build_base_id="sha256:cc")]
-    digests.append(images_mod._inputs_digest(images, "sha256:base", with_trainer=False, build_base_id="sha256:cc2"))
+    digests = [images_mod._inputs_digest(images, "sha256:base", build_base_id="sha256:cc")]
+    digests.append(images_mod._inputs_digest(images, "sha256:base", build_base_id="sha256:cc2"))
     (images / "ops" / "mpi_allreduce.cc").write_text("// changed\n")
-    digests.append(images_mod._inputs_digest(images, "sha256:base", with_trainer=False, build_base_id="sha256:cc"))
+    digests.append(images_mod._inputs_digest(images, "sha256:base", build_base_id="sha256:cc"))
     assert len(set(digests)) == 3
     dockerfile = (IMAGES / "Dockerfile").read_text()
     assert "FROM ${BUILD_BASE} AS deps" in dockerfile and "FROM ${BASE} AS runtime" in dockerfile
@@ -375,10 +379,14 @@ class _Images:
         return iter([{"error": "stop here"}])
 
 
+def _toy_recipe():
+    return ImageRecipe("toy", IMAGES, {"multi": "x:multi"}, (), {})
+
+
 def test_a_missing_build_base_is_a_one_line_error_that_says_how_to_make_it():
     engine = _Images({images_mod.DEFAULT_BASE})
     with pytest.raises(OrchError) as err:
-        images_mod.build(IMAGES, {"multi": "x:multi"}, engine=engine)
+        images_mod.build_image(_toy_recipe(), engine=engine)
     assert "\n" not in err.value.message and images_mod.DEFAULT_BUILD_BASE in err.value.message
     assert "--bootstrap-base" in err.value.message and engine.built == []
 
@@ -389,7 +397,7 @@ def test_with_a_base_of_yours_the_build_stage_runs_on_it_or_on_build_base(build_
     monkeypatch.setattr(images_mod, "wheelhouse", lambda *_a: None)  # no download: the context is not the point
     monkeypatch.setattr(images_mod, "_runtime_context", lambda *_a: None)
     with pytest.raises(BuildError, match="stop here"):
-        images_mod.build(IMAGES, {"multi": "x:multi"}, base="python:3.11", build_base=build_base, engine=engine)
+        images_mod.build_image(_toy_recipe(), BuildOptions(base="python:3.11", build_base=build_base), engine=engine)
     assert engine.built == [{"BASE": "python:3.11", "BUILD_BASE": expected}]
 
 

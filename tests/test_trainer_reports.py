@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import contract
-from orchestrator.images.builder import _trainer_files
+from orchestrator import contract, frameworks
+from orchestrator.images.builder import trainer_files
 from orchestrator.run import stdout as stdout_reports
 
 
 @pytest.fixture
 def trainer(tmp_path, monkeypatch):
     """The trainer's package as the image has it: orch build's files (the common modules, the shared ones and
-    every framework's), written out and imported; frameworks' libraries are imported only where used."""
-    for name, data in _trainer_files():
+    TensorFlow.s image.s, MPI.s among them), written out and imported; frameworks' libraries are imported only where used."""
+    for name, data in trainer_files(frameworks.get("tensorflow").image_recipe()):
         path = tmp_path / "image" / name.removeprefix("orch/trainer/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

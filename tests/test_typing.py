@@ -69,15 +69,16 @@ def test_the_package_passes_mypy_strict():
     assert proc.returncode == 0 and "Success" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_the_trainer_as_the_images_assemble_it_passes_mypy_strict(tmp_path):
-    """orch_trainer as `orch build` lays it out (its modules flat, contract.py and rendezvous.py beside them), where
-    its relative imports resolve; TensorFlow, PyTorch and mpi4py are Any on the host."""
-    from orchestrator.images.builder import _trainer_files
+@pytest.mark.parametrize("image", [n for n in frameworks.names() if frameworks.get(n).image_recipe() is not None])
+def test_the_trainer_as_the_images_assemble_it_passes_mypy_strict(tmp_path, image):
+    """orch_trainer as `orch build` lays it out in each framework's image (its modules flat, contract.py and
+    rendezvous.py beside them), where its relative imports resolve; the frameworks' libraries are Any on the host."""
+    from orchestrator.images.builder import trainer_files
 
-    for name, data in _trainer_files():
+    for name, data in trainer_files(frameworks.get(image).image_recipe()):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(data)
-    proc = _mypy("--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(MYPY_CACHE / "trainer"),
+    proc = _mypy("--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(MYPY_CACHE / f"trainer-{image}"),
                  "-p", "orch_trainer", "-m", "sitecustomize", cwd=tmp_path / "orch" / "trainer")
     assert proc.returncode == 0 and "Success" in proc.stdout, proc.stdout + proc.stderr
 

@@ -43,7 +43,7 @@ STAGES = ("create", "start", "import", "data", "rendezvous", "results_and_teardo
 
 
 def _trainer_sources() -> list[str]:
-    """Every source of the images' trainer code, as orchestrator/images/builder.py's _trainer_files reads them:
+    """Every source of the images' trainer code, as orchestrator/images/builder.py's trainer_files reads them:
     the trainer package, the modules it shares with the host, sitecustomize.py and each framework's trainer folder
     (repository paths; folders whole, so that a file one version adds or removes is swapped too)."""
     package = ROOT / "orchestrator"

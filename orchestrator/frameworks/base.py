@@ -91,6 +91,29 @@ class BuildOptions:
                 raise InvalidSpec(str(exc)) from None
 
 
+# The environment of a runtime image an install script makes (a Dockerfile sets its own with ENV): the venv first,
+# unbuffered output, no bytecode writes (the root is read-only), and the trainer package on the path.
+RUNTIME_ENV = ("PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1",
+               "PYTHONPATH=/opt/orch/trainer", "HOME=/tmp")
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """A framework's image as its folder declares it, and all the builder (``images.builder.build_image``) reads.
+
+    ``folder`` holds the lock (requirements.lock, every wheel's version and sha256) and one recipe: a Dockerfile,
+    built with the lock's wheels as its context (and an ops/ folder of sources it compiles, on a build base), or
+    install.sh, run in a container of the base with the wheels mounted read-only and committed. The image is that
+    runtime plus one layer: orch's shared trainer package and ``trainer``'s modules, beside them, flat."""
+
+    name: str  # the framework's: its runtime image is orch-<name>-runtime:<version>
+    folder: Path
+    tags: dict[str, str]  # each image of the recipe: its kind (the image's orch.kind label) -> its tag
+    trainer: tuple[Path, ...]  # the trainer modules of the frameworks that run in this image
+    entries: dict[str, str]  # framework -> its trainer's entry module, the image's entries.py
+    env: tuple[str, ...] = RUNTIME_ENV  # an install.sh recipe's runtime environment
+
+
 @dataclass(frozen=True)
 class BenchTransport:
     """One way a framework's replicas all-reduce, as `orch bench allreduce` measures it."""
@@ -199,6 +222,15 @@ class Framework:
     # The module of its trainer (in its folder's trainer/, copied flat into the images' orch_trainer package)
     # whose run(reporter, job, worker, num_workers, data_dir) trains one worker; "" for none.
     trainer_entry: str = ""
+    # The framework whose image this one's jobs run, its trainer added to that image (MPI's ranks compute with
+    # TensorFlow, in TensorFlow's image), or "" for a framework with an image of its own (its folder's image/).
+    image_of: str = ""
+
+    def _host(self) -> "Framework":
+        """The framework whose image this one runs (``image_of``), found in the registry, not imported."""
+        from orchestrator import frameworks
+
+        return frameworks.get(self.image_of)
 
     def trainer_files(self) -> list[Path]:
         """Its trainer's modules: the .py files of trainer/ beside the module that defines the framework."""
@@ -206,8 +238,10 @@ class Framework:
         return sorted(p for p in folder.glob("*.py") if p.name != "__init__.py") if folder.is_dir() else []
 
     def image(self, spec: Job) -> str:
-        """The image every replica of ``spec`` runs."""
-        raise NotImplementedError
+        """The image every replica of ``spec`` runs: the one the user gave, else orch's own main image."""
+        if self.image_of:
+            return self._host().image(spec)
+        return spec.image or self.main_image()
 
     def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
         """The rendezvous environment of the replicas of ``role``, given every replica's address: one for all of
@@ -239,29 +273,62 @@ class Framework:
         return None
 
     # -- images -------------------------------------------------------------------------------------------
+    def image_tags(self) -> dict[str, str]:
+        """Each image of orch's own that this framework builds: its kind (the image's orch.kind label) -> tag."""
+        return {}
+
     def image_refs(self) -> tuple[str, ...]:
         """Every image of orch's own that this framework's jobs run (what `orch push` copies)."""
-        return ()
+        return self._host().image_refs() if self.image_of else tuple(self.image_tags().values())
 
     def main_image(self) -> str:
         """The image of orch's own that a job of several replicas runs (what data and users' packages go on)."""
-        raise NotImplementedError
+        if self.image_of:
+            return self._host().main_image()
+        tags = self.image_tags()
+        if not tags:
+            raise NotImplementedError(f"{self.name} has no image of its own")
+        return tags.get(self.name) or next(iter(tags.values()))
 
     def recipe(self) -> Optional[Path]:
-        """The folder of this framework's image recipe (its lock among it), or None for a framework that
-        runs another's image."""
-        return None
+        """The folder of this framework's image recipe (its lock among it): image/ beside the module that defines
+        the framework, or, for one that runs another's image, that one's; None if there is none."""
+        if self.image_of:
+            return self._host().recipe()
+        folder = Path(inspect.getfile(type(self))).parent / "image"
+        return folder if folder.is_dir() else None
+
+    def image_recipe(self) -> Optional[ImageRecipe]:
+        """What the builder builds for this framework: its recipe, its tags, and the trainer modules of every
+        framework that runs in its image (its own, and those whose ``image_of`` names it)."""
+        folder = self.recipe()
+        if self.image_of or folder is None or not self.image_tags():
+            return None
+        from orchestrator import frameworks
+
+        members = [self, *(f for f in map(frameworks.get, frameworks.names()) if f.image_of == self.name)]
+        return ImageRecipe(self.name, folder, self.image_tags(),
+                           tuple(p for f in members for p in f.trainer_files()),
+                           {f.name: f.trainer_entry for f in members if f.trainer_entry})
 
     def build_command(self) -> str:
         """The command that builds the images this framework's jobs run."""
-        return f"orch build --framework {self.name}"
+        return self._host().build_command() if self.image_of else f"orch build --framework {self.name}"
 
     def check_index(self, url: str) -> None:
         """Raise InvalidSpec (one line) unless ``url`` is a package index this framework's builder can use."""
 
     def build(self, options: BuildOptions, engine: Any, paths: Optional["Paths"], say: Say) -> list[Any]:
-        """Build this framework's images unless they are up to date (`orch build --framework NAME`)."""
-        raise NotImplementedError(f"{self.name} builds no image of its own")
+        """Build this framework's images unless they are up to date (`orch build --framework NAME`): its
+        ``image_recipe`` through the generic builder, or the images of the framework it runs in."""
+        if self.image_of:
+            return self._host().build(options, engine, paths, say)
+        recipe = self.image_recipe()
+        if recipe is None:
+            raise NotImplementedError(f"{self.name} builds no image of its own")
+        from orchestrator.images.builder import build_image
+
+        return build_image(recipe, options, engine=engine, paths=paths, say=say)
 
     def allreduce_probe(self) -> Optional[Path]:
         """The file of its all-reduce probe for `orch bench` (``measure`` and ``leave``), or None."""

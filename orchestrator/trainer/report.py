@@ -80,7 +80,12 @@ def result(test_accuracy: float, train_seconds: Optional[float] = None, **figure
 def keras_callback(batch_size: int) -> Any:
     """A Keras callback that reports each epoch: its logs (loss, accuracy, val_loss, ...), its seconds, and
     the samples this worker trained on, counted as the batches it ran times ``batch_size`` (this worker's
-    batch; with steps_per_execution 1, the default, every batch is counted). TensorFlow's trainer holds it."""
-    from .keras_report import keras_callback as make
+    batch; with steps_per_execution 1, the default, every batch is counted). TensorFlow's trainer holds it, in
+    TensorFlow's image only: found by name, since the other images have no Keras and no such module."""
+    import importlib
 
-    return make(batch_size)
+    try:
+        module = importlib.import_module(f"{__package__}.keras_report")
+    except ModuleNotFoundError:
+        raise RuntimeError("keras_callback is for Keras' fit(); this image is not TensorFlow's") from None
+    return module.keras_callback(batch_size)

@@ -17,15 +17,13 @@ namespaces and the ranks talk TCP over the cluster network.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from orchestrator import contract
-from orchestrator.frameworks import tensorflow
+from orchestrator.rendezvous import host_of
 from orchestrator.frameworks.base import BenchTransport, Framework, Job, options_of
 from orchestrator.frameworks.mpi.options import MpiOptions
 
-if TYPE_CHECKING:
-    from orchestrator.paths import Paths
 
 Key = tuple[str, int]
 LAUNCH_PORT = 7470  # where replica 0 hands each replica its Hydra proxy command
@@ -39,11 +37,6 @@ def transport(spec: Job) -> str:
     """The transport a job's ranks use: ``auto`` is shared memory on one host (Compose), TCP across nodes."""
     chosen = options_of(spec, MpiOptions).transport
     return chosen if chosen != "auto" else "shm" if spec.backend == "compose" else "tcp"
-
-
-def host_of(address: str) -> str:
-    """The host part of ``host:port``."""
-    return address.rsplit(":", 1)[0]
 
 
 class Mpi(Framework):
@@ -64,9 +57,9 @@ class Mpi(Framework):
                        "MPICH over UCX's shared memory, the containers sharing one IPC and PID namespace"),
     )
     bench_host_packages = ("mpich", "mpi4py", "numpy")
-
-    def image(self, spec: Job) -> str:
-        return tensorflow.FRAMEWORK.image(spec)  # the ranks compute with TensorFlow; the image carries MPI too
+    # The ranks compute with TensorFlow: its image carries MPICH and mpi4py too, and this trainer beside its own.
+    # `orch build` makes it, and `orch build --framework mpi` the same.
+    image_of = "tensorflow"
 
     def floor_transport(self, spec: Job) -> Optional[str]:
         return f"mpi-{transport(spec)}"
@@ -103,22 +96,6 @@ class Mpi(Framework):
         ranks = {"rank": node} if per == 1 else {"ranks": list(range(node * per, (node + 1) * per))}
         return {"mpi": None if spec.world_size == 1 and not spec.script else {
             **ranks, "world_size": spec.world_size, "hosts": hosts, "launcher": hosts[0], "transport": transport(spec)}}
-
-    # The images are TensorFlow's: `orch build` makes them, and `orch build --framework mpi` the same.
-    def image_refs(self) -> tuple[str, ...]:
-        return tensorflow.FRAMEWORK.image_refs()
-
-    def main_image(self) -> str:
-        return tensorflow.FRAMEWORK.main_image()
-
-    def recipe(self) -> Path:
-        return tensorflow.FRAMEWORK.recipe()
-
-    def build_command(self) -> str:
-        return tensorflow.FRAMEWORK.build_command()
-
-    def build(self, options: Any, engine: Any, paths: Optional["Paths"], say: Any) -> list[Any]:
-        return tensorflow.FRAMEWORK.build(options, engine, paths, say)
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:

@@ -3,15 +3,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from orchestrator import __version__, macros, rendezvous
 from orchestrator.frameworks.base import BenchTransport, Framework, Job
 from orchestrator.frameworks.tensorflow.options import TensorFlowOptions
-from orchestrator.paths import recipe_dir
 
-if TYPE_CHECKING:
-    from orchestrator.paths import Paths
 
 Key = tuple[str, int]
 IMAGE_REPO = "orch-trainer"
@@ -79,24 +76,14 @@ class TensorFlow(Framework):
             return None  # one container, or a parameter server: no gradients all-reduced between containers
         return "tf-ring-bridge" if spec.network == "bridge" else "tf-ring-loopback"
 
-    def image_refs(self) -> tuple[str, ...]:
-        return tuple(image_ref(kind) for kind in IMAGE_KINDS)
+    def image_tags(self) -> dict[str, str]:
+        return {kind: image_ref(kind) for kind in IMAGE_KINDS}
 
     def main_image(self) -> str:
         return image_ref("multi")
 
-    def recipe(self) -> Path:
-        return recipe_dir(self.name)
-
     def build_command(self) -> str:
         return "orch build"
-
-    def build(self, options: Any, engine: Any, paths: Optional["Paths"], say: Any) -> list[Any]:
-        from orchestrator.images.builder import build
-
-        return build(self.recipe(), {kind: image_ref(kind) for kind in IMAGE_KINDS}, base=options.base,
-                     bootstrap=options.bootstrap, force=options.force, mirror=options.mirror, engine=engine,
-                     paths=paths, say=say, build_base=options.build_base)
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import __version__, macros, rendezvous
 from orchestrator.frameworks.base import BenchTransport, Framework, Job
-from orchestrator.frameworks.mpi import host_of
 from orchestrator.frameworks.torch.options import TorchOptions
-from orchestrator.paths import recipe_dir
+from orchestrator.rendezvous import host_of
 
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
@@ -56,9 +55,6 @@ class Torch(Framework):
                        "rank on the run's bridge"),
     )
     bench_api = "gloo"
-
-    def image(self, spec: Job) -> str:
-        return spec.image or image_ref()
 
     def floor_transport(self, spec: Job) -> Optional[str]:
         return "gloo"
@@ -111,14 +107,8 @@ class Torch(Framework):
                           "master_port": MASTER_PORT, "backend": "gloo", "init_method": "env://"}}
 
     # Built on demand (`orch build --framework torch`): 3.2 GB of wheels, 4.6 GB installed.
-    def image_refs(self) -> tuple[str, ...]:
-        return (image_ref(),)
-
-    def main_image(self) -> str:
-        return image_ref()
-
-    def recipe(self) -> Path:
-        return recipe_dir(self.name)
+    def image_tags(self) -> dict[str, str]:
+        return {self.name: image_ref()}
 
     def check_index(self, url: str) -> None:
         from orchestrator.frameworks.torch.build import index_download_args
@@ -130,8 +120,7 @@ class Torch(Framework):
         from orchestrator.images.wheels import insecure_allowed
 
         with insecure_allowed(options.allow_insecure_index):  # for every URL the resolution meets, too
-            return build(base=options.base, force=options.force, index=options.index, engine=engine, paths=paths,
-                         say=say)
+            return build(options, engine=engine, paths=paths, say=say)
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:

@@ -4,39 +4,30 @@ The wheels come from a wheelhouse the host downloads with --require-hashes again
 (PyPI's torch and the CUDA libraries it links: about 3.2 GB), or, with ``--torch-index URL`` (or ORCH_TORCH_INDEX),
 torch from a CPU-only index the host can reach and the rest from the host's own index, locked with hashes at the
 first build (resolved, locked, then downloaded with --require-hashes, each package from its one index).
-``images/torch/install.sh`` installs them in a container of the base image with no network, the wheelhouse mounted
-read-only, and orch commits that container as the runtime image: one layer, and no copy of the wheels into a build
-context. The trainer code is then one more layer, as for TensorFlow, so a trainer-only change rebuilds in seconds.
+``image/install.sh`` installs them in a container of the base image with no network, the wheelhouse mounted
+read-only, and the generic builder commits that container as the runtime image: one layer, and no copy of the wheels
+into a build context. The trainer code is then one more layer, so a trainer-only change rebuilds in seconds.
 """
 from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from orchestrator import __version__
 from orchestrator.docker.engine import Engine
-from orchestrator.errors import BuildError, ImageMissing, InvalidSpec
-from orchestrator.frameworks.torch import image_ref
+from orchestrator.errors import BuildError, InvalidSpec
+from orchestrator.frameworks.base import BuildOptions
 from orchestrator.images import wheels
-from orchestrator.images.builder import DEFAULT_BASE, TRAINER_PARENT, BuiltImage, _trainer_archive, wheelhouse
-from orchestrator.images.wheels import LOCK_NAME, check_fresh, read_lock, redact, verify, wheel_id
-from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
+from orchestrator.images.builder import BuiltImage, build_image
+from orchestrator.images.wheels import LOCK_NAME, read_lock, redact, verify, wheel_id
 from orchestrator.paths import Paths, default_paths, recipe_dir
 
-RUNTIME_TAG = f"orch-torch-runtime:{__version__}"
-INSTALL = "install.sh"
 ENV_INDEX = "ORCH_TORCH_INDEX"  # the setting behind --torch-index, for a shell profile or CI
 URL_PATTERN = r"https?://[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]+"
 # What the index given must provide; everything else (torch's dependencies, NumPy) comes from the host's own index,
 # so that no package of the same name on the other index can stand in for it (dependency confusion).
 FROM_INDEX = ("torch",)
-# The runtime image's configuration, as the TensorFlow Dockerfile's ENV and ENTRYPOINT set it for its image.
-ENV = ["PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1",
-       "PYTHONPATH=/opt/orch/trainer", "HOME=/tmp"]
 Say = Callable[[str], None]
 
 
@@ -103,67 +94,20 @@ def _index_wheelhouse(url: str, paths: Paths, say: Say) -> Path:
     return folder
 
 
-def _wheelhouse(index: Optional[str], paths: Paths, say: Say) -> tuple[Path, Path]:
-    """(the wheels' folder, the lock to install) for PyPI's locked wheels or ``index``'s."""
-    if index:
-        folder = _index_wheelhouse(index, paths, say)
-        return folder, folder / LOCK_NAME
-    check_fresh(read_lock(recipe() / LOCK_NAME), recipe())
-    return wheelhouse(paths, say, recipe()), recipe() / LOCK_NAME
-
-
-def _digest(*parts: bytes) -> str:
-    h = hashlib.sha256(__version__.encode())
-    for part in parts:
-        h.update(b"\0" + part)
-    return h.hexdigest()
-
-
-def build(base: Optional[str] = None, force: bool = False, index: Optional[str] = None,
-          engine: Optional[Engine] = None, paths: Optional[Paths] = None,
+def build(options: BuildOptions, engine: Optional[Engine] = None, paths: Optional[Paths] = None,
           say: Optional[Say] = None) -> list[BuiltImage]:
-    """Build orch's PyTorch trainer image unless it is up to date (its inputs' digest is its label)."""
+    """Build orch's PyTorch trainer image unless it is up to date: the framework's recipe through the generic
+    builder, with the wheels of PyPI's lock or of ``options.index``'s."""
+    from orchestrator.frameworks.torch import FRAMEWORK
+
     engine = engine or Engine()
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
-    if index:
-        index_download_args(index)  # a bad URL is refused before anything else
-    engine.ping()
-    base_ref = base or DEFAULT_BASE
-    if engine.image_labels(base_ref) is None:
-        raise ImageMissing(f"base image {base_ref} is not present; run `orch build --bootstrap-base` first (it "
-                           "makes the base the PyTorch image is built on), or pass --base IMAGE")
-    install = (recipe() / INSTALL).read_bytes()
-    lock_text = (recipe() / LOCK_NAME).read_bytes() if not index else _index_key(index).encode()
-    runtime_digest = _digest(engine.image_id(base_ref).encode(), install, lock_text)
-    archive = _trainer_archive()
-    digest = _digest(runtime_digest.encode(), archive)
-    tag = image_ref()
-    if not force and (engine.image_labels(tag) or {}).get(LABEL_INPUTS) == digest:
-        say(f"{tag} is up to date")
-        return [BuiltImage(tag, False, 0.0, engine.image_size(tag))]
-    started = time.monotonic()
-    replaced_runtime = None
-    if force or (engine.image_labels(RUNTIME_TAG) or {}).get(LABEL_INPUTS) != runtime_digest:
-        wheels, lock = _wheelhouse(index, paths, say)
-        replaced_runtime = (engine.image_labels(RUNTIME_TAG) is not None) and engine.image_id(RUNTIME_TAG)
-        say(f"building {RUNTIME_TAG} (Python, torch and the CUDA libraries it links) from {base_ref}, offline")
-        with tempfile.TemporaryDirectory(prefix="orch-torch-recipe-") as tmp:
-            folder = Path(tmp)
-            (folder / INSTALL).write_bytes(install)
-            (folder / LOCK_NAME).write_bytes(lock.read_bytes())
-            folder.chmod(0o755)
-            for f in folder.iterdir():
-                f.chmod(0o755)
-            config = {"Env": ENV, "Entrypoint": ["python3", "-m", "orch_trainer"], "Cmd": None, "WorkingDir": "/tmp",
-                      "Labels": {LABEL_KIND: "torch-runtime", LABEL_INPUTS: runtime_digest}}
-            engine.run_to_image(base_ref, ["sh", f"/recipe/{INSTALL}"], {str(wheels): "/wheels", tmp: "/recipe"},
-                                RUNTIME_TAG, config, lambda line: say(f"  {line}") if line.strip() else None)
-    say(f"building {tag}: the trainer code on {RUNTIME_TAG}")
-    previous = (engine.image_labels(tag) is not None) and engine.image_id(tag)
-    engine.add_layer(RUNTIME_TAG, TRAINER_PARENT, archive, tag, {LABEL_INPUTS: digest, LABEL_KIND: "torch"})
-    if previous and previous != engine.image_id(tag):
-        engine.remove_image_if_unused(previous)
-    if replaced_runtime and replaced_runtime != engine.image_id(RUNTIME_TAG):
-        engine.remove_image_if_unused(replaced_runtime)
-    return [BuiltImage(tag, True, time.monotonic() - started, engine.image_size(tag))]
+    if options.index:
+        index_download_args(options.index)  # a bad URL is refused before anything else
+        engine.ping()  # and a missing engine before anything is resolved or downloaded
+    recipe = FRAMEWORK.image_recipe()
+    assert recipe is not None  # the folder's image/ and its tag
+    wheels = _index_wheelhouse(options.index, paths, say) if options.index else None
+    return build_image(recipe, options, engine=engine, paths=paths, say=say,
+                       wheels=(wheels, wheels / LOCK_NAME) if wheels else None)
