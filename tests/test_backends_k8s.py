@@ -466,7 +466,7 @@ def test_every_empty_dir_has_a_size_limit():
 
 # -- Kubeflow Trainer v2 ------------------------------------------------------------------------------
 RUNTIMES = {"torch": ("TrainingRuntime", {"torch": {}}), "mpi": ("TrainingRuntime", {}),
-            "tensorflow": ("ClusterTrainingRuntime", {})}
+            "tensorflow": ("ClusterTrainingRuntime", {}), "jax": ("TrainingRuntime", {"jax": {}})}
 
 
 def test_every_framework_says_which_runtime_its_trainjob_takes():

@@ -86,7 +86,7 @@ def test_ps_has_a_chief_servers_and_workers_and_only_the_chief_reports():
     ({"strategy": "ps", "roles": [{"name": "worker", "replicas": 1}]}, "runs chief × 1, ps × 1, worker × 1"),
     ({"parameter_servers": 2}, "parameter_servers: --parameter-servers is for --strategy ps, not single"),
     ({"roles": [{"name": "Bad Role", "replicas": 1}]}, "roles.0.name"),
-    ({"framework": "jax"}, "framework: jax is not one orch runs"),
+    ({"framework": "mxnet"}, "framework: mxnet is not one orch runs"),
     ({"collective": "nccl"}, "collective: must be 'ring' or 'auto'"),
 ])
 def test_roles_and_framework_are_validated(fields, message):

@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "tensorflow": "orchestrator.frameworks.tensorflow",
     "mpi": "orchestrator.frameworks.mpi",
     "torch": "orchestrator.frameworks.torch",
+    "jax": "orchestrator.frameworks.jax",
 }
 DEFAULT = next(iter(BUILTIN))
 _registered: dict[str, Framework] = {}

@@ -11,7 +11,7 @@ class SpecFields(TypedDict, total=False):
 
     # Worker containers (1 = the single-worker baseline, no TF_CONFIG). [default: 1]
     workers: int
-    # The framework the replicas run: tensorflow, mpi, torch. [default: 'tensorflow']
+    # The framework the replicas run: tensorflow, mpi, torch, jax. [default: 'tensorflow']
     framework: str
     # Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm stack, one service
     # per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied with the kubeconfig's context;

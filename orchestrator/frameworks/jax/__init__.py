@@ -1,0 +1,77 @@
+"""JAX: one process per container, met through ``jax.distributed.initialize``; XLA's collectives over gloo on CPU.
+
+The environment is Kubeflow Trainer's JAX runtime's: JAX_COORDINATOR_ADDRESS (process 0, which hosts the
+coordinator service, on a fixed port of its own network namespace), JAX_NUM_PROCESSES and JAX_PROCESS_ID (the
+container's rank). orch's trainer passes them to ``initialize``; a user's script runs under a small launcher
+(``orch_trainer.jax_env``) that also lets a bare ``jax.distributed.initialize()`` find them. One container is
+the serial baseline: no coordinator at all.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from orchestrator import __version__, macros
+from orchestrator.frameworks.base import BenchTransport, Framework, Job
+from orchestrator.frameworks.jax.options import JaxOptions
+from orchestrator.rendezvous import host_of
+
+Key = tuple[str, int]
+IMAGE_REPO = "orch-jax"
+COORDINATOR_PORT = 6379  # the coordinator service of process 0 (JAX's examples' port)
+
+
+def image_ref() -> str:
+    """The tag of orch's JAX trainer image for this version."""
+    return f"{IMAGE_REPO}:{__version__}"
+
+
+class Jax(Framework):
+    name = "jax"
+    title = "JAX"
+    trainer_entry = "jax_loop"
+    options = JaxOptions
+    port = COORDINATOR_PORT
+    on_demand = True  # `orch build --framework jax`
+    # Trainer's jax plugin: it gives each node JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
+    trainer_policy = "jax"
+    log_noise = (r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. Expected number of connected peer ranks is",)
+    bench_transports = (
+        BenchTransport("jax-gloo", {}, "XLA's all-reduce over gloo's TCP (JAX's CPU collectives), one container per "
+                       "process on the run's bridge"),
+    )
+    bench_api = "gloo"
+
+    def floor_transport(self, spec: Job) -> Optional[str]:
+        return "jax-gloo"
+
+    def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
+        if spec.world_size == 1 and not spec.script:
+            return {}  # orch's serial baseline: no coordinator
+        coordinator = host_of(next(iter(addresses.values())))
+        return {"JAX_COORDINATOR_ADDRESS": f"{coordinator}:{COORDINATOR_PORT}",
+                "JAX_NUM_PROCESSES": str(spec.world_size), "JAX_PROCESS_ID": macros.RANK}
+
+    def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+        """A user's script runs under orch's launcher, in whose process a bare ``jax.distributed.initialize()``
+        finds the job; orch's own trainer initializes with the variables itself."""
+        return ("python3", "-m", "orch_trainer.jax_env", *command) if command else None
+
+    def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
+        env = self.replica_env(spec, key, addresses)
+        if not env:
+            return {"jax": None}
+        return {"jax": {"process_id": int(env["JAX_PROCESS_ID"]), "num_processes": int(env["JAX_NUM_PROCESSES"]),
+                        "coordinator": env["JAX_COORDINATOR_ADDRESS"], "collectives": "gloo"}}
+
+    def image_tags(self) -> dict[str, str]:
+        return {self.name: image_ref()}
+
+    def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
+                       free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:
+        # One coordinator on process 0, every process on loopback.
+        env = {**env, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{free_ports(1)[0]}", "JAX_NUM_PROCESSES": str(ranks)}
+        return [([str(venv / "bin" / "python"), *argv], {**env, "JAX_PROCESS_ID": str(i)}) for i in range(ranks)]
+
+
+FRAMEWORK = Jax()
