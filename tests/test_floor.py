@@ -565,3 +565,12 @@ def test_start_ab_names_its_baseline_by_commit_and_refuses_what_is_not_one():
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "start_ab: 'no-such-revision' is not a commit of this repository (`git log --oneline` lists them)"]
+
+
+def test_the_html_reports_core_limit_is_min_of_n_and_the_hosts_cores_at_each_n():
+    """1 against 3 containers on 2 cores: the limit is 1 at N = 1 and 2 at N = 3, not N× (3)."""
+    from orchestrator.analysis import html
+
+    assert html.core_limit([1, 3, 3, None, 0], 2) == [[1, 1], [3, 2]]
+    assert html.core_limit([1, 2, 4, 8], 16) == [[1, 1], [2, 2], [4, 4], [8, 8]]
+    assert "data.core_limit" in (ROOT / "orchestrator" / "analysis" / "report.js").read_text()  # what the charts draw

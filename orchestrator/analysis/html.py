@@ -7,7 +7,8 @@ wrote (``tracking.figures`` reads and checks them); text is escaped by the brows
 parsed as HTML.
 
 Charts: the loss and accuracy curves of every run overlaid; for several runs, train time, speedup and
-efficiency against N with two bounds drawn: the N× line, and the bound this machine allows: T(1) over the floor
+efficiency against N with two bounds drawn: the core limit, min(N, the host's cores), which no N workers sharing
+those cores can pass (not N×), and the bound this machine allows: T(1) over the floor
 measured beside each run where an experiment asked for it (``experiments/floor.py``), else the CPU bound (its
 cores over the cores one worker used, measured, so N workers cannot beat min(N, that)); per-container CPU and
 network timelines.
@@ -108,14 +109,21 @@ def write(out: Path, title: str, folders: Iterable[tuple[Path, Optional[str]]], 
                          against, axis)
 
 
+def core_limit(ns: Iterable[Any], cores: int) -> list[list[int]]:
+    """The speedup no N workers on ``cores`` cores can pass, at each N of the charts: min(N, cores)."""
+    return [[n, min(n, cores)] for n in sorted({n for n in ns if isinstance(n, int) and n > 0})]
+
+
 def write_figures(out: Path, title: str, figures: list[tuple[read_figures.RunFigures, Optional[str]]],
                   note: str = "", floors: Optional[dict[str, float]] = None, against: Optional[Against] = None,
-                  axis: Optional[str] = "containers") -> Path:
-    """``write`` for runs already read (``tracking.figures.read``), each with its label."""
+                  axis: Optional[str] = "containers", cores: Optional[int] = None) -> Path:
+    """``write`` for runs already read (``tracking.figures.read``), each with its label; ``cores``: the host's
+    (this one's unless given), for the core limit."""
     runs = [_run(fig, label) for fig, label in figures]
     _with_scaling(runs, [fig.summary for fig, _ in figures], floors, against)
-    data = {"title": title, "note": note, "columns": _columns(runs, axis), "runs": runs, "cores": os.cpu_count(),
-            "axis": axis}
+    cores = cores or os.cpu_count() or 1
+    data = {"title": title, "note": note, "columns": _columns(runs, axis), "runs": runs, "cores": cores,
+            "core_limit": core_limit((r.get("n") for r in runs), cores), "axis": axis}
     script = (Path(__file__).parent / "report.js").read_text()
     # As JSON text inside <script>: no <, > or & at all, so nothing in it can end or comment the element.
     blob = json.dumps(finite(data), default=str, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e") \

@@ -134,7 +134,6 @@ function main() {
         return [n, v[Math.floor((v.length - 1) / 2)]];
       });
     };
-    const ns = [...new Set(scaled.map(r => r.n))].sort((a, b) => a - b);
     const bound = byN("bound");
     const kinds = new Set(scaled.map(r => r.bound_kind).filter(k => k));
     const boundName = kinds.has("floor") ? (kinds.has("cpu") ? "this host's bound (floor, or CPU)" : "T(1)/floor of this host")
@@ -142,15 +141,16 @@ function main() {
     lineChart(scale, "train time (median)", `${axis} N`, "seconds", [{name: "train s", points: byN("train_seconds")}]);
     // The ideal this host can give, not N×: N workers on fewer cores than N share them, so no speedup passes the
     // cores; the floor measured beside a run (the bound below) is tighter still.
-    const cores = data.cores || 1, limit = n => Math.min(n, cores);
+    // The limit's points come with the data (html.core_limit): min(N, the host's cores) at each N.
+    const cores = data.cores || 1, limits = data.core_limit || [];
     const limitName = `core limit: ${cores} cores (N× would need N)`;
     lineChart(scale, "speedup T(1)/T(N)", `${axis} N`, "speedup", [
       {name: "measured", points: byN("speedup")},
-      {name: limitName, points: ns.map(n => [n, limit(n)]), dash: true, color: "#999"},
+      {name: limitName, points: limits, dash: true, color: "#999"},
       {name: boundName, points: bound, dash: true, color: "#d62728"}]);
     lineChart(scale, "efficiency speedup/N", `${axis} N`, "efficiency", [
       {name: "measured", points: byN("efficiency")},
-      {name: limitName + " / N", points: ns.map(n => [n, limit(n) / n]), dash: true, color: "#999"},
+      {name: limitName + " / N", points: limits.map(([n, l]) => [n, l / n]), dash: true, color: "#999"},
       {name: boundName + " / N", points: bound.map(([n, b]) => [n, b / n]), dash: true, color: "#d62728"}]);
   }
   const sys = section("Per container, over time");
