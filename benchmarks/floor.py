@@ -65,13 +65,15 @@ TINY = {"dataset": "synthetic", "samples": 6_000, "epochs": 2, "global_batch": 9
 GRADIENTS = 4 * parameters("mlp")  # bytes: the MLP's gradients, in TensorFlow and in PyTorch
 # Each framework: its spec fields, its package, and the modules its trainer cannot run a multi-worker job without
 # (what the start floor imports): TensorFlow's trainers import tf_keras (Keras 2) beside TensorFlow, MPI's ranks
-# mpi4py too; DDP's constructor reads torch._dynamo.utils.get_optimize_ddp_mode(), which imports torch._dynamo.
+# mpi4py too; DDP's constructor reads torch._dynamo.utils.get_optimize_ddp_mode(), which imports torch._dynamo; JAX's
+# trainer flax's linen and optax.
 # Its all-reduce transport is the one the framework names for such a job (Framework.floor_transport), as an
 # experiment's floor takes it.
 FRAMEWORKS = {
     "mpi": ({"framework": "mpi"}, "tensorflow", "tensorflow, tf_keras, mpi4py"),
     "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tensorflow", "tensorflow, tf_keras"),
     "torch": ({"framework": "torch"}, "torch", "torch, torch.distributed, torch._dynamo"),
+    "jax": ({"framework": "jax"}, "jax", "jax, optax, flax.linen"),
 }
 CORES = os.cpu_count() or 1
 
@@ -524,7 +526,9 @@ def _interrupted(_signum, _frame) -> None:
 def main() -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # a killed benchmark leaves no containers behind
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frameworks", nargs="+", choices=sorted(FRAMEWORKS), default=list(FRAMEWORKS))
+    parser.add_argument("--frameworks", nargs="+", choices=sorted(FRAMEWORKS), default=[f for f in FRAMEWORKS if f != "jax"],
+                        help="Default: every framework but JAX, whose image is built on demand and whose run is its "
+                             "own (benchmarks/results/floor-jax/, `--frameworks jax --workers 1 2 3 4 8 --out ...`).")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 3, 4, 8, 16])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=300, help="Timed all-reduces per transport and N.")

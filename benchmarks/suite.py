@@ -53,9 +53,17 @@ SUITE: tuple[Bench, ...] = (
     Bench("floor", "How far is each framework's T(N) from the floor this machine allows N ranks, for N from 1 to 16, "
           "and where does a 3-container run's start-up go?", (*PY, "benchmarks/floor.py"),
           ("benchmarks/results/floor.json", "benchmarks/results/floor.md"), 40),
+    Bench("floor-jax", "The same for JAX, in a run of its own (its image is built on demand): T(N) against its floor "
+          "for N from 1 to 8, and its start-up.",
+          (*PY, "benchmarks/floor.py", "--frameworks", "jax", "--workers", "1", "2", "3", "4", "8", "--out",
+           "benchmarks/results/floor-jax"),
+          ("benchmarks/results/floor-jax/floor.json", "benchmarks/results/floor-jax/floor.md"), 30),
     Bench("processes", "Do orch's containers, or the host, keep T(N) above its floor? N containers against N "
           "processes of one container.", (*PY, "benchmarks/processes.py"),
           ("benchmarks/results/processes.json", "benchmarks/results/processes.md"), 30),
+    Bench("processes-cgroup", "The same with the N processes in one CPU cgroup, as the containers' are.",
+          (*PY, "benchmarks/processes.py", "--one-cpu-group", "--cells", "torch:3", "mpi:8"),
+          ("benchmarks/results/processes-cgroup.json", "benchmarks/results/processes-cgroup.md"), 20, root=True),
     Bench("allreduce", "What does one all-reduce cost on each transport, between containers and on the host?",
           (*ORCH, "bench", "allreduce", "--out", "benchmarks/results"),
           ("benchmarks/results/allreduce.json", "benchmarks/results/allreduce.md",

@@ -140,6 +140,26 @@ def torch_image(images):
                                              lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
+def _image_ids() -> dict[str, str]:
+    """Every orch image the engine has: its tag -> its id."""
+    out = subprocess.run(["docker", "images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"],
+                         capture_output=True, text=True, check=True).stdout
+    return dict(line.split() for line in out.splitlines() if line.startswith("orch-"))
+
+
+@pytest.fixture(scope="session")
+def jax_image(images):
+    """orch's JAX image, built (or found up to date) once per test session, after the base image; and the ids of
+    every other orch image before and after the build, which building one framework's image must not change."""
+    from orchestrator import frameworks
+
+    with ENGINE.hold(alone=False), once("build"):
+        before = _image_ids()
+        built = frameworks.get("jax").build(frameworks.BuildOptions(), None, None,
+                                            lambda msg: print(f"[build] {msg}", file=sys.stderr))
+        return built, before, _image_ids()
+
+
 @pytest.fixture
 def orch_env(tmp_path):
     """Environment for an `orch` subprocess whose runs go to a fresh folder."""

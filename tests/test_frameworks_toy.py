@@ -1,65 +1,30 @@
-"""A framework defined in this one file, registered at run time, and planned on every backend with no other change:
-the proof that a framework is one unit and that nothing outside ``orchestrator/frameworks/`` names one."""
+"""A framework defined in one folder outside orch (tests/toy_gossip/), registered at run time, planned on every backend
+with no other change and built into an image of its own by orch's generic builder: the proof that a framework is one
+unit and that nothing outside ``orchestrator/frameworks/`` names one."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
-from typing import ClassVar, Literal
 
 import pytest
 import yaml
-from pydantic import Field
 
-from orchestrator import frameworks, macros
+from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
-from orchestrator.frameworks import Framework, FrameworkOptions
 from orchestrator.jobspec import load_spec, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
+from tests import toy_gossip
+from tests.conftest import ENGINE, once
 
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
-
-
-class GossipOptions(FrameworkOptions):
-    """A toy: replicas that average numbers by gossip for some rounds."""
-
-    name: Literal["gossip"] = Field("gossip", description="the framework")
-    rounds: int = Field(3, ge=1, le=100, description="Rounds of gossip.")
-
-    training_fields: ClassVar[tuple[str, ...]] = ("rounds",)
-
-    def check(self, workers: int, global_batch: int) -> None:
-        if self.rounds > 10 and workers > 4:
-            raise ValueError("rounds: more than 10 rounds gossip among at most 4 workers")
-
-
-class Gossip(Framework):
-    name = "gossip"
-    options = GossipOptions
-    port = 4242
-    shm_mb = 128
-
-    def image(self, spec):
-        return spec.image or "gossip:1"
-
-    def env(self, spec, role, addresses):
-        # The rank differs by replica: a placeholder each backend fills (a value, or the pod's completion index).
-        return {"GOSSIP_PEERS": ",".join(addresses.values()), "GOSSIP_RANK": macros.RANK}
-
-    def describe(self, spec, key, addresses):
-        return {"gossip": {"rank": list(addresses).index(key), "peers": len(addresses)}}
-
-    def image_refs(self):
-        return ("gossip:1",)
-
-    def main_image(self):
-        return "gossip:1"
 
 
 @pytest.fixture
 def gossip(monkeypatch):
     monkeypatch.setattr(frameworks, "_registered", dict(frameworks._registered))  # gone again after the test
-    frameworks.register(Gossip())
+    frameworks.register(toy_gossip.Gossip())
     return frameworks.get("gossip")
 
 
@@ -101,3 +66,34 @@ def test_every_backend_plans_and_renders_it(gossip, backend):
             "metadata.annotations['batch.kubernetes.io/job-completion-index']")
         assert list(env).index("JOB_COMPLETION_INDEX") < list(env).index("GOSSIP_RANK")
         assert env["GOSSIP_RANK"]["value"] == "$(JOB_COMPLETION_INDEX)"
+
+
+@pytest.mark.docker
+def test_its_own_image_holds_its_trainer_alone_and_runs_its_job(images, gossip, tmp_path):
+    """The generic builder makes the toy's image from its folder (its recipe, its lock of one wheel, its trainer), with
+    no other framework's trainer in it, and a job of 3 replicas gossips to the mean of their ranks."""
+    from orchestrator import api
+    from orchestrator.paths import Paths
+
+    tags = ["gossip:1", "orch-gossip-runtime:0.1.0"]
+    try:
+        with ENGINE.hold(alone=False), once("build"):
+            built = gossip.build(frameworks.BuildOptions(), None, None, lambda _m: None)
+        assert [b.tag for b in built] == ["gossip:1"]
+        listing = subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "gossip:1", "-c",
+             "import os, orch_trainer, orch_trainer.entries as e; "
+             "print(e.ENTRIES, sorted(os.listdir(os.path.dirname(orch_trainer.__file__))))"],
+            capture_output=True, text=True, timeout=120)
+        assert listing.returncode == 0, listing.stderr
+        assert listing.stdout.startswith("{'gossip': 'gossip_loop'} ")
+        assert "gossip_loop.py" in listing.stdout
+        assert not any(f"'{m}'" in listing.stdout for m in ("torch_loop.py", "jax_loop.py", "mpi_loop.py", "session.py"))
+        with ENGINE.hold(alone=False):
+            info = api.up(framework="gossip", workers=3, rounds=4, dataset="synthetic", run_id="live-gossip",
+                          paths=Paths(runs=tmp_path / "runs", cache=tmp_path / "cache"))
+        values = [json.loads((tmp_path / "runs" / "live-gossip" / f"worker-{i}" / "result.json").read_text())["value"]
+                  for i in range(3)]
+        assert info.state.value == "succeeded" and values == [1.0, 1.0, 1.0]  # the mean of ranks 0, 1 and 2
+    finally:
+        subprocess.run(["docker", "rmi", *tags], capture_output=True)

@@ -41,6 +41,8 @@ TRACE = False  # True while only the files each figure reads are wanted: plots n
 HEADLINE = "experiments/results/headline/cells.json"
 HEADLINE_FILE = "experiments/headline.yaml"
 FLOOR = "benchmarks/results/floor.json"
+# JAX's floor.py run, its own: its image is built on demand (benchmarks/suite.py's floor-jax).
+FLOOR_JAX = "benchmarks/results/floor-jax/floor.json"
 FRAMEWORK_TITLES = {"tensorflow": "TensorFlow, MultiWorkerMirrored", "mwms": "TensorFlow, MultiWorkerMirrored",
                     "mpi": "MPI (mpi4py), shared memory", "torch": "PyTorch DDP (gloo)", "jax": "JAX (gloo)"}
 
@@ -189,22 +191,22 @@ def headline_floor_table() -> None:
 
 
 # -- against the floor (benchmarks/floor.py) --------------------------------------------------------------
-def _floor() -> dict[str, Any]:
-    return data(FLOOR)
+def _floor(rel: str = FLOOR) -> dict[str, Any]:
+    return data(rel)
 
 
-def floor_source() -> None:
+def floor_source(rel: str = FLOOR, command: str = "python benchmarks/floor.py") -> None:
     """What floor.py's committed run measured, and when."""
-    d = _floor()
+    d = _floor(rel)
     w = d["workload"]
-    emit(f"`python benchmarks/floor.py` ({d['repeats']} repeat of each cell, {d['cores']} cores): "
+    emit(f"`{command}` ({d['repeats']} repeat of each cell, {d['cores']} cores): "
          f"{w['dataset']}, {w['samples']:,} images drawn, the {w['model'].upper()}, {w['epochs']} epochs, global "
          f"batch {w['global_batch']}.")
 
 
-def floor_table(workers: Sequence[int] = (2, 3, 4, 8, 16)) -> None:
+def floor_table(workers: Sequence[int] = (2, 3, 4, 8, 16), rel: str = FLOOR) -> None:
     """T(N)/floor(N) per framework and N, beside T(N)/T(1): how far each N is from what this machine allows."""
-    d = _floor()
+    d = _floor(rel)
     heads = ["framework", *[f"N = {n}" for n in workers]]
     rows = []
     for name in _order(d["frameworks"]):
@@ -222,9 +224,9 @@ def floor_table(workers: Sequence[int] = (2, 3, 4, 8, 16)) -> None:
     emit(table(heads, rows, right=tuple(range(1, len(heads)))))
 
 
-def floor_detail_table() -> None:
+def floor_detail_table(rel: str = FLOOR) -> None:
     """Every framework and N of floor.py's run: T(N), the two floors, their ratio and the largest container."""
-    d = _floor()
+    d = _floor(rel)
     rows = []
     for name in _order(d["frameworks"]):
         title = FRAMEWORK_TITLES.get(name, name)
@@ -240,10 +242,25 @@ def floor_detail_table() -> None:
                 "largest container MiB"], rows, right=(1, 2, 3, 4, 5, 6, 7)))
 
 
-def start_table() -> None:
+def floor_accuracy_table(rel: str = FLOOR) -> None:
+    """Each framework's test accuracy at every N of floor.py's run (the mean of its workers', each from its own
+    weights), beside its distance from one container's: the same job at every N, the same model within rounding."""
+    d = _floor(rel)
+    rows = []
+    for name in _order(d["frameworks"]):
+        by_n = {r["workers"]: r for r in d["frameworks"][name]["rows"]}
+        one = by_n.get(1, {}).get("accuracy")
+        for n, r in sorted(by_n.items()):
+            acc = r.get("accuracy")
+            rows.append([FRAMEWORK_TITLES.get(name, name) if n == min(by_n) else "", n, num(acc, ".4f"),
+                         num(acc - one, "+.4f") if acc is not None and one is not None else "—"])
+    emit(table(["framework", "N", "test accuracy", "against N = 1"], rows, right=(1, 2, 3)))
+
+
+def start_table(rel: str = FLOOR) -> None:
     """Where the wall time beyond training goes for the 3-container run of each framework (medians over floor.py's
     start repeats), beside the start floor: 3 bare containers that import the framework and exit."""
-    d = _floor()
+    d = _floor(rel)
     rows = []
     for name in _order(d["frameworks"]):
         o = d["frameworks"][name].get("overhead")

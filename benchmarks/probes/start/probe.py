@@ -7,7 +7,7 @@ framework must do before it can train, and leaves as orch's trainer leaves.
     probe.py connect FRAMEWORK MODULES   that, then join the job's group as the framework does and all-reduce one
                                          number
 
-FRAMEWORK is mpi, mwms or torch. Either way each replica then marks itself done in the run's shared folder and
+FRAMEWORK is mpi, mwms, torch or jax. Either way each replica then marks itself done in the run's shared folder and
 leaves once every replica has (orch's trainer waits for its peers' results the same way: worker.leave).
 """
 import importlib
@@ -39,6 +39,13 @@ if mode == "connect" and workers > 1:
 
         MPI.COMM_WORLD.allreduce(1)
         finish = MPI.Finalize
+    elif framework == "jax":
+        import jax
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        jax.distributed.initialize()  # orch's launcher makes the environment a cluster JAX detects
+        multihost_utils.process_allgather(np.ones(1))
     else:
         sys.exit(f"probe.py: unknown framework {framework!r}")
 
