@@ -2,8 +2,9 @@
 
 A framework's folder holds its spec options and their checks (``options.py``, a ``FrameworkOptions``), its
 rendezvous, images and launch (a ``Framework`` with every hook of ``base.py``, as the module's ``FRAMEWORK``),
-its image recipe (``image/``) and builder. Its trainer, inside the image, reuses ``orch_trainer.reporter`` for
-events, heartbeats and results. Nothing outside ``frameworks/`` asks which framework a job has: the spec, the
+its image recipe (``image/``, which the generic builder, ``images.builder.build_image``, makes into its own image)
+and its trainer (``trainer/``), which reuses ``orch_trainer.reporter`` inside the image for events, heartbeats and
+results. Nothing outside ``frameworks/`` asks which framework a job has: the spec, the
 CLI's choices, `orch build`, `doctor`, `push` and `bench` loop over this registry.
 
 A framework defined elsewhere (a plug-in, a test) joins with ``register(FRAMEWORK)``.
