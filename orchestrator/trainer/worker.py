@@ -1,4 +1,5 @@
-"""What every framework's training loop shares in a worker: its cores, its predictions grid, and how it leaves."""
+"""What every framework's training loop shares in a worker: its cores, its predictions grid, its result's common
+figures, and how it leaves."""
 from __future__ import annotations
 
 import contextlib
@@ -68,6 +69,25 @@ def write_predictions(reporter: Reporter, x: np.ndarray, y_true: np.ndarray, y_p
         np.savez_compressed(f, x=pixels, y_true=y_true[grid],
                             y_pred=y_pred[grid].astype(np.int32))
     os.replace(target + ".tmp", target)
+
+
+def result_of(job: dict[str, Any], worker: int, num_workers: int, per_worker_batch: int, steps_per_epoch: int,
+              train_samples: int, test_samples: int, epochs: list[dict[str, Any]], resumed_from: Optional[int],
+              train_seconds: float, test_accuracy: float, cpus: list[int], **own: Any) -> dict[str, Any]:
+    """A worker's result.json as a loop that trains on every replica writes it (one replica per worker): the
+    job's shape, this worker's measured epochs and samples, its train seconds and its own test accuracy; then the
+    framework's ``own`` figures, and the job."""
+    samples = [e["samples"] for e in epochs]
+    return {
+        "v": contract.CONTRACT_VERSION, "worker": worker, "num_workers": num_workers, "replicas": num_workers,
+        "global_batch": job["global_batch"], "per_worker_batch": per_worker_batch, "steps_per_epoch": steps_per_epoch,
+        "train_samples": train_samples, "validation_samples": contract.split_sizes(job["samples"])[1],
+        "test_samples": test_samples, "epochs": epochs, "samples_per_epoch": samples,
+        "resumed_from_epoch": resumed_from, "train_seconds": train_seconds,
+        "samples_per_second": sum(samples) / train_seconds if train_seconds else 0.0,
+        "test_accuracy": test_accuracy, "cpus": cpus, "model": job["model"], "strategy": job["strategy"],
+        **own, "job": job,
+    }
 
 
 def leave(reporter: Reporter, result: dict[str, Any], num_workers: int,

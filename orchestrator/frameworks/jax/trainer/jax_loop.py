@@ -27,7 +27,7 @@ import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .worker import leave, pin, write_predictions
+from .worker import leave, pin, result_of, write_predictions
 
 CHECKPOINT_SUBDIR = "jax"
 CHECKPOINT_FILE = "checkpoint.npz"
@@ -225,29 +225,7 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
     _, test_correct, predictions = evaluate(own(params), x_te, y_te)
     test_accuracy = test_correct / max(len(y_te), 1)
     write_predictions(reporter, x_te, y_te, predictions)
-    result = {
-        "v": contract.CONTRACT_VERSION,
-        "worker": rank,
-        "num_workers": world,
-        "replicas": world,
-        "global_batch": global_batch,
-        "per_worker_batch": per,
-        "steps_per_epoch": steps,
-        "train_samples": int(len(x_tr)),
-        "validation_samples": contract.split_sizes(job["samples"])[1],
-        "test_samples": int(len(x_te)),
-        "epochs": epochs_log,
-        "samples_per_epoch": [e["samples"] for e in epochs_log],
-        "resumed_from_epoch": resumed_from,
-        "train_seconds": train_seconds,
-        "samples_per_second": sum(e["samples"] for e in epochs_log) / train_seconds if train_seconds else 0.0,
-        "test_accuracy": test_accuracy,
-        "cpus": cpus,
-        "model": job["model"],
-        "strategy": job["strategy"],
-        "jax": jax.__version__,
-        "backend": "gloo" if world > 1 else None,
-        "devices": jax.device_count(),
-        "job": job,
-    }
+    result = result_of(job, rank, world, per, steps, len(x_tr), len(x_te), epochs_log, resumed_from, train_seconds,
+                       test_accuracy, cpus, jax=jax.__version__, backend="gloo" if world > 1 else None,
+                       devices=jax.device_count())
     leave(reporter, result, world)

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .worker import cores_of, leave, pin, threads_left_free, write_predictions
+from .worker import cores_of, leave, pin, result_of, threads_left_free, write_predictions
 
 CHECKPOINT_SUBDIR = "torch"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -284,33 +284,8 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
     _, test_correct, test_count, predictions = _evaluate(torch, model, x_te_t, y_te_t, summed_loss)
     test_accuracy = test_correct / max(test_count, 1)
     write_predictions(reporter, x_te, y_te, predictions)
-    result = {
-        "v": contract.CONTRACT_VERSION,
-        "worker": rank,
-        "num_workers": world,
-        "replicas": world,
-        "global_batch": global_batch,
-        "per_worker_batch": per,
-        "batch_per_worker": job["batch_per_worker"],
-        "steps_per_epoch": steps,
-        "train_samples": int(len(x_tr)),
-        "validation_samples": contract.split_sizes(job["samples"])[1],
-        "test_samples": int(len(x_te)),
-        "epochs": epochs_log,
-        "samples_per_epoch": [e["samples"] for e in epochs_log],
-        "resumed_from_epoch": resumed_from,
-        "train_seconds": train_seconds,
-        "samples_per_second": sum(e["samples"] for e in epochs_log) / train_seconds if train_seconds else 0.0,
-        "test_accuracy": test_accuracy,
-        "cpus": cpus,
-        "gloo_threads": len(gloo_threads),
-        "gloo_threads_cpus": cores_of(gloo_threads),
-        "threads": torch.get_num_threads(),
-        "model": job["model"],
-        "strategy": job["strategy"],
-        "torch": torch.__version__,
-        "backend": "gloo" if world > 1 else None,
-        "gloo_interface": interface,
-        "job": job,
-    }
+    result = result_of(job, rank, world, per, steps, len(x_tr), len(x_te), epochs_log, resumed_from, train_seconds,
+                       test_accuracy, cpus, batch_per_worker=job["batch_per_worker"], gloo_threads=len(gloo_threads),
+                       gloo_threads_cpus=cores_of(gloo_threads), threads=torch.get_num_threads(),
+                       torch=torch.__version__, backend="gloo" if world > 1 else None, gloo_interface=interface)
     leave(reporter, result, world)
