@@ -40,7 +40,8 @@ class Jax(Framework):
         BenchTransport("jax-gloo", {}, "XLA's all-reduce over gloo's TCP (JAX's CPU collectives), one container per "
                        "process on the run's bridge"),
     )
-    bench_api = "gloo"
+    # Its host reference is JAX's own processes (XLA's collectives over gloo), not PyTorch's gloo: its own name.
+    bench_api = "jax"
 
     def floor_transport(self, spec: Job) -> Optional[str]:
         return "jax-gloo"

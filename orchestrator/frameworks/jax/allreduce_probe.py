@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-API = "gloo"
+API = "jax"
 
 
 def measure(sizes: list[int], iterations: int, warmup: int) -> dict[str, Any] | None:
@@ -44,7 +44,7 @@ def measure(sizes: list[int], iterations: int, warmup: int) -> dict[str, Any] | 
         rows.append({"bytes": count * 4, "samples": slowest.tolist()})
     if ranks > 1:
         multihost_utils.sync_global_devices("probe done")
-    return {"api": "gloo", "ranks": ranks, "library": f"JAX {jax.__version__} gloo",
+    return {"api": API, "ranks": ranks, "library": f"JAX {jax.__version__} gloo",
             "rows": rows} if rank == 0 else None
 
 
