@@ -95,5 +95,8 @@ def test_its_own_image_holds_its_trainer_alone_and_runs_its_job(images, gossip, 
         values = [json.loads((tmp_path / "runs" / "live-gossip" / f"worker-{i}" / "result.json").read_text())["value"]
                   for i in range(3)]
         assert info.state.value == "succeeded" and values == [1.0, 1.0, 1.0]  # the mean of ranks 0, 1 and 2
-    finally:
+    finally:  # the toy's images, and the Python environment orch's runs keep of an image in a volume
+        volumes = subprocess.run(["docker", "volume", "ls", "-q", "--filter", "name=orch-venv.gossip_1."],
+                                 capture_output=True, text=True).stdout.split()
+        subprocess.run(["docker", "volume", "rm", *volumes], capture_output=True)
         subprocess.run(["docker", "rmi", *tags], capture_output=True)

@@ -402,3 +402,9 @@ def test_the_tutorials_run_unchanged_on_the_swarm_from_their_layer_with_the_fram
         assert _gone("live-swarm-keras") and _gone("live-swarm-ddp")
     finally:
         _docker("rmi", "orch-script:live-swarm-keras", "orch-script:live-swarm-ddp")
+
+
+def test_a_two_process_jax_job_finishes_with_the_same_figures_as_on_compose(jax_image, orch_env, stacks, cleanup):
+    # jax.distributed's coordinator on worker-0 and gloo between the processes, on the stack's overlay network.
+    _same_figures_on_swarm_and_compose(["--framework", "jax", "--workers", "2", "--dataset", "synthetic", "--samples",
+                                        "3000", "--epochs", "2"], "jax", orch_env, stacks, cleanup)
