@@ -26,6 +26,28 @@ def _container(run_id: str, index: int, role: str = "worker") -> str:
     return ids[0]
 
 
+def kill_one_and_resume(args: list[str], run_id: str, run_dir: Path, env: dict) -> list[dict]:
+    """The 2-worker job of ``args`` under --max-restarts 1, whose worker 1 is killed after its first epoch: the group
+    restarts once, resumes from the checkpoint (not from scratch), both workers end with one test accuracy, and
+    nothing is left running. Returns the workers' results."""
+    proc = _start([*args, "--max-restarts", "1", "--run-id", run_id, "--format", "json"], env)
+    try:
+        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 300, "worker 1's first epoch")
+        subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "worker-1 was killed by signal 9" in err and "(restart 1 of 1)" in err
+    workers = json.loads(out)["workers"]
+    assert len(workers) == 2 and len({w["test_accuracy"] for w in workers}) == 1
+    resumed = [e["epoch"] for e in replica_events(run_dir, 0) if e["event"] == "resumed"]
+    assert resumed and resumed[0] >= 2  # from the checkpoint, not from scratch
+    assert json.loads((run_dir / "run.json").read_text())["restarts"][0]["exit_code"] == 137
+    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+    return workers
+
+
 def _gone(run_id: str) -> bool:
     return orch_containers(run_id) == [] and orch_networks(run_id) == []
 

@@ -2,12 +2,11 @@
 holding its share of every global batch, a killed process is survived by a restart of the group from process 0's
 checkpoint, and a user's script meets its peers with a bare ``jax.distributed.initialize()``. Each test removes what it started, even on failure."""
 import json
-import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, orch_containers, orch_networks, replica_events, run_orch, wait_for
-from tests.test_runs_faults import _container, _start
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
+from tests.test_runs_faults import kill_one_and_resume
 from tests.test_runs_mpi import _up
 
 pytestmark = pytest.mark.docker
@@ -61,21 +60,6 @@ def test_a_users_script_meets_its_peers_with_a_bare_initialize(jax_image, orch_e
 
 
 def test_a_killed_process_restarts_the_group_from_process_0s_checkpoint(jax_image, orch_env, tmp_path, cleanup):
-    run_id = "live-jax-restart"
-    cleanup.append(run_id)
-    run_dir = tmp_path / "runs" / run_id
-    proc = _start(["--framework", "jax", "--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs",
-                   "4", "--max-restarts", "1", "--run-id", run_id, "--format", "json"], orch_env)
-    try:
-        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 300, "worker 1's first epoch")
-        subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
-        out, err = proc.communicate(timeout=600)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    assert "worker-1 was killed by signal 9" in err and "(restart 1 of 1)" in err
-    workers = json.loads(out)["workers"]
-    assert len(workers) == 2 and len({w["test_accuracy"] for w in workers}) == 1
-    resumed = [e["epoch"] for e in replica_events(run_dir, 0) if e["event"] == "resumed"]
-    assert resumed and resumed[0] >= 2  # from the checkpoint, not from scratch
-    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+    cleanup.append("live-jax-restart")
+    kill_one_and_resume(["--framework", "jax", "--workers", "2", "--dataset", "synthetic", "--samples", "30000",
+                         "--epochs", "4"], "live-jax-restart", tmp_path / "runs" / "live-jax-restart", orch_env)

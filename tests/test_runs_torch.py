@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from orchestrator.plan import cpuset
-from tests.conftest import ROOT, once, orch_containers, orch_networks, replica_events, run_orch, wait_for
+from tests.conftest import ROOT, once, orch_containers, orch_networks, run_orch, wait_for
 from tests.test_runs import _expand
-from tests.test_runs_faults import _container, _start
+from tests.test_runs_faults import _container, _start, kill_one_and_resume
 from tests.test_runs_mpi import _up
 
 pytestmark = pytest.mark.docker
@@ -50,24 +50,8 @@ def test_one_and_two_ranks_reach_the_same_model_each_on_its_shard(torch_image, o
 
 
 def test_a_killed_rank_restarts_the_group_from_rank_0s_checkpoint(torch_image, orch_env, tmp_path, cleanup):
-    run_id = "live-torch-restart"
-    cleanup.append(run_id)
-    run_dir = tmp_path / "runs" / run_id
-    proc = _start([*LONG, "--max-restarts", "1", "--run-id", run_id, "--format", "json"], orch_env)
-    try:
-        wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 300, "worker 1's first epoch")
-        subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
-        out, err = proc.communicate(timeout=600)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    assert "worker-1 was killed by signal 9" in err and "(restart 1 of 1)" in err
-    workers = json.loads(out)["workers"]
-    assert len(workers) == 2 and len({w["test_accuracy"] for w in workers}) == 1
-    resumed = [e["epoch"] for e in replica_events(run_dir, 0) if e["event"] == "resumed"]
-    assert resumed and resumed[0] >= 2  # from the checkpoint, not from scratch
-    assert json.loads((run_dir / "run.json").read_text())["restarts"][0]["exit_code"] == 137
-    assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+    cleanup.append("live-torch-restart")
+    kill_one_and_resume(LONG, "live-torch-restart", tmp_path / "runs" / "live-torch-restart", orch_env)
 
 
 def test_a_rank_that_never_starts_times_out_by_name(torch_image, orch_env, tmp_path, cleanup):
