@@ -187,6 +187,19 @@ def test_dead_worker_is_detected_quickly(images, orch_env, tmp_path, cleanup):
     assert _gone(run_id)
 
 
+def _pause(container: str, proc: subprocess.Popen) -> None:
+    """Freeze ``container``. The runtime can fail to freeze a cgroup whose processes are busy forking (a framework's
+    import starting its threads) and says so; it is asked again while the container runs and orch has not ended."""
+    for _ in range(10):
+        paused = subprocess.run(["docker", "pause", container], capture_output=True, text=True)
+        if paused.returncode == 0 or proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    if paused.returncode != 0:
+        _, stderr = proc.communicate(timeout=120) if proc.poll() is None else ("", proc.stderr.read())
+        raise AssertionError(f"docker pause: {paused.stderr.strip()}; orch: {stderr[-2000:]}")
+
+
 def test_startup_timeout_names_the_worker_that_never_joined(images, orch_env, tmp_path, cleanup):
     run_id = "fault-startup"
     cleanup.append(run_id)
@@ -194,7 +207,7 @@ def test_startup_timeout_names_the_worker_that_never_joined(images, orch_env, tm
     try:
         # running, not just created: a container that has not started cannot be paused
         wait_for(lambda: len(orch_containers(run_id, running=True)) == 3, 120, "the containers")
-        subprocess.run(["docker", "pause", _container(run_id, 1)], check=True, capture_output=True)
+        _pause(_container(run_id, 1), proc)
         _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
