@@ -2,10 +2,12 @@
 and the extra-packages image's name. Pure: no engine."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -407,14 +409,34 @@ def test_a_file_swapped_for_a_link_between_listing_and_copy_is_refused(tmp_path,
     _nothing_of(secret, tmp_path / "run")
 
 
-@pytest.mark.parametrize("change, reason", [
-    (lambda path: path.write_bytes(b"X = 100\n"), "changed size (6 bytes listed, 8 now)"),
-    (lambda path: (path.unlink(), path.write_bytes(b"X = 9\n")), "was replaced"),  # perhaps with the same inode
-    (lambda path: path.write_bytes(b"X = 9\n"), "was replaced or rewritten"),
-    (lambda path: path.unlink(), "is gone"),
-    (lambda path: (path.unlink(), os.mkfifo(path)), "was replaced by another file"),
+def _changed(folder: Path, rel: str, reason: str) -> str:
+    """The refusal a user reads when ``rel`` of ``folder`` changed while orch copied it."""
+    return f"source: {folder / rel} {reason} while orch copied the folder; run again once it holds still"
+
+
+def _socket_in_place_of(path: Path) -> None:
+    """``path`` replaced by a Unix socket, which no open() reads (ENXIO); bound by its short name, since a socket's
+    path may not be long."""
+    path.unlink()
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(path.name)
+    finally:
+        os.chdir(here)
+
+
+@pytest.mark.parametrize("change, reasons", [
+    (lambda path: path.write_bytes(b"X = 100\n"), ["changed size (6 bytes listed, 8 now)"]),
+    (lambda path: (path.unlink(), path.write_bytes(b"X = 9\n")),  # perhaps with the same inode
+     ["was replaced by another file", "was replaced or rewritten"]),
+    (lambda path: path.write_bytes(b"X = 9\n"), ["was replaced or rewritten"]),
+    (lambda path: path.unlink(), ["is gone"]),
+    (lambda path: (path.unlink(), os.mkfifo(path)), ["was replaced by another file"]),
+    (_socket_in_place_of, ["cannot be read: No such device or address"]),
 ])
-def test_a_file_that_changes_between_listing_and_copy_is_refused(tmp_path, change, reason):
+def test_a_file_that_changes_between_listing_and_copy_is_refused(tmp_path, change, reasons):
     src = _source_with_pkg(tmp_path)
     listing = check(_spec(src / "train.py"))
     change(src / "pkg" / "model.py")
@@ -422,8 +444,9 @@ def test_a_file_that_changes_between_listing_and_copy_is_refused(tmp_path, chang
     started = time.monotonic()
     with pytest.raises(InvalidSpec) as caught:
         snapshot(listing, tmp_path / "run" / "source")
-    assert reason in caught.value.message and "pkg/model.py" in caught.value.message
+    assert caught.value.message in [_changed(listing.folder, "pkg/model.py", reason) for reason in reasons]
     assert time.monotonic() - started < HANG_S  # a FIFO is refused, never waited on
+    assert not (tmp_path / "run" / "source.sha256").exists()
 
 
 @pytest.mark.parametrize("grow, reason", [(True, "grew past the 3,145,728 bytes listed"),
@@ -450,6 +473,96 @@ def test_a_file_that_grows_or_shrinks_while_it_is_copied_is_refused(tmp_path, mo
     with pytest.raises(InvalidSpec) as caught:
         snapshot(listing, tmp_path / "run" / "source")
     assert f"weights.bin {reason}" in caught.value.message
+
+
+def test_a_file_rewritten_in_place_while_it_is_copied_is_refused(tmp_path, monkeypatch):
+    """The same size, other bytes, written while the copy reads it: only the inode's change time tells."""
+    src = _tree(tmp_path / "src", {"data.txt": b"0123456789"})
+    listing = check(_spec(src / "train.py"))
+    (listed,) = [f for f in listing.files if f.path == "data.txt"]
+    real_chunks = scripts._chunks
+
+    def rewrite_while_read(fd, size):
+        for chunk in real_chunks(fd, size):
+            deadline = time.monotonic() + HANG_S
+            while size == listed.size and os.stat(src / "data.txt").st_ctime_ns == listed.changed \
+                    and time.monotonic() < deadline:  # again until the file system's clock has moved on
+                with open(src / "data.txt", "r+b") as f:
+                    f.write(b"9876543210")
+            yield chunk
+
+    monkeypatch.setattr(scripts, "_chunks", rewrite_while_read)
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec) as caught:
+        snapshot(listing, tmp_path / "run" / "source")
+    assert caught.value.message == _changed(listing.folder, "data.txt", "was rewritten")
+
+
+def test_a_file_cut_short_after_its_bytes_were_read_is_refused_for_its_size(tmp_path, monkeypatch):
+    """Its bytes were all read, then it shrank: the size it has now differs from the listing's, and that refuses
+    the copy whether or not the file system's clock has moved on since the file was written."""
+    src = _tree(tmp_path / "src", {"data.txt": b"0123456789"})
+    listing = check(_spec(src / "train.py"))
+    real_chunks = scripts._chunks
+
+    def cut_after_reading(fd, size):
+        yield from real_chunks(fd, size)
+        if size == 10:
+            os.truncate(src / "data.txt", 4)
+
+    monkeypatch.setattr(scripts, "_chunks", cut_after_reading)
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec) as caught:
+        snapshot(listing, tmp_path / "run" / "source")
+    assert str(listing.folder / "data.txt") in caught.value.message and "the 10 bytes listed" in caught.value.message
+
+
+def test_a_source_folder_swapped_for_a_link_before_the_copy_is_refused(tmp_path, secret):
+    src = _source_with_pkg(tmp_path)
+    listing = check(_spec(src / "train.py"))
+    src.rename(tmp_path / "src.real")
+    src.symlink_to(secret)
+    (tmp_path / "run").mkdir()
+    with pytest.raises(InvalidSpec) as caught:
+        snapshot(listing, tmp_path / "run" / "source")
+    assert caught.value.message == f"source: cannot read {listing.folder}: Not a directory"
+    assert not (tmp_path / "run" / "source.sha256").exists()
+    _nothing_of(secret, tmp_path / "run")
+
+
+def test_a_file_removed_while_its_folder_is_listed_is_left_out_and_the_rest_listed(tmp_path, monkeypatch):
+    """a.py is gone between the folder's read and the look at each of its entries: the listing goes on past it."""
+    src = _tree(tmp_path / "src", {"a.py": b"1", "b.py": b"2"})
+    real_scandir = os.scandir
+
+    def scandir_then_remove(fd):
+        with real_scandir(fd) as found:
+            entries = list(found)
+        (src / "a.py").unlink(missing_ok=True)
+        return contextlib.nullcontext(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_remove)
+    listing = check(_spec(src / "train.py"))
+    assert [f.path for f in listing.files] == ["b.py", "train.py"]
+
+
+def test_a_snapshots_record_says_where_from_how_much_and_at_most_20_of_what_it_left_out(tmp_path):
+    src = _tree(tmp_path / "src", {"pkg/model.py": b"X = 1\n"})
+    for i in range(25):
+        (src / f"link{i:02}").symlink_to("/etc/hostname")
+    record, listed = _snap(src, tmp_path / "run")
+    assert record == {"from": str(src.resolve()), "files": 2, "bytes": 9 + 6,
+                      "sha256": hashlib.sha256(listed).hexdigest(), "skipped": [f"link{i:02}" for i in range(20)]}
+
+
+def test_an_executable_file_stays_executable_and_no_other_file_becomes_so(tmp_path):
+    src = _tree(tmp_path / "src", {"run.sh": b"#!/bin/sh\n", "others.sh": b"#!/bin/sh\n", "shared.py": b"X = 1\n"})
+    (src / "run.sh").chmod(0o700)
+    (src / "others.sh").chmod(0o601)  # executable by others alone
+    (src / "shared.py").chmod(0o666)  # writable by anyone, executable by no one
+    _snap(src, tmp_path / "run")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "run" / "source").iterdir()}
+    assert modes == {"run.sh": 0o755, "others.sh": 0o755, "shared.py": 0o644, "train.py": 0o644}
 
 
 def test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names(tmp_path, secret):

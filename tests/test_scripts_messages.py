@@ -5,6 +5,7 @@ tests/test_scripts.py checks what is refused; these pin what the user reads, whi
 (benchmarks/mutation.py) found it left open."""
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -119,3 +120,37 @@ def test_the_snapshot_limit_is_read_in_mib_and_refused_whole_when_it_is_none(mon
 def test_a_script_name_with_a_nul_is_left_for_the_spec_to_refuse():
     assert absolute("a\x00b.py", Path("/base")) == "a\x00b.py"
     assert absolute("", Path("/base")) == ""
+
+
+def test_source_root_is_refused_as_root_not_as_a_home_folder(tmp_path):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    assert refusal(tmp_path / "train.py", source="/") == f"source: --source would copy / itself; {ADVICE}"
+
+
+def test_a_limit_that_is_no_number_is_shown_cut_to_40_characters(monkeypatch):
+    monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "9" * 39 + "x" * 60)
+    with pytest.raises(InvalidSpec) as caught:
+        limit_bytes()
+    assert caught.value.message == \
+        f"ORCH_SOURCE_LIMIT_MB: {'9' * 39 + 'x'!r} is not a whole number of MiB, e.g. 256"
+
+
+def test_a_folder_that_cannot_be_listed_is_named_with_the_systems_reason(tmp_path, monkeypatch):
+    """A read error on the folder itself (an I/O error of its disk, made here) is one line: the folder and why."""
+    (tmp_path / "train.py").write_text("print(1)\n")
+
+    def failing(path):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "scandir", failing)
+    assert refusal(tmp_path / "train.py") == f"script: cannot read {tmp_path.resolve()}: Input/output error"
+
+
+def test_a_folder_over_the_size_limit_at_exactly_the_file_limit_is_refused_for_its_size(tmp_path, monkeypatch):
+    from orchestrator.run import scripts
+
+    monkeypatch.setattr(scripts, "MAX_FILES", 2)
+    monkeypatch.setenv("ORCH_SOURCE_LIMIT_MB", "1")
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "weights.bin").write_bytes(b"\0" * (2 << 20))  # the second file: the count is at its limit, not over
+    assert refusal(tmp_path / "train.py").startswith(f"script: {tmp_path.resolve()} holds more than 1 MiB, ")
