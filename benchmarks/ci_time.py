@@ -1,6 +1,6 @@
 """How long the tests take: `make test-fast`, and `bash .ci/run` from a clean clone, as CI runs them.
 
-Usage: python benchmarks/ci_time.py [--cold] [--skip-ci] [--out benchmarks/results/ci.json]
+Usage: python benchmarks/ci_time.py [--cold] [--skip-ci] [--out benchmarks/results/ci.json] [--log FILE]
 
 Clones this repository's HEAD into a temporary folder, as CI does, and times there:
 - `make test-fast` with DOCKER_HOST pointing nowhere, twice: the first run with no mypy cache (a clean clone's), the
@@ -71,6 +71,8 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true", help="first remove what a fresh machine would not have")
     parser.add_argument("--skip-ci", action="store_true", help="time make test-fast only")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ci.json")
+    parser.add_argument("--log", type=Path, help="keep .ci/run's whole output in this file (it is in a temporary "
+                        "folder otherwise, and only its last lines are printed on failure)")
     args = parser.parse_args()
 
     def say(text: str) -> None:
@@ -94,6 +96,8 @@ def main() -> int:
                             "slowest": slowest(output), "stages": [
                                 {"stage": m[1], "seconds": float(m[2])} for m in
                                 re.finditer(r"test\.sh: (the fast tier took|the images were ready) ([0-9]+) s", output)]}
+            if args.log:
+                shutil.copyfile(Path(tmp) / "ci.log", args.log)
             say(f".ci/run: exit {code} in {seconds / 60:.1f} min")
             if code != 0:
                 say("its last lines: " + " | ".join(output.strip().splitlines()[-5:]))
