@@ -18,12 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.tiers"]  # the tiers' rules: a live test that skips in CI fails
 
 # `make test` runs the tests in two processes (pytest-xdist, each test file whole in one of them). They share this
-# engine: live tests of their own runs go side by side, Compose's beside Swarm's (whose runs are labelled and
-# cleaned up by run id as Compose's are), one module's swarm at a time (SWARM); a test that changes or observes the
-# engine as a whole (a second engine, a hidden image, a bound on seconds) runs alone. The locks are files in the
-# folder every process of one pytest run shares; one process alone takes none.
+# engine: live tests of their own runs go side by side, and a test that changes or observes the engine as a whole
+# (a swarm, a second engine, a hidden image, a bound on seconds) runs alone. The locks are files in the folder
+# every process of one pytest run shares; one process alone takes none.
 RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-ALONE_FIXTURES = {"two_nodes"}  # this engine a swarm's manager beside a second engine
+SWARM_FIXTURES = {"swarm", "stacks", "two_nodes"}
 
 
 SHARED: list[Path] = []  # the folder every process of the run shares: its base temporary folder's parent
@@ -50,13 +49,11 @@ def _flock(name: str, mode: int):
 
 
 class EngineLock:
-    """A resource of the engine (``name``) shared (SH) by live tests of their own runs, or held alone (EX). A
-    turnstile makes a process that waits to be alone keep new shared holders out, so it is not starved. Counted within
-    one process: a module that holds it (a swarm's fixture) covers its tests, and the file is unlocked at the last
-    release."""
+    """The engine shared (SH) by live tests of their own runs, or held alone (EX). A turnstile makes a process that
+    waits to be alone keep new shared holders out, so it is not starved. Counted within one process: a module that
+    holds the engine alone (the swarm's fixture) covers its tests, and the file is unlocked at the last release."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self) -> None:
         self.mode = 0
         self.count = 0
         self.file = None
@@ -68,12 +65,12 @@ class EngineLock:
             return
         want = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
         if self.count == 0:
-            with _flock(f"{self.name}-turnstile", fcntl.LOCK_EX):
-                self.file = open(_lock_path(self.name), "a")
+            with _flock("turnstile", fcntl.LOCK_EX):
+                self.file = open(_lock_path("engine"), "a")
                 fcntl.flock(self.file, want)
             self.mode = want
         elif want == fcntl.LOCK_EX and self.mode != fcntl.LOCK_EX:
-            raise RuntimeError(f"a test that shares the {self.name} asked to have it alone: mark it engine_alone")
+            raise RuntimeError("a test that shares the engine asked to have it alone: mark it engine_alone")
         self.count += 1
         try:
             yield
@@ -85,13 +82,14 @@ class EngineLock:
                 self.mode, self.file = 0, None
 
 
-ENGINE = EngineLock("engine")
-SWARM = EngineLock("swarm")  # held alone by a module that makes this engine a swarm and leaves it afterwards
+ENGINE = EngineLock()
 
 
 def _alone(item) -> bool:
     """Whether a live test must have the engine to itself."""
-    return item.get_closest_marker("engine_alone") is not None or bool(ALONE_FIXTURES & set(item.fixturenames))
+    callspec = getattr(item, "callspec", None)
+    return (item.get_closest_marker("engine_alone") is not None or bool(SWARM_FIXTURES & set(item.fixturenames))
+            or (callspec is not None and "swarm" in callspec.params.values()))
 
 
 NO_ENGINE = "unix:///nonexistent"  # where a test of the fast tier finds the Docker engine: nowhere

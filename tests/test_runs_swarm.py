@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-from tests.conftest import (ENGINE, ROOT, SWARM, orch_containers, orch_networks, replica_events, run_orch, start_orch,
-                            wait_for)
+from tests.conftest import ENGINE, ROOT, orch_containers, orch_networks, replica_events, run_orch, start_orch, wait_for
 from tests.test_runs_tutorials import vision  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker
@@ -32,9 +31,9 @@ def _swarm_state() -> str:
 
 @pytest.fixture(scope="module")
 def swarm():
-    """An active swarm on this engine for the module's tests; left as it was found afterwards. No other module's swarm
-    beside it (SWARM held alone, from before the swarm is looked at until it is left); Compose's runs go on beside it."""
-    with ENGINE.hold(alone=False), SWARM.hold(alone=True):
+    """An active swarm on this engine for the module's tests; left as it was found afterwards. No other live test
+    runs beside it (the engine held alone, from before the swarm is looked at until it is left)."""
+    with ENGINE.hold(alone=True):
         info = json.loads(_docker("info", "--format", "{{json .Swarm}}", check=True).stdout)
         state = info.get("LocalNodeState")
         if state == "active" and not info.get("ControlAvailable"):
