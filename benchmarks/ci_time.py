@@ -91,7 +91,8 @@ def main() -> int:
                 cold(say)
             say(f"bash .ci/run in a clean clone of {head} (as CI runs it)")
             seconds, code, output = run(["bash", ".ci/run"], clone, env, Path(tmp) / "ci.log")
-            result["ci"] = {"commit": head, "seconds": seconds, "exit_code": code, "cold": args.cold,
+            result["ci"] = {"commit": head, "machine": result["machine"], "seconds": seconds, "exit_code": code,
+                            "cold": args.cold,
                             "pytest": summary(output),
                             "slowest": slowest(output), "stages": [
                                 {"stage": m[1], "seconds": float(m[2])} for m in
@@ -104,8 +105,8 @@ def main() -> int:
         else:
             if args.out.is_file():  # the last .ci/run measured stays, named by its own commit
                 earlier = json.loads(args.out.read_text())
-                if "ci" in earlier:
-                    result["ci"] = {"commit": earlier["commit"], **earlier["ci"]}
+                if "ci" in earlier:  # with the machine it was measured on, which may not be this one
+                    result["ci"] = {"commit": earlier["commit"], "machine": earlier["machine"], **earlier["ci"]}
             seconds, code, _ = run(["make", ".venv/bin/orch"], clone, env, Path(tmp) / "venv.log")
             say(f"the venv took {seconds:.0f} s")
         fast = []

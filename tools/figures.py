@@ -601,11 +601,16 @@ def test_times_table() -> None:
         rows.append([f"`bash .ci/run`, a clean clone{' with nothing cached' if ci.get('cold') else ''}",
                      f"{ci['seconds'] / 60:.1f} min", f"{ci['pytest']}" + (f" ({stages})" if stages else "")])
     emit(table(["what", "took", "pytest"], rows, right=(1,)))
-    ci_commit = d["ci"].get("commit", d["commit"]) if "ci" in d else d["commit"]
+    ci = d.get("ci", {})
+    ci_commit, ci_machine = ci.get("commit", d["commit"]), ci.get("machine", d["machine"])
+    command = "`python benchmarks/ci_time.py --cold` (with `--skip-ci`, `make test-fast` alone)"
+    if ci_machine != d["machine"]:  # measured at different times on different machines: each names its own
+        emit(f"\nMeasured with {command}: `make test-fast` at commit {d['commit']} on "
+             f"{machines.describe(d['machine'])}; `.ci/run` at commit {ci_commit} on {machines.describe(ci_machine)}.")
+        return
     commits = (f"commit {d['commit']}" if ci_commit == d["commit"] else
                f"`make test-fast` at commit {d['commit']}, `.ci/run` at commit {ci_commit}")
-    emit(f"\nOn {machines.describe(d['machine'])}, {commits}: `python benchmarks/ci_time.py --cold` (with "
-         "`--skip-ci`, `make test-fast` alone).")
+    emit(f"\nOn {machines.describe(d['machine'])}, {commits}: {command}.")
 
 
 def slowest_tests_table(which: str = "ci") -> None:
