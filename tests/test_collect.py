@@ -23,6 +23,7 @@ from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
 from tests.bounds import HANG_S
+from tests.test_summarize import event
 from tests.conftest import run_orch
 from tests.strictjson import every_file as every_json_file
 from tests.strictjson import loads as strict_loads
@@ -54,10 +55,6 @@ def test_failed_baseline_is_not_used():
     assert rows[1]["time_ratio"] is None
 
 
-def _event(worker, kind, when, **fields):
-    return json.dumps({"v": contract.CONTRACT_VERSION, "event": kind, "worker": worker, "time": when, **fields})
-
-
 def _fake_run(paths: Paths, run_id: str, workers: int = 2, state: RunState = RunState.SUCCEEDED) -> RunDir:
     """A run folder as runner.apply leaves it, written by hand: record, events, results, stats, predictions."""
     spec = make_spec(workers=workers, dataset="synthetic", samples=6000, epochs=2, collective="auto", run_id=run_id)
@@ -66,11 +63,11 @@ def _fake_run(paths: Paths, run_id: str, workers: int = 2, state: RunState = Run
         folder = run.replica_dir(key)
         folder.mkdir(parents=True)
         i = key[1]
-        lines = [_event(i, "start", 100.0, stage="training"),
-                 _event(i, "epoch", 110.0, epoch=1, epochs=2, loss=0.9, accuracy=0.5, samples=1900),
-                 _event(i, "epoch", 120.0, epoch=2, epochs=2, loss=0.5, accuracy=0.7, samples=1900),
-                 _event(i, "epoch", 130.0, epoch=2, epochs=2, loss=0.4, accuracy=0.8, samples=1900),  # redone
-                 _event(i, "done", 131.0, train_seconds=30.0 + i, test_accuracy=0.8)]
+        lines = [event(i, "start", 100.0, stage="training"),
+                 event(i, "epoch", 110.0, epoch=1, epochs=2, loss=0.9, accuracy=0.5, samples=1900),
+                 event(i, "epoch", 120.0, epoch=2, epochs=2, loss=0.5, accuracy=0.7, samples=1900),
+                 event(i, "epoch", 130.0, epoch=2, epochs=2, loss=0.4, accuracy=0.8, samples=1900),  # redone
+                 event(i, "done", 131.0, train_seconds=30.0 + i, test_accuracy=0.8)]
         (folder / contract.EVENTS_FILE).write_text("\n".join(lines) + "\n")
         if state == RunState.SUCCEEDED:
             (folder / contract.RESULT_FILE).write_text(json.dumps({
@@ -369,10 +366,10 @@ def test_numbers_out_of_range_are_refused_and_collect_plots_the_rest(tmp_path):
     run = _fake_run(paths, "huge")
     folder = run.replica_dir(("worker", 0))
     with open(folder / contract.EVENTS_FILE, "a") as f:
-        f.write(_event(0, "epoch", 125.0, epoch=3, loss=0.3, samples=1900).replace('"samples": 1900', f'"samples": {HUGE}') + "\n")
-        f.write(_event(0, "epoch", 126.0, epoch=4, loss=1e300, samples=1900) + "\n")
-        f.write(_event(0, "epoch", 127.0, epoch=5, samples=1900).replace('"epoch": 5', f'"epoch": {HUGE}') + "\n")
-        f.write(_event(0, "epoch", 128.0, epoch=6, samples=1900).replace('"time": 128.0', '"time": 1e400') + "\n")
+        f.write(event(0, "epoch", 125.0, epoch=3, loss=0.3, samples=1900).replace('"samples": 1900', f'"samples": {HUGE}') + "\n")
+        f.write(event(0, "epoch", 126.0, epoch=4, loss=1e300, samples=1900) + "\n")
+        f.write(event(0, "epoch", 127.0, epoch=5, samples=1900).replace('"epoch": 5', f'"epoch": {HUGE}') + "\n")
+        f.write(event(0, "epoch", 128.0, epoch=6, samples=1900).replace('"time": 128.0', '"time": 1e400') + "\n")
     result = json.loads((folder / contract.RESULT_FILE).read_text())
     (folder / contract.RESULT_FILE).write_text(
         json.dumps({**result, "samples_per_epoch": [0, 0]}).replace("[0, 0]", f"[{HUGE}, {HUGE}]"))
@@ -429,21 +426,21 @@ BAD_RECORDS = {  # worker 1's attack, and the words its one-line reason holds
         lambda run: _rewrite_result(run, 1, lambda t: t.replace('"train_seconds": 31.0', '"train_seconds": 5e-324')),
         "train_seconds: Value error, a denormal number is not a time"),
     "a denormal train time in an event": (
-        lambda run: _append(run, 1, _event(1, "done", 132.0, train_seconds=5e-324, test_accuracy=0.8)), "denormal"),
-    "a negative epoch time": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch=1, seconds=-1.0)),
+        lambda run: _append(run, 1, event(1, "done", 132.0, train_seconds=5e-324, test_accuracy=0.8)), "denormal"),
+    "a negative epoch time": (lambda run: _append(run, 1, event(1, "epoch", 140.0, epoch=1, seconds=-1.0)),
                               "epoch.seconds: Input should be greater than or equal to 0"),
-    "an infinite epoch time": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch=1, seconds=float("inf"))),
+    "an infinite epoch time": (lambda run: _append(run, 1, event(1, "epoch", 140.0, epoch=1, seconds=float("inf"))),
                                "epoch.seconds"),
-    "a NaN time": (lambda run: _append(run, 1, _event(1, "epoch", float("nan"), epoch=1)), "epoch.time"),
-    "a mistyped field": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch="two")), "epoch.epoch"),
-    "a missing field": (lambda run: _append(run, 1, _event(1, "done", 140.0, test_accuracy=0.8)),
+    "a NaN time": (lambda run: _append(run, 1, event(1, "epoch", float("nan"), epoch=1)), "epoch.time"),
+    "a mistyped field": (lambda run: _append(run, 1, event(1, "epoch", 140.0, epoch="two")), "epoch.epoch"),
+    "a missing field": (lambda run: _append(run, 1, event(1, "done", 140.0, test_accuracy=0.8)),
                         "done.train_seconds: Field required"),
-    "an absurd sample count": (lambda run: _append(run, 1, _event(1, "epoch", 140.0, epoch=1, samples=10**13)),
+    "an absurd sample count": (lambda run: _append(run, 1, event(1, "epoch", 140.0, epoch=1, samples=10**13)),
                                "epoch.samples"),
-    "another worker's name": (lambda run: _append(run, 1, _event(0, "epoch", 140.0, epoch=1, loss=9.9)),
+    "another worker's name": (lambda run: _append(run, 1, event(0, "epoch", 140.0, epoch=1, loss=9.9)),
                               "names worker 0"),
     "a line that is not JSON": (lambda run: _append(run, 1, '{"v": 2, "event": '), "is not JSON"),
-    "a line over 64 KiB": (lambda run: _append(run, 1, _event(1, "error", 140.0, message="x" * (70 << 10))),
+    "a line over 64 KiB": (lambda run: _append(run, 1, event(1, "error", 140.0, message="x" * (70 << 10))),
                            "a line longer than 64 KiB"),
     "a result that names another worker": (
         lambda run: _rewrite_result(run, 1, lambda t: t.replace('"worker": 1', '"worker": 0')), "names worker 0"),
@@ -489,7 +486,7 @@ def test_an_epoch_record_without_optional_fields_is_valid_and_its_unknowns_stay_
     run = _fake_run(paths, "bare")
     for i in (0, 1):
         (run.replica_dir(("worker", i)) / contract.EVENTS_FILE).write_text(
-            _event(i, "epoch", 110.0, epoch=1) + "\n" + _event(i, "epoch", 120.0, epoch=2, samples=1900) + "\n")
+            event(i, "epoch", 110.0, epoch=1) + "\n" + event(i, "epoch", 120.0, epoch=2, samples=1900) + "\n")
         _rewrite_result(run, i, lambda t: t.replace('"samples_per_epoch": [1920, 1920], ', ""))
     [summary] = collect(["bare"], paths=paths)
     jsonschema.validate(summary, SCHEMA)
