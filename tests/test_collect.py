@@ -23,11 +23,11 @@ from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.stats import STATS_FIELDS
 from orchestrator.safeio import FolderBusy, Unsafe, locked
 from tests.bounds import HANG_S
-from tests.test_summarize import event
 from tests.conftest import run_orch
 from tests.strictjson import every_file as every_json_file
 from tests.strictjson import loads as strict_loads
 from tests.test_cli_inprocess import orch as orch_cli
+from tests.test_summarize import event
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "orchestrator/schemas/summary.schema.json").read_text())
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

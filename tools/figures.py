@@ -595,13 +595,12 @@ def test_times_table() -> None:
     """make test-fast (a clean clone's first run and the next) and .ci/run from a clean clone, as measured."""
     d = data(CI)
     rows = [[f"`make test-fast`, {f['run']}", f"{f['seconds']:.0f} s", f["pytest"] or "—"] for f in d["fast"]]
-    if "ci" in d:
-        ci = d["ci"]
+    ci = d.get("ci", {})
+    if ci:
         stages = "; ".join(f"{s['stage']} {s['seconds']:.0f} s" for s in ci.get("stages", []))
         rows.append([f"`bash .ci/run`, a clean clone{' with nothing cached' if ci.get('cold') else ''}",
                      f"{ci['seconds'] / 60:.1f} min", f"{ci['pytest']}" + (f" ({stages})" if stages else "")])
     emit(table(["what", "took", "pytest"], rows, right=(1,)))
-    ci = d.get("ci", {})
     ci_commit, ci_machine = ci.get("commit", d["commit"]), ci.get("machine", d["machine"])
     command = "`python benchmarks/ci_time.py --cold` (with `--skip-ci`, `make test-fast` alone)"
     if ci_machine != d["machine"]:  # measured at different times on different machines: each names its own
