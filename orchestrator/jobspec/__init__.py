@@ -66,7 +66,8 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
     workers: int = Field(default=1, ge=1, le=32, json_schema_extra=flag(short="-n"),
-                         description="Worker containers (1 = the single-worker baseline, no TF_CONFIG).")
+                         description="Worker containers (1 = the one-container baseline; a --script gets its launcher's "
+                                     "environment at every N).")
     roles: tuple[Role, ...] = Field(default=(), json_schema_extra=NO_FLAG,
                                     description="replicas per role; default: `workers` replicas of the role worker")
     framework: SerializeAsAny[FrameworkOptions] = Field(

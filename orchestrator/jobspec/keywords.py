@@ -9,7 +9,8 @@ from typing import Literal, Optional, Sequence, TypedDict, Union
 class SpecFields(TypedDict, total=False):
     """A job's fields, each optional: a field left out takes the spec's default."""
 
-    # Worker containers (1 = the single-worker baseline, no TF_CONFIG). [default: 1]
+    # Worker containers (1 = the one-container baseline; a --script gets its launcher's environment at every N).
+    # [default: 1]
     workers: int
     # The framework the replicas run: tensorflow, mpi, torch, jax. [default: 'tensorflow']
     framework: str
