@@ -88,6 +88,11 @@ SUITE: tuple[Bench, ...] = (
           root=True),
     Bench("sampler", "What does the stats sampler cost, and does it keep up with every container?",
           (*PY, "benchmarks/sampler_overhead.py"), ("benchmarks/results/sampler_overhead.json",), 2),
+    Bench("peers", "How do orch, TorchX's local_docker scheduler and the Kubeflow SDK's container backend compare on "
+          "the same two users' scripts (the torchrun DDP and Keras MWMS tutorials), unchanged, on 1, 2 and 3 "
+          "containers: wall time, time beyond training, peak memory per container, what each leaves in the engine, "
+          "and what a killed container leaves?", (*PY, "benchmarks/peers.py"),
+          ("benchmarks/results/peers.json", "benchmarks/results/peers.md"), 90),
     Bench("input-limits", "How long does orch take to read, or refuse, the worst experiment files it accepts?",
           (*PY, "benchmarks/input_limits.py"),
           ("benchmarks/results/input_limits.json", "benchmarks/results/input_limits.md"), 1),
