@@ -641,6 +641,7 @@ def mutation_table() -> None:
 # -- orch against its peers on the tutorials (benchmarks/peers.py) ----------------------------------------------
 PEERS = "benchmarks/results/peers.json"
 PEER_NAMES = {"orch": "orch", "torchx": "TorchX `local_docker`", "kubeflow": "Kubeflow SDK, container backend"}
+PEER_SHORT = {"orch": "orch", "torchx": "TorchX", "kubeflow": "Kubeflow SDK"}  # in sentences and versions
 SCRIPT_NAMES = {"ddp": "torchrun DDP tutorial", "keras": "Keras MWMS tutorial"}
 
 
@@ -669,7 +670,7 @@ def peers_table() -> None:
     rows = [[f"{SCRIPT_NAMES[s]}, N = {n}", PEER_NAMES[t], *cells] for s, n, t, cells in entries]
     emit(table(["script, containers", "tool", "wall s, median (range)", "beyond training s, median (range)",
                 "peak MiB per container, median", "left in the engine after the run"], rows, right=(2, 3, 4)))
-    versions = ", ".join(f"{PEER_NAMES[k].split(',')[0].split(' `')[0]} {v}" for k, v in d["versions"].items())
+    versions = ", ".join(f"{PEER_SHORT[k]} {v}" for k, v in d["versions"].items())
     emit(f"\n{d['repeats']} repeats in rotated order, on {machines.describe(d['machine'])}; {versions}. "
          f"Command: `{d['command'].strip()}`.")
 
@@ -691,7 +692,7 @@ def peers_behind() -> None:
     for r in d["rows"]:
         if r["succeeded"]:
             cells.setdefault((r["script"], r["workers"]), {})[r["tool"]] = statistics.median(r["beyond_seconds"])
-    behind = [f"{SCRIPT_NAMES[s]} on {n} (orch {m['orch']:.1f} s, {PEER_NAMES[t].split(',')[0].split(' `')[0]} "
+    behind = [f"{SCRIPT_NAMES[s]} on {n} (orch {m['orch']:.1f} s, {PEER_SHORT[t]} "
               f"{v:.1f} s)" for (s, n), m in sorted(cells.items()) if "orch" in m
               for t, v in sorted(m.items()) if t != "orch" and v < m["orch"]]
     emit("Where a peer's median time beyond training is below orch's: " + ("; ".join(behind) if behind else "none")
