@@ -37,9 +37,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -102,7 +102,7 @@ def mwms(*script_args: str, script: str, image: str, j: int = 1, memMB: int = 20
 
 # The Kubeflow SDK runs a function: the user's function runs the tutorial's file as its launcher would.
 KUBEFLOW_DRIVER = '''\
-import json, sys, time
+import json, sys
 from kubeflow.trainer import ContainerBackendConfig, CustomTrainer, TrainerClient
 
 spec = json.loads(sys.argv[1])
@@ -228,7 +228,7 @@ DDP_ACCURACY = re.compile(r"rank (\d+): test accuracy ([0-9.]+) on 10000")
 KERAS_EPOCH = re.compile(r"(\d+)/\1 \[=+\] - \S+ (\d+)(ms|s)/step - loss: [0-9.]+ - accuracy: ([0-9.]+)")
 
 
-def training_seconds(script: str, text: str, workers: int) -> tuple[Optional[float], dict[str, Any]]:
+def training_seconds(script: str, text: str) -> tuple[Optional[float], dict[str, Any]]:
     """The training time the script printed, and what else it printed that shows it ran right."""
     if script == "ddp":
         epochs = DDP_EPOCH.findall(text)
@@ -250,8 +250,6 @@ class Job:
     run_id: str
     images: dict[str, str]
     work: Path
-    kill: Optional[Callable[[], None]] = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def venv(cache: Path, name: str) -> Path:
@@ -366,7 +364,7 @@ def run_once(tool: str, job: Job, bins: dict[str, Path], client: Any, kill: bool
         row.update({"returned": returned, "seconds_after_kill": (time.monotonic() if not returned else started + wall)
                     - killed_at if killed_at else None, "killed": killed_at is not None})
         return row
-    trained, seen = training_seconds(job.script, text, job.workers)
+    trained, seen = training_seconds(job.script, text)
     row.update({"training_seconds": trained, "beyond_seconds": wall - trained if trained is not None else None,
                 **seen})
     if proc.returncode != 0 or trained is None:

@@ -26,18 +26,18 @@ def keras(worker: int, ms: int, accuracy: float) -> str:
 
 
 def test_the_ddp_training_time_is_the_slowest_ranks_epoch_and_every_rank_is_read():
-    seconds, seen = peers.training_seconds("ddp", DDP, 2)
+    seconds, seen = peers.training_seconds("ddp", DDP)
     assert seconds == 35.9
     assert seen == {"ranks": 2, "samples_per_rank": [30000], "accuracy": 0.9768}
 
 
 def test_a_ddp_run_that_printed_no_epoch_has_no_training_time():
-    assert peers.training_seconds("ddp", "Traceback (most recent call last):\n", 1)[0] is None
+    assert peers.training_seconds("ddp", "Traceback (most recent call last):\n")[0] is None
 
 
 def test_keras_training_is_worker_0s_three_epochs_of_steps_times_ms_per_step():
     text = "\n".join([keras(0, 60, 0.3), keras(0, 50, 0.4), keras(0, 40, 0.5)])
-    seconds, seen = peers.training_seconds("keras", text, 1)
+    seconds, seen = peers.training_seconds("keras", text)
     assert seconds == pytest.approx(70 * (60 + 50 + 40) / 1000)
     assert seen == {"epochs": 3, "accuracy": 0.5}
 
@@ -47,11 +47,11 @@ def test_torchx_interleaved_keras_lines_are_read_worker_0_first():
              keras(1, 99, 0.1)]
     job = peers.Job("keras", 2, "r", {}, ROOT)
     text = peers.output_of("torchx", job, "\n".join(lines))
-    assert peers.training_seconds("keras", text, 2)[0] == pytest.approx(70 * 150 / 1000)
+    assert peers.training_seconds("keras", text)[0] == pytest.approx(70 * 150 / 1000)
 
 
 def test_a_keras_run_cut_short_has_no_training_time():
-    assert peers.training_seconds("keras", keras(0, 60, 0.3), 1)[0] is None
+    assert peers.training_seconds("keras", keras(0, 60, 0.3))[0] is None
 
 
 def test_the_summary_keeps_failed_runs_out_of_the_figures_but_counts_what_they_left():
