@@ -140,6 +140,19 @@ def torch_image(images):
                                              lambda msg: print(f"[build] {msg}", file=sys.stderr))
 
 
+@pytest.fixture(scope="session")
+def vision(torch_image, tmp_path_factory):
+    """torchvision for the PyTorch image's torch, through the documented one-liner (the tutorials' tests, on Compose
+    and on Swarm): the requirements file that names its image."""
+    requirements = tmp_path_factory.mktemp("vision") / "vision.txt"
+    requirements.write_text("torchvision==0.24.1\n")
+    with ENGINE.hold(alone=False), once("build"):  # the same tag as test_runs_torch's torchvision build
+        built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements)], dict(os.environ),
+                         timeout=900)
+    assert built.returncode == 0, built.stderr
+    return requirements
+
+
 def _image_ids() -> dict[str, str]:
     """Every orch image the engine has: its tag -> its id."""
     out = subprocess.run(["docker", "images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"],
@@ -223,38 +236,72 @@ def cleanup():
     run_ids: list[str] = []
     yield run_ids
     for run_id in run_ids:
-        ids = orch_containers(run_id)
-        if ids:
-            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
-        nets = orch_networks(run_id)
-        if nets:
-            subprocess.run(["docker", "network", "rm", *nets], capture_output=True)
+        remove_run(run_id)
+
+
+def remove_run(run_id: str) -> None:
+    """Remove the containers and networks labelled with ``run_id``, whatever their state."""
+    ids = orch_containers(run_id)
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+    nets = orch_networks(run_id)
+    if nets:
+        subprocess.run(["docker", "network", "rm", *nets], capture_output=True)
+
+
+def made_once(name: str, runs: dict[str, list[str]], tmp_path_factory) -> dict:
+    """`orch up` runs that several tests read and none changes, made once for every process of the pytest run: the
+    first process to ask makes them, the others wait and read. Returns {"env": the environment that finds them,
+    "root": their folder, and per run id: "dir", "returncode", "stdout", "stderr", "info" (its `--format json`),
+    "left" (the containers and networks orch left once it returned, removed after)}. A run that failed is not made
+    again: each test that reads it fails, with the run's stderr."""
+    root = SHARED[0] / name if SHARED else tmp_path_factory.getbasetemp() / name
+    env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), ORCH_RESULTS_DIR=str(root / "results"), COLUMNS="200")
+    record = root / "made.json"
+    with ENGINE.hold(alone=False), once(name):
+        if not record.is_file():
+            root.mkdir(parents=True, exist_ok=True)
+            made = {}
+            try:
+                for run_id, args in runs.items():
+                    proc = run_orch(["up", *args, "--run-id", run_id, "--format", "json"], env)
+                    made[run_id] = {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+                                    "left": orch_containers(run_id) + orch_networks(run_id)}
+            finally:
+                for run_id in runs:
+                    remove_run(run_id)
+            record.write_text(json.dumps(made))
+    made = json.loads(record.read_text())
+    for run_id, m in made.items():
+        m["dir"] = root / "runs" / run_id
+        m["info"] = json.loads(m["stdout"]) if m["returncode"] == 0 else None
+    return {"env": env, "root": root, **made}
+
+
+def made(runs: dict, run_id: str) -> dict:
+    """One run of ``made_once``'s, which the test needs to have succeeded."""
+    run = runs[run_id]
+    assert run["returncode"] == 0, f"the shared run {run_id} failed: {run['stderr']}"
+    return run
 
 
 @pytest.fixture(scope="session")
 def observed_runs(images, tmp_path_factory):
     """A 1-worker and a 3-worker run with stats, shared by the logs, stats and collect tests (made once for every
     process of the run: the tests only read them)."""
-    root = SHARED[0] / "observed" if SHARED else tmp_path_factory.mktemp("observed")
-    env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), COLUMNS="200")
-    run_ids = {"w1": "observed-w1", "w3": "observed-w3"}
-    with ENGINE.hold(alone=False), once("observed"):
-        if not (root / "made").is_file():
-            root.mkdir(parents=True, exist_ok=True)
-            _observe(env, run_ids)
-            (root / "made").write_text("ok\n")
-    return {"env": env, "root": root, **{key: root / "runs" / run_id for key, run_id in run_ids.items()}}
+    shape = ["--dataset", "synthetic", "--samples", "12000", "--epochs", "3", "--steps-per-execution", "1"]
+    runs = made_once("observed", {"observed-w1": ["--workers", "1", *shape], "observed-w3": ["--workers", "3", *shape]},
+                     tmp_path_factory)
+    return {"env": runs["env"], "root": runs["root"], "w1": made(runs, "observed-w1")["dir"],
+            "w3": made(runs, "observed-w3")["dir"]}
 
 
-def _observe(env: dict, run_ids: dict) -> None:
-    try:
-        for key, run_id in run_ids.items():
-            workers = key[1:]
-            proc = run_orch(["up", "--workers", workers, "--dataset", "synthetic", "--samples", "12000", "--epochs", "3",
-                             "--steps-per-execution", "1", "--run-id", run_id], env)
-            assert proc.returncode == 0, proc.stderr
-    finally:
-        for run_id in run_ids.values():
-            ids = orch_containers(run_id)
-            if ids:
-                subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+@pytest.fixture(scope="session")
+def small_runs(images, tmp_path_factory):
+    """Runs of the trainer on small synthetic data that several tests read (made once): 3 workers (the Compose twin
+    of the swarm's), and 2 under MultiWorkerMirroredStrategy with orch's own steps (against Keras' steps, and
+    against the custom loop)."""
+    small = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
+    return made_once("small", {"live-w3": ["--workers", "3", *small],
+                               "live-mwms-2": ["--workers", "2", "--strategy", "mwms", *small, "--log-reduction",
+                                               "epoch"]}, tmp_path_factory)

@@ -182,9 +182,47 @@ CONTROLS = {"\x1b": "ESC", "\x9b": "C1 CSI", "\x07": "BEL", "\r": "CR", "\udc9b"
 SCRIPT = ROOT / "tests" / "hostile" / "hostile.py"
 
 
-@pytest.fixture(params=["compose", "swarm"])
+def test_a_worker_that_floods_its_events_is_read_to_the_limit_marked_and_collected_in_bounds(
+        hostile_image, orch_env, tmp_path, cleanup):
+    """72 MiB of distinct epoch records from worker 0: orch reads 64 MiB of them and no more, says so once, marks the
+    worker in run.json, and collects the run within 30 s and 600 MB, its figures intact."""
+    run_id = "hostile-flood-compose"
+    cleanup.append(run_id)
+    code, _, err, took = _up("compose", run_id, orch_env, "--workers", "2")
+    assert code == 0, err
+    assert took < BOUND
+    assert err.count("worker-0: its events.jsonl passed orch's limit of 64 MiB") == 1
+    workers = _record(tmp_path, run_id)["workers"]
+    assert workers[0]["records_capped"].startswith("its events.jsonl passed orch's limit of 64 MiB")
+    assert "records_capped" not in workers[1] and workers[0]["test_accuracy"] == 0.5
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "collect", run_id, "--out",
+                             str(tmp_path / "collected"), "--format", "json"], env=orch_env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    streams: dict = {}
+    readers = [threading.Thread(target=lambda name=name: streams.update({name: getattr(proc, name).read()}))
+               for name in ("stdout", "stderr")]
+    for reader in readers:
+        reader.start()
+    _, status, usage = os.wait4(proc.pid, 0)  # the collect's own peak memory, not this process's other children'
+    took = time.monotonic() - started
+    for reader in readers:
+        reader.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, streams["stderr"]
+    assert took < 30 and usage.ru_maxrss < 600 * 1024, (took, usage.ru_maxrss)
+    summary = strict_loads(streams["stdout"])
+    assert not summary["partial"] and summary["train_seconds"] == 3.0
+    assert summary["workers"][0]["records_unread_bytes"] > 0
+    [dropped] = [w for w in summary["warnings"] if w.startswith("worker-0: ")]
+    assert "record(s) past the job's 5 epoch(s) dropped; its events.jsonl passed orch's limit of 64 MiB" in dropped
+
+
+@pytest.fixture(scope="module", params=["compose", "swarm"])
 def backend(request):
-    """The backend a test runs on; for Swarm, this engine's swarm (made if there is none, left as found)."""
+    """The backend a test runs on; for Swarm, this engine's swarm (made if there is none, left as found). Of the
+    module's scope, so that pytest runs every Compose case first, beside the other test process, and then the Swarm
+    cases, which hold the engine alone from the first of them to the module's end."""
     if request.param == "swarm":
         request.getfixturevalue("swarm")
     return request.param
@@ -365,42 +403,6 @@ def test_fifos_planted_as_events_and_heartbeat_block_nothing(hostile_image, back
         assert stat.S_ISFIFO(os.lstat(folder / name).st_mode), name  # neither written through nor replaced
     assert _record(tmp_path, run_id)["state"] == "failed"
     assert _gone(backend, run_id)
-
-
-def test_a_worker_that_floods_its_events_is_read_to_the_limit_marked_and_collected_in_bounds(
-        hostile_image, orch_env, tmp_path, cleanup):
-    """72 MiB of distinct epoch records from worker 0: orch reads 64 MiB of them and no more, says so once, marks the
-    worker in run.json, and collects the run within 30 s and 600 MB, its figures intact."""
-    run_id = "hostile-flood-compose"
-    cleanup.append(run_id)
-    code, _, err, took = _up("compose", run_id, orch_env, "--workers", "2")
-    assert code == 0, err
-    assert took < BOUND
-    assert err.count("worker-0: its events.jsonl passed orch's limit of 64 MiB") == 1
-    workers = _record(tmp_path, run_id)["workers"]
-    assert workers[0]["records_capped"].startswith("its events.jsonl passed orch's limit of 64 MiB")
-    assert "records_capped" not in workers[1] and workers[0]["test_accuracy"] == 0.5
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "collect", run_id, "--out",
-                             str(tmp_path / "collected"), "--format", "json"], env=orch_env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    streams: dict = {}
-    readers = [threading.Thread(target=lambda name=name: streams.update({name: getattr(proc, name).read()}))
-               for name in ("stdout", "stderr")]
-    for reader in readers:
-        reader.start()
-    _, status, usage = os.wait4(proc.pid, 0)  # the collect's own peak memory, not this process's other children'
-    took = time.monotonic() - started
-    for reader in readers:
-        reader.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, streams["stderr"]
-    assert took < 30 and usage.ru_maxrss < 600 * 1024, (took, usage.ru_maxrss)
-    summary = strict_loads(streams["stdout"])
-    assert not summary["partial"] and summary["train_seconds"] == 3.0
-    assert summary["workers"][0]["records_unread_bytes"] > 0
-    [dropped] = [w for w in summary["warnings"] if w.startswith("worker-0: ")]
-    assert "record(s) past the job's 5 epoch(s) dropped; its events.jsonl passed orch's limit of 64 MiB" in dropped
 
 
 def test_a_worker_that_fills_the_disk_is_stopped(hostile_image, backend, leftovers, orch_env, tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan import cpuset
-from tests.conftest import orch_containers, orch_networks, run_orch, start_orch
+from tests.conftest import made, orch_containers, orch_networks, run_orch, start_orch
 
 pytestmark = pytest.mark.docker
 
@@ -34,15 +34,13 @@ def test_one_worker_baseline_finishes(images, orch_env, tmp_path, cleanup):
     assert "TF_CONFIG" not in (tmp_path / "runs" / "live-w1" / "compose.yml").read_text()
 
 
-def test_three_workers_shard_once_and_agree(images, orch_env, tmp_path, cleanup):
-    cleanup.append("live-w3")
-    proc = run_orch(["up", "--workers", "3", *SMALL, "--run-id", "live-w3", "--format", "json"], orch_env)
-    assert proc.returncode == 0, proc.stderr
-    info = json.loads(proc.stdout)
+def test_three_workers_shard_once_and_agree(small_runs):
+    run = made(small_runs, "live-w3")  # 3 workers of SMALL
+    info, run_dir = run["info"], run["dir"]
     workers = info["workers"]
     # Each worker leaves by itself once all have written their results: none is stopped by orch.
     assert [w["exit_code"] for w in workers] == [0, 0, 0]
-    assert not (tmp_path / "runs" / "live-w3" / "shared").exists()  # nothing left to resume
+    assert not (run_dir / "shared").exists()  # nothing left to resume
     assert {w["replicas"] for w in workers} == {3}
     # The same model on every worker: the same test accuracy, computed locally by each.
     assert len({w["test_accuracy"] for w in workers}) == 1
@@ -50,15 +48,15 @@ def test_three_workers_shard_once_and_agree(images, orch_env, tmp_path, cleanup)
     for w in workers:
         for seen in w["samples_per_epoch"]:
             assert abs(seen - train / 3) < per_worker_batch
-    results = [json.loads((tmp_path / "runs" / "live-w3" / f"worker-{i}" / "result.json").read_text())
+    results = [json.loads((run_dir / f"worker-{i}" / "result.json").read_text())
                for i in range(3)]
     assert [r["worker"] for r in results] == [0, 1, 2]
     # Each worker pinned itself to its share of the host's cores once TensorFlow was imported.
     shares = [cpuset(i, 3, os.cpu_count()) for i in range(3)]
     assert [",".join(map(str, r["cpus"])) for r in results] == [_expand(c) for c in shares]
     assert all(len(r["epochs"]) == 2 and "val_accuracy" in r["epochs"][0] for r in results)
-    assert (tmp_path / "runs" / "live-w3" / "logs" / "worker-1.log").read_text()
-    assert orch_containers("live-w3") == [] and orch_networks("live-w3") == []
+    assert (run_dir / "logs" / "worker-1.log").read_text()
+    assert run["left"] == []  # orch removed its containers and network
 
 
 def _expand(cpus: str) -> str:
@@ -88,7 +86,7 @@ def _wait_for_epoch(run_dir: Path, worker: int, timeout: float = 180) -> None:
     raise AssertionError(f"worker {worker} finished no epoch in {timeout} s")
 
 
-LONG = ["--workers", "3", "--dataset", "synthetic", "--samples", "20000", "--epochs", "200",
+LONG = ["--workers", "2", "--dataset", "synthetic", "--samples", "6000", "--epochs", "200",
         "--steps-per-execution", "1"]
 
 
@@ -133,23 +131,24 @@ def test_detach_ps_and_down(images, orch_env, tmp_path, cleanup):
     assert proc.stdout.strip() == "live-detach"
     listed = json.loads(run_orch(["ps", "live-detach", "--format", "json"], orch_env).stdout)
     assert listed[0]["state"] == "running"
-    assert len(orch_containers("live-detach")) == 3
+    assert len(orch_containers("live-detach")) == 2
     assert run_orch(["down", "live-detach"], orch_env).returncode == 0
     assert orch_containers("live-detach") == [] and orch_networks("live-detach") == []
     assert _run_json(tmp_path, "live-detach")["state"] == "stopped"
     assert (tmp_path / "runs" / "live-detach" / "compose.yml").is_file()
 
 
-def test_epoch_metrics_match_keras_own_steps(images, orch_env, tmp_path, cleanup):
+def test_epoch_metrics_match_keras_own_steps(small_runs, orch_env, tmp_path, cleanup):
     """orch's steps read the metrics across workers once per epoch; Keras' read them every step.
     The training is the same, and so must every epoch figure be."""
-    epochs = {}
-    for mode in ("epoch", "first"):
-        run_id = f"live-metrics-{mode}"
-        cleanup.append(run_id)
-        proc = run_orch(["up", "--workers", "2", *SMALL, "--log-reduction", mode, "--run-id", run_id], orch_env)
-        assert proc.returncode == 0, proc.stderr
-        epochs[mode] = json.loads((tmp_path / "runs" / run_id / "worker-1" / "result.json").read_text())["epochs"]
+    cleanup.append("live-metrics-first")
+    proc = run_orch(["up", "--workers", "2", *SMALL, "--log-reduction", "first", "--run-id", "live-metrics-first"],
+                    orch_env)
+    assert proc.returncode == 0, proc.stderr
+    epochs = {"epoch": json.loads((made(small_runs, "live-mwms-2")["dir"] / "worker-1" / "result.json").read_text())
+              ["epochs"],
+              "first": json.loads((tmp_path / "runs" / "live-metrics-first" / "worker-1" / "result.json")
+                                  .read_text())["epochs"]}
     for ours, keras in zip(epochs["epoch"], epochs["first"]):
         for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
             assert abs(ours[key] - keras[key]) < 1e-4, (key, ours, keras)
@@ -211,7 +210,7 @@ def test_parameter_servers_train_asynchronously_and_count_each_workers_samples(i
     assert orch_containers("live-ps") == [] and orch_networks("live-ps") == []
 
 
-def test_the_custom_loop_shards_once_and_agrees_with_itself(images, orch_env, tmp_path, cleanup):
+def test_the_custom_loop_shards_once_and_agrees_with_itself(images, small_runs, orch_env, tmp_path, cleanup):
     cleanup.append("live-custom")
     proc = run_orch(["up", "--workers", "2", "--strategy", "custom", *SMALL, "--run-id", "live-custom",
                      "--format", "json"], orch_env)
@@ -221,11 +220,7 @@ def test_the_custom_loop_shards_once_and_agrees_with_itself(images, orch_env, tm
     accuracies = {w["test_accuracy"] for w in workers}
     assert len(accuracies) == 1
     # The same job under Keras' fit(): the same data, shards and updates, so the same model, near enough.
-    cleanup.append("live-custom-fit")
-    fit = run_orch(["up", "--workers", "2", "--strategy", "mwms", *SMALL, "--run-id", "live-custom-fit",
-                    "--format", "json"], orch_env)
-    assert fit.returncode == 0, fit.stderr
-    assert abs(json.loads(fit.stdout)["test_accuracy"] - accuracies.pop()) < 0.02
+    assert abs(made(small_runs, "live-mwms-2")["info"]["test_accuracy"] - accuracies.pop()) < 0.02
     result = json.loads((tmp_path / "runs" / "live-custom" / "worker-0" / "result.json").read_text())
     assert result["strategy"] == "custom" and result["replicas"] == 2
     assert [e["epoch"] for e in result["epochs"]] == [1, 2] and result["epochs"][1]["val_accuracy"] > 0

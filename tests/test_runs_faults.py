@@ -52,7 +52,7 @@ def _gone(run_id: str) -> bool:
     return orch_containers(run_id) == [] and orch_networks(run_id) == []
 
 
-JOB = ["--workers", "3", "--dataset", "synthetic", "--samples", "12000", "--steps-per-execution", "1"]
+JOB = ["--workers", "2", "--dataset", "synthetic", "--samples", "12000", "--steps-per-execution", "1"]
 
 
 @pytest.mark.parametrize("strategy", ["mwms", "custom"])
@@ -61,7 +61,7 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
     # 200 steps per epoch, so epoch 2 lasts a few seconds and the kill lands inside it.
-    args = [*JOB, "--samples", "30000", "--epochs", "4", "--max-restarts", "1", "--strategy", strategy,
+    args = [*JOB, "--samples", "30000", "--epochs", "3", "--max-restarts", "1", "--strategy", strategy,
             "--run-id", run_id]
     proc = _start(args, orch_env)
     try:
@@ -79,20 +79,20 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
     assert record["state"] == "succeeded"
     (restart,) = record["restarts"]
     assert restart["worker"] == 1 and restart["exit_code"] == 137 and restart["attempt"] == 2
-    for w in range(3):
+    for w in range(2):
         events = replica_events(run_dir, w)
         epochs = [e["epoch"] for e in events if e["event"] == "epoch"]
-        assert epochs == [1, 2, 3, 4], epochs  # epoch 1 was checkpointed and not redone
+        assert epochs == [1, 2, 3], epochs  # epoch 1 was checkpointed and not redone
         assert [e["epoch"] for e in events if e["event"] == "resumed"] == [2]
         result = json.loads((run_dir / f"worker-{w}" / "result.json").read_text())
         assert result["resumed_from_epoch"] == 2
     assert len({json.loads((run_dir / f"worker-{w}" / "result.json").read_text())["test_accuracy"]
-                for w in range(3)}) == 1
+                for w in range(2)}) == 1
     assert _gone(run_id)
 
 
 def _inject(run_id: str, env: dict, run_dir: Path, worker: int, docker_verb: str, *extra: str):
-    """Start a long 3-worker run, apply `docker <verb>` to one worker after its first epoch, and wait
+    """Start a long 2-worker run, apply `docker <verb>` to one worker after its first epoch, and wait
     for orch. Returns (exit code, stderr, seconds from the fault to orch's exit, clean-up included)."""
     proc = _start([*JOB, "--epochs", "200", *extra, "--run-id", run_id], env)
     try:
@@ -111,7 +111,7 @@ def test_killed_parameter_server_restarts_the_group_and_the_chief_resumes(images
     run_id = "fault-restart-ps"
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
-    args = [*JOB, "--workers", "2", "--samples", "30000", "--epochs", "4", "--max-restarts", "1", "--strategy", "ps",
+    args = [*JOB, "--samples", "30000", "--epochs", "3", "--max-restarts", "1", "--strategy", "ps",
             "--run-id", run_id]
     proc = _start(args, orch_env)
     try:
@@ -129,7 +129,7 @@ def test_killed_parameter_server_restarts_the_group_and_the_chief_resumes(images
     events = replica_events(run_dir, 0, "chief")
     resumed = [e["epoch"] for e in events if e["event"] == "resumed"]
     assert len(resumed) == 1 and resumed[0] >= 2  # the epochs before the kill were checkpointed, not redone
-    assert sorted({e["epoch"] for e in events if e["event"] == "epoch"}) == [1, 2, 3, 4]
+    assert sorted({e["epoch"] for e in events if e["event"] == "epoch"}) == [1, 2, 3]
     result = json.loads((run_dir / "chief-0" / "result.json").read_text())
     assert result["resumed_from_epoch"] == resumed[0] and result["test_accuracy"] > 0.1
     assert _gone(run_id)
@@ -169,9 +169,9 @@ def test_worker_starved_of_memory_is_named_as_such(images, orch_env, tmp_path, c
 def test_removed_worker_is_named_and_the_rest_stopped(images, orch_env, tmp_path, cleanup):
     run_id = "fault-rm"
     cleanup.append(run_id)
-    code, stderr, seconds = _inject(run_id, orch_env, tmp_path / "runs" / run_id, 2, "rm -f")
+    code, stderr, seconds = _inject(run_id, orch_env, tmp_path / "runs" / run_id, 1, "rm -f")
     assert code == 1, stderr
-    assert "orch: error: worker-2 vanished (its container was removed from outside orch)" in stderr
+    assert "orch: error: worker-1 vanished (its container was removed from outside orch)" in stderr
     print(f"removed worker: the run failed and was cleaned up {seconds:.1f} s after `docker rm -f`")
     assert _gone(run_id)
 
@@ -206,7 +206,7 @@ def test_startup_timeout_names_the_worker_that_never_joined(images, orch_env, tm
     proc = _start([*JOB, "--epochs", "2", "--startup-timeout", "20", "--run-id", run_id], orch_env)
     try:
         # running, not just created: a container that has not started cannot be paused
-        wait_for(lambda: len(orch_containers(run_id, running=True)) == 3, 120, "the containers")
+        wait_for(lambda: len(orch_containers(run_id, running=True)) == 2, 120, "the containers")
         _pause(_container(run_id, 1), proc)
         _, stderr = proc.communicate(timeout=120)
     finally:
@@ -238,7 +238,7 @@ def test_two_runs_at_once_do_not_see_each_other(images, orch_env, tmp_path, clea
 
 
 def _signal(run_id: str, env: dict, run_dir: Path, *signals: int) -> tuple[int, str]:
-    """Start a long 3-worker run and, after worker 0's first epoch, send `orch up` these signals 0.5 s apart."""
+    """Start a long 2-worker run and, after worker 0's first epoch, send `orch up` these signals 0.5 s apart."""
     proc = _start([*JOB, "--epochs", "200", "--run-id", run_id], env)
     try:
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 0)), 240, "worker 0's first epoch")

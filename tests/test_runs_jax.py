@@ -62,4 +62,4 @@ def test_a_users_script_meets_its_peers_with_a_bare_initialize(jax_image, orch_e
 def test_a_killed_process_restarts_the_group_from_process_0s_checkpoint(jax_image, orch_env, tmp_path, cleanup):
     cleanup.append("live-jax-restart")
     kill_one_and_resume(["--framework", "jax", "--workers", "2", "--dataset", "synthetic", "--samples", "30000",
-                         "--epochs", "4"], "live-jax-restart", tmp_path / "runs" / "live-jax-restart", orch_env)
+                         "--epochs", "3"], "live-jax-restart", tmp_path / "runs" / "live-jax-restart", orch_env)

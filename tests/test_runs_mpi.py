@@ -73,7 +73,7 @@ def test_a_killed_rank_fails_the_job_and_leaves_nothing(images, orch_env, tmp_pa
 def test_a_killed_rank_restarts_the_group_from_rank_0s_checkpoint(images, orch_env, tmp_path, cleanup):
     cleanup.append("live-mpi-restart")
     code, out, err, run_dir = _kill_during_training(
-        "live-mpi-restart", [*LONG[:-1], "8", "--max-restarts", "1"], orch_env, tmp_path, index=2)
+        "live-mpi-restart", [*LONG[:-1], "3", "--max-restarts", "1"], orch_env, tmp_path, index=2)
     assert code == 0, err
     assert "worker-2 was killed by signal 9" in err and "(restart 1 of 1)" in err
     workers = json.loads(out)["workers"]

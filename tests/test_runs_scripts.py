@@ -101,7 +101,7 @@ def test_a_killed_script_worker_restarts_the_group(images, orch_env, tmp_path, c
     run_id = "live-script-restart"
     cleanup.append(run_id)
     proc = start_orch(["up", "--script", EXAMPLE, "--workers", "2", "--max-restarts", "1", "--run-id", run_id, "--",
-                       "--epochs", "8", "--samples", "6000"], orch_env)
+                       "--epochs", "5", "--samples", "6000"], orch_env)
     try:
         run_dir = tmp_path / "runs" / run_id
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker-1's first epoch")

@@ -17,7 +17,7 @@ from tests.test_runs_mpi import _up
 pytestmark = pytest.mark.docker
 
 SMALL = ["--framework", "torch", "--dataset", "mnist", "--samples", "3000", "--epochs", "2"]
-LONG = ["--framework", "torch", "--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs", "4"]
+LONG = ["--framework", "torch", "--workers", "2", "--dataset", "synthetic", "--samples", "30000", "--epochs", "3"]
 
 
 def test_one_and_two_ranks_reach_the_same_model_each_on_its_shard(torch_image, orch_env, tmp_path, cleanup):

@@ -2,12 +2,11 @@
 torchvision's MNIST(download=True) find their data where they look, and torchrun's environment is set for several
 ranks per container. Each test removes what it started, even on failure."""
 import json
-import os
 import re
 
 import pytest
 
-from tests.conftest import ENGINE, ROOT, once, orch_containers, orch_networks, run_orch
+from tests.conftest import ROOT, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 
@@ -38,24 +37,13 @@ def test_the_two_file_keras_multi_worker_tutorial_runs_unchanged_on_1_and_on_3_c
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
 
 
-@pytest.fixture(scope="module")
-def vision(torch_image, tmp_path_factory):
-    """torchvision for the PyTorch image's torch, through the documented one-liner."""
-    requirements = tmp_path_factory.mktemp("vision") / "vision.txt"
-    requirements.write_text("torchvision==0.24.1\n")
-    with ENGINE.hold(alone=False), once("build"):  # the same tag as test_runs_torch's torchvision build
-        built = run_orch(["build", "--framework", "torch", "--requirements", str(requirements)], dict(os.environ),
-                         timeout=900)
-    assert built.returncode == 0, built.stderr
-    return requirements
-
-
 def test_a_torchrun_ddp_script_with_torchvision_download_runs_unchanged_on_2_containers_of_2_ranks(
         vision, orch_env, tmp_path, cleanup):
     run_id = "live-ddp-tutorial"
     cleanup.append(run_id)
     proc = run_orch(["up", "--framework", "torch", "--script", str(TUTORIALS / "torch_ddp" / "main.py"),
-                     "--requirements", str(vision), "-j", "2x2", "--run-id", run_id, "--format", "json"], orch_env)
+                     "--requirements", str(vision), "-j", "2x2", "--run-id", run_id, "--format", "json", "--",
+                     "--batch-size", "128"], orch_env)  # the script's own flag: half the all-reduces of its 64
     assert proc.returncode == 0, proc.stderr
     assert [w["exit_code"] for w in json.loads(proc.stdout)["workers"]] == [0, 0]
     run = tmp_path / "runs" / run_id

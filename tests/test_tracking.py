@@ -162,13 +162,13 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_orch_track_logs_
     assert len(found) == 1 and found[0].data.metrics["train_seconds"] == pytest.approx(_ps("orphan", env)["train_seconds"])
 
 
-def test_tensorboard_reads_back_what_collect_wrote(images, orch_env, tmp_path):
+def test_tensorboard_reads_back_what_collect_wrote(observed_runs, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    env = {**orch_env, "ORCH_RESULTS_DIR": str(tmp_path / "results")}
-    assert run_orch(["up", "--workers", "2", "--run-id", "tb", *JOB], env, timeout=600).returncode == 0
-    assert run_orch(["collect", "tb"], env).returncode == 0
-    folder = tmp_path / "results" / "tb"
+    env = {**observed_runs["env"], "ORCH_RESULTS_DIR": str(tmp_path / "results")}  # the 3-worker run, shared
+    proc = run_orch(["collect", "observed-w3"], env)
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "results" / "observed-w3"
     events = EventAccumulator(str(folder / "tensorboard"))
     events.Reload()
     rows = list(csv.DictReader((folder / "epochs.csv").open()))

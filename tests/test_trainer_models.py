@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 
-from orchestrator import contract
 from orchestrator.data.prepare import dataset_dir, prepare
 from orchestrator.frameworks.tensorflow import image_ref
 from orchestrator.frameworks.torch import image_ref as torch_image_ref
 from orchestrator.paths import default_paths
+from tests.conftest import ENGINE
 
 pytestmark = pytest.mark.docker
 
@@ -19,18 +19,21 @@ import json, os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import numpy as np, tensorflow as tf, tf_keras as keras
 from orch_trainer import data, model
-dataset, name = sys.argv[1], sys.argv[2]
-train, validation, test = data.load(dataset, "/orch/data", 3000, 42)
-vocabulary = data.vocabulary_size(dataset, "/orch/data")
-net = model.build(name, keras, tf, train[0], vocabulary)
-out = net(data.floats(train[0][:5]), training=False)
-print(json.dumps({
-    "x": [list(train[0].shape), str(train[0].dtype)], "y": sorted(int(v) for v in np.unique(train[1])),
-    "splits": [len(train[0]), len(validation[0]), len(test[0])], "vocabulary": vocabulary,
-    "params": int(net.count_params()), "out": list(out.shape),
-    "layers": [type(l).__name__ for l in net.layers],
-    "local": list(model.local_logits(name, keras, net.get_weights(), test[0][:7], vocabulary).shape),
-}))
+for case in sys.argv[1:]:  # dataset:model, each data set in its own folder under /probe
+    dataset, name = case.split(":")
+    root = f"/probe/{dataset}"
+    train, validation, test = data.load(dataset, root, 3000, 42)
+    vocabulary = data.vocabulary_size(dataset, root)
+    net = model.build(name, keras, tf, train[0], vocabulary)
+    out = net(data.floats(train[0][:5]), training=False)
+    print(json.dumps({
+        "case": case,
+        "x": [list(train[0].shape), str(train[0].dtype)], "y": sorted(int(v) for v in np.unique(train[1])),
+        "splits": [len(train[0]), len(validation[0]), len(test[0])], "vocabulary": vocabulary,
+        "params": int(net.count_params()), "out": list(out.shape),
+        "layers": [type(l).__name__ for l in net.layers],
+        "local": list(model.local_logits(name, keras, net.get_weights(), test[0][:7], vocabulary).shape),
+    }), flush=True)
 """
 
 CASES = [("mnist", "mlp"), ("mnist", "cnn"), ("fashion-mnist", "mlp"), ("fashion-mnist", "cnn"),
@@ -39,16 +42,32 @@ MLP_PARAMS = 784 * 25 + 25 + 25 * 15 + 15 + 15 * 10 + 10
 CNN_PARAMS = (9 * 32 + 32) + (9 * 32 * 64 + 64) + (3136 * 128 + 128) + (128 * 10 + 10)
 
 
-@pytest.mark.parametrize("dataset, name", CASES)
-def test_each_model_builds_on_each_data_set_it_supports(images, dataset, name):
+@pytest.fixture(scope="module")
+def probed(images):
+    """Every case of CASES probed in one container (TensorFlow imported once): each case's figures, by case."""
     paths = default_paths()
-    prepare(paths.data, dataset, lambda _msg: None)
-    proc = subprocess.run(
-        ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--user", "1000:1000",
-         "-v", f"{dataset_dir(paths.data, dataset)}:{contract.DATA_MOUNT}:ro", "--entrypoint", "python3",
-         image_ref("single"), "-c", PROBE, dataset, name], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    mounts = []
+    for dataset in sorted({dataset for dataset, _ in CASES}):
+        prepare(paths.data, dataset, lambda _msg: None)
+        mounts += ["-v", f"{dataset_dir(paths.data, dataset)}:/probe/{dataset}:ro"]
+    with ENGINE.hold(alone=False):  # a module's fixture comes before the test's own hold
+        proc = subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--user", "1000:1000",
+             *mounts, "--entrypoint", "python3", image_ref("single"), "-c", PROBE,
+             *(f"{dataset}:{name}" for dataset, name in CASES)], capture_output=True, text=True, timeout=300)
+    got = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            case = json.loads(line)
+            got[case.pop("case")] = case
+    return got, proc
+
+
+@pytest.mark.parametrize("dataset, name", CASES)
+def test_each_model_builds_on_each_data_set_it_supports(probed, dataset, name):
+    cases, proc = probed
+    assert f"{dataset}:{name}" in cases, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    got = cases[f"{dataset}:{name}"]
     assert got["splits"] == [1920, 480, 600]  # 64/16/20 of 3,000
     if name == "text":
         assert got["x"][1] == "int32" and got["x"][0] == [1920, 48] and got["y"] == [0, 1]
