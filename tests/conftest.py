@@ -296,12 +296,15 @@ def observed_runs(images, tmp_path_factory):
             "w3": made(runs, "observed-w3")["dir"]}
 
 
+# A small job of orch's trainer: a few seconds of training, whose runs the live tests of several files compare.
+SMALL = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
+
+
 @pytest.fixture(scope="session")
 def small_runs(images, tmp_path_factory):
     """Runs of the trainer on small synthetic data that several tests read (made once): 3 workers (the Compose twin
     of the swarm's), and 2 under MultiWorkerMirroredStrategy with orch's own steps (against Keras' steps, and
     against the custom loop)."""
-    small = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
-    return made_once("small", {"live-w3": ["--workers", "3", *small],
-                               "live-mwms-2": ["--workers", "2", "--strategy", "mwms", *small, "--log-reduction",
+    return made_once("small", {"live-w3": ["--workers", "3", *SMALL],
+                               "live-mwms-2": ["--workers", "2", "--strategy", "mwms", *SMALL, "--log-reduction",
                                                "epoch"]}, tmp_path_factory)

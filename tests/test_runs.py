@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan import cpuset
-from tests.conftest import made, orch_containers, orch_networks, run_orch, start_orch
+from tests.conftest import SMALL, made, orch_containers, orch_networks, run_orch, start_orch
 
 pytestmark = pytest.mark.docker
-
-SMALL = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
 
 
 def _run_json(tmp_path: Path, run_id: str) -> dict:

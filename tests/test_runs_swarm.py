@@ -11,12 +11,11 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-from tests.conftest import (ENGINE, ROOT, made, made_once, orch_containers, orch_networks, replica_events, run_orch,
-                            start_orch, wait_for)
+from tests.conftest import (ENGINE, ROOT, SMALL, made, made_once, orch_containers, orch_networks, replica_events,
+                            run_orch, start_orch, wait_for)
 
 pytestmark = pytest.mark.docker
 
-SMALL = ["--dataset", "synthetic", "--samples", "6000", "--epochs", "2", "--steps-per-execution", "10"]
 LONG = ["--workers", "2", "--dataset", "synthetic", "--samples", "6000", "--epochs", "200",
         "--steps-per-execution", "1"]
 
