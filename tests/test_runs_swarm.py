@@ -2,10 +2,12 @@
 one only if the engine is in none, and then leaves it (and removes the docker_gwbridge network it made) afterwards,
 even when a test fails. Each test removes its stack, containers and networks."""
 import json
+import os
 import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -107,17 +109,29 @@ def test_a_users_script_runs_on_the_swarm_from_its_snapshot(images, orch_env, tm
     assert listing.returncode == 0 and "-r--r--r--" in listing.stdout and "mnist_keras.py" in listing.stdout
 
 
-def test_two_workers_succeed_with_results_read_from_stdout(images, orch_env, tmp_path, stacks):
-    stacks.append("live-swarm")
-    proc = run_orch(["up", "--backend", "swarm", "--workers", "2", *SMALL, "--run-id", "live-swarm",
-                     "--format", "json"], orch_env)
+@pytest.fixture(scope="module")
+def swarm_two(swarm, tmp_path_factory):
+    """One 2-worker run on the swarm, on MNIST from the image, that two tests read: its `--format json`, its run
+    folder, the environment that finds it, and whether the stack, its containers and networks were gone after."""
+    env = dict(os.environ, ORCH_RUNS_DIR=str(tmp_path_factory.mktemp("swarm-two") / "runs"), COLUMNS="200")
+    try:
+        proc = run_orch(["up", "--backend", "swarm", "--workers", "2", "--dataset", "mnist", "--samples", "6000",
+                         "--epochs", "2", "--run-id", "live-swarm", "--format", "json"], env)
+        gone = _gone("live-swarm")
+    finally:
+        _remove_stack("live-swarm")
     assert proc.returncode == 0, proc.stderr
-    info = json.loads(proc.stdout)
+    return {"info": json.loads(proc.stdout), "dir": Path(env["ORCH_RUNS_DIR"]) / "live-swarm", "env": env,
+            "gone": gone}
+
+
+def test_two_workers_succeed_with_results_read_from_stdout(swarm_two, tmp_path):
+    info = swarm_two["info"]
     assert info["state"] == "succeeded"
     workers = info["workers"]
     assert [w["replicas"] for w in workers] == [2, 2]
     assert len({w["test_accuracy"] for w in workers}) == 1 and 0.15 < workers[0]["test_accuracy"] <= 1.0  # chance is 0.1
-    run_dir = tmp_path / "runs" / "live-swarm"
+    run_dir = swarm_two["dir"]
     for i in range(2):
         # Copied from the replica's stdout: the replica's own folder is not mounted on Swarm.
         assert json.loads((run_dir / f"worker-{i}" / "result.json").read_text())["worker"] == i
@@ -125,9 +139,9 @@ def test_two_workers_succeed_with_results_read_from_stdout(images, orch_env, tmp
         assert (run_dir / "logs" / f"worker-{i}.log").stat().st_size > 0
     stack_file = (run_dir / "stack.yml").read_text()
     assert '"endpoint_mode": "dnsrr"' in stack_file and '"condition": "none"' in stack_file
-    assert _gone("live-swarm")
+    assert swarm_two["gone"]
     collected = run_orch(["collect", "live-swarm", "--out", str(tmp_path / "collected"), "--format", "json"],
-                         orch_env)
+                         swarm_two["env"])
     assert collected.returncode == 0, collected.stderr
     summary = json.loads(collected.stdout)
     assert summary["state"] == "succeeded" and len(summary["workers"]) == 2
@@ -183,21 +197,17 @@ def test_a_worker_that_cannot_run_says_why(images, orch_env, tmp_path, stacks):
     assert _gone("live-swarm-reject")
 
 
-def test_the_data_set_travels_inside_the_image(images, orch_env, tmp_path, stacks):
+def test_the_data_set_travels_inside_the_image(swarm_two):
     # Nodes see no folder of this host: orch adds MNIST to the trainer image as one layer, and mounts no data.
-    stacks.append("live-swarm-mnist")
-    proc = run_orch(["up", "--backend", "swarm", "--workers", "2", "--dataset", "mnist", "--samples", "6000",
-                     "--epochs", "2", "--run-id", "live-swarm-mnist", "--format", "json"], orch_env)
-    assert proc.returncode == 0, proc.stderr
-    info = json.loads(proc.stdout)
+    info = swarm_two["info"]
     assert {w["test_accuracy"] for w in info["workers"]} == {info["workers"][0]["test_accuracy"]}
     assert info["workers"][0]["test_accuracy"] > 0.6
-    stack_file = (tmp_path / "runs" / "live-swarm-mnist" / "stack.yml").read_text()
+    stack_file = (swarm_two["dir"] / "stack.yml").read_text()
     assert '-multi-mnist"' in stack_file and '"target": "/orch/data"' not in stack_file
     labels = json.loads(_docker("image", "inspect", "--format", "{{json .Config.Labels}}",
                                 f"orch-trainer:{__version__}-multi-mnist", check=True).stdout)
     assert labels["orch.kind"] == "data"
-    assert _gone("live-swarm-mnist")
+    assert swarm_two["gone"]
 
 
 def test_a_killed_worker_restarts_the_group_on_one_node(images, orch_env, tmp_path, stacks):
