@@ -66,7 +66,7 @@ def probed(images):
 @pytest.mark.parametrize("dataset, name", CASES)
 def test_each_model_builds_on_each_data_set_it_supports(probed, dataset, name):
     cases, proc = probed
-    assert f"{dataset}:{name}" in cases, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert f"{dataset}:{name}" in cases and proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     got = cases[f"{dataset}:{name}"]
     assert got["splits"] == [1920, 480, 600]  # 64/16/20 of 3,000
     if name == "text":
