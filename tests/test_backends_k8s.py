@@ -14,10 +14,10 @@ from pathlib import Path
 import jsonschema
 import kubernetes_validate
 import pytest
-import yaml
 
 from orchestrator import contract, frameworks
 from orchestrator.backends.k8s import KubernetesBackend, object_name
+from orchestrator.backends.k8s_manifests import documents_of
 from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
@@ -25,6 +25,9 @@ from orchestrator.plan import plan
 from tests.test_cli_inprocess import one_line_error, orch
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
 
+# kubernetes-validate reads its schemas (the definitions file is megabytes of JSON) at every call; read once here, as
+# they never change within a run, its checks cost a few milliseconds a manifest instead of tens.
+kubernetes_validate.utils.schema_contents = functools.cache(kubernetes_validate.utils.schema_contents)
 K8S_VERSION = "1.37.0"  # the newest schema kubernetes-validate ships (see pyproject.toml's pin)
 GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
@@ -38,7 +41,7 @@ def k8s_plan(**fields):
 
 def documents(text: str, policy: bool = False) -> list[dict]:
     """The manifests of ``text``; without the job's NetworkPolicy (its own tests read it) unless ``policy``."""
-    return [d for d in yaml.safe_load_all(text) if d is not None and (policy or d["kind"] != "NetworkPolicy")]
+    return [d for d in documents_of(text) if policy or d["kind"] != "NetworkPolicy"]
 
 
 def job_templates(doc: dict) -> list[dict]:
