@@ -321,6 +321,7 @@ def interrupt_replace(monkeypatch, under: Path, n: int) -> list:
     return calls
 
 
+@pytest.mark.early
 def test_a_crash_at_each_write_of_collect_leaves_every_earlier_file_whole(tmp_path, monkeypatch):
     paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
     _fake_run(paths, "crash", workers=1)

@@ -47,6 +47,7 @@ def _generated_line(text):
     raise AssertionError("no generated figure found")
 
 
+@pytest.mark.early
 @pytest.mark.parametrize("page", ["README.md", "docs/results.md"])
 def test_a_figure_changed_by_hand_fails_naming_the_page_and_the_figure(copy, page):
     path = copy / page

@@ -125,6 +125,7 @@ def _no_second_source(calls: list[list[str]]) -> None:
 
 
 # -- 1 and 4: resolve, lock, then download with hashes, one index per package ---------------------------------------
+@pytest.mark.early
 def test_torch_comes_from_its_index_alone_and_the_rest_from_the_hosts_locked_before_download(
         tmp_path, monkeypatch, served, pip_calls):
     root, base = served
@@ -161,6 +162,7 @@ def test_torch_comes_from_its_index_alone_and_the_rest_from_the_hosts_locked_bef
         torch_build._index_wheelhouse(index, paths, said.append)
 
 
+@pytest.mark.early
 def test_requirements_come_from_the_hosts_index_alone_locked_before_download(
         tmp_path, monkeypatch, pip_calls):
     src = tmp_path / "src"
@@ -268,6 +270,7 @@ def test_the_cli_refuses_a_plain_http_torch_index_in_one_line(no_engine):
 
 
 # -- 3: credentials are never printed or written -----------------------------------------------------------------------
+@pytest.mark.early
 def test_credentials_never_reach_a_message_a_lock_or_a_progress_line(tmp_path, monkeypatch, served):
     root, base = served
     _index(root / "torch", [_wheel(tmp_path / "src", "torch", "2.9.1+cpu")])

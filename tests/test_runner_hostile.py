@@ -72,6 +72,7 @@ class _Planting(FakeBackend):
         plant_tree(Path(plan.run_dir) / contract.SHARED_DIR, self.outside)
 
 
+@pytest.mark.early
 def test_a_shared_tree_no_rmtree_can_remove_still_ends_the_run(h, outside):  # noqa: F811
     p = h.plan(workers=2)
     backend = _Planting(h.clock, {0: trainer(), 1: trainer()}, outside=outside)

@@ -565,6 +565,7 @@ def test_an_executable_file_stays_executable_and_no_other_file_becomes_so(tmp_pa
     assert modes == {"run.sh": 0o755, "others.sh": 0o755, "shared.py": 0o644, "train.py": 0o644}
 
 
+@pytest.mark.early
 def test_a_real_race_swapping_a_folder_and_a_link_never_copies_what_the_link_names(tmp_path, secret):
     """A thread swaps pkg between the real folder and a link to another one, as fast as it can, while snapshots are
     listed and copied over and over. Each is refused or copies the real folder's bytes, with a hash list that

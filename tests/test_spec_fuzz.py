@@ -59,6 +59,7 @@ def _check_plan(spec: JobSpec) -> None:
                                 "deploy", "ulimits"}
 
 
+@pytest.mark.early
 @FUZZ
 @given(SPEC_FIELDS)
 def test_any_spec_fields_give_a_plan_or_an_orch_error(fields):
@@ -82,6 +83,7 @@ EXPERIMENT_DOCS = st.one_of(
 )
 
 
+@pytest.mark.early
 @FUZZ
 @given(EXPERIMENT_DOCS)
 def test_any_experiment_document_gives_cells_or_an_orch_error(doc):
@@ -175,6 +177,7 @@ TEXTS = st.builds(
 )
 
 
+@pytest.mark.early
 @settings(FUZZ, max_examples=400)
 @given(TEXTS)
 def test_any_experiment_text_gives_cells_or_one_short_line_fast(text):

@@ -63,12 +63,14 @@ def test_a_field_passed_by_keyword_reaches_the_spec_and_a_left_out_one_keeps_its
 
 
 # -- mypy --strict ------------------------------------------------------------------------------------------------
+@pytest.mark.early
 def test_the_package_passes_mypy_strict():
     """[tool.mypy] in pyproject.toml: strict over orchestrator/, the trainer's modules aside (checked below)."""
     proc = _mypy("--cache-dir", str(MYPY_CACHE / "package"), cwd=ROOT)
     assert proc.returncode == 0 and "Success" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.early
 def test_the_trainer_as_the_images_assemble_it_passes_mypy_strict(tmp_path):
     """orch_trainer as `orch build` lays it out (its modules flat, contract.py and rendezvous.py beside them), where
     its relative imports resolve: every image's modules at once (one mypy run; each image holds the shared ones and
@@ -157,6 +159,7 @@ def installed_wheel(tmp_path_factory) -> tuple[Path, Path]:
     return python, site
 
 
+@pytest.mark.early
 def test_mypy_strict_on_a_users_file_checks_the_calls_against_the_installed_wheel(installed_wheel, tmp_path):
     python, site = installed_wheel
     (tmp_path / "good.py").write_text(USERS_GOOD)
