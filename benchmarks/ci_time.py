@@ -97,6 +97,11 @@ def main() -> int:
                             "slowest": slowest(output), "stages": [
                                 {"stage": m[1], "seconds": float(m[2])} for m in
                                 re.finditer(r"test\.sh: (the fast tier took|the images were ready) ([0-9]+) s", output)]}
+            busy = re.search(r"test\.sh: the live tier kept ([0-9.]+) of ([0-9]+) cores busy \(([0-9]+) CPU-seconds in "
+                             r"([0-9]+) s\)", output)
+            if busy:  # how CPU-bound the live tier was: its CPU-seconds over the machine's cores are its floor
+                result["ci"]["live_cpu"] = {"cores_busy": float(busy[1]), "cores": int(busy[2]),
+                                            "cpu_seconds": int(busy[3]), "seconds": int(busy[4])}
             if args.log:
                 shutil.copyfile(Path(tmp) / "ci.log", args.log)
             say(f".ci/run: exit {code} in {seconds / 60:.1f} min")

@@ -598,6 +598,10 @@ def test_times_table() -> None:
     ci = d.get("ci", {})
     if ci:
         stages = "; ".join(f"{s['stage']} {s['seconds']:.0f} s" for s in ci.get("stages", []))
+        if "live_cpu" in ci:
+            cpu = ci["live_cpu"]
+            stages += (f"; the live tier kept {cpu['cores_busy']:.2f} of {cpu['cores']} cores busy, "
+                       f"{cpu['cpu_seconds']} CPU-seconds in {cpu['seconds']} s")
         rows.append([f"`bash .ci/run`, a clean clone{' with nothing cached' if ci.get('cold') else ''}",
                      f"{ci['seconds'] / 60:.1f} min", f"{ci['pytest']}" + (f" ({stages})" if stages else "")])
     emit(table(["what", "took", "pytest"], rows, right=(1,)))

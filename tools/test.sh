@@ -24,6 +24,14 @@ if ! wait "$build"; then
     exit 1
 fi
 echo "test.sh: the images were ready $(( $(date +%s) - started )) s in"
+# The CPU the machine spent while the live tier ran (/proc/stat: busy and all jiffies): how many of its cores the
+# tier kept busy. Near all of them, only less work shortens the tier; well below, tests wait and could overlap.
+cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+read -r busy0 all0 < <(cpu)
+live=$(date +%s)
 "$BIN/pytest" -m "docker or network" -n "$PROCESSES" --dist loadfile || status=1
+read -r busy1 all1 < <(cpu)
+awk -v b=$((busy1 - busy0)) -v a=$((all1 - all0)) -v n="$(nproc)" -v s=$(( $(date +%s) - live )) -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "test.sh: the live tier kept %.2f of %d cores busy (%.0f CPU-seconds in %d s)\n", n * b / a, n, b / hz, s }'
 echo "test.sh: $(( $(date +%s) - started )) s in all"
 exit $status
