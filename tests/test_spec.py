@@ -38,6 +38,8 @@ def test_fresh_run_ids_are_valid_and_distinct():
         ({"run_id": "a\nb: c"}, "run_id"),
         ({"image": "evil\nkey: value"}, "image"),
         ({"wrokers": 3}, "wrokers: unknown field; allowed fields are"),
+        ({"name": "torch"}, "name: unknown field; allowed fields are"),  # every framework's tag, no option of one
+        ({"framework": "torch", "name": "mpi"}, "name: unknown field; allowed fields are"),
         ({"network": "host"}, "network: host exposes every worker's unauthenticated gRPC server"),
     ],
 )

@@ -166,7 +166,7 @@ def _nest(fields: dict[str, Any], spec_model: Any = None) -> dict[str, Any]:
         if name in fields:
             options[name] = fields.pop(name)
     for other in frameworks.names():
-        stray = sorted(set(frameworks.options_model(other).model_fields) & set(fields))
+        stray = sorted((set(frameworks.options_model(other).model_fields) - {"name"}) & set(fields))
         if stray and other != options["name"]:
             raise InvalidSpec(f"{stray[0]}: --{stray[0].replace('_', '-')} is an option of --framework {other}, "
                               f"not {options['name']}")
