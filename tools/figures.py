@@ -111,7 +111,7 @@ def _headline() -> dict[str, Any]:
     for record in cells.values():
         if record.get("state") != "succeeded":
             raise FigureError(f"{HEADLINE}: cell {record.get('run_id')} did not succeed; run the headline again")
-        fields, summary = record["fields"], record["summary"]
+        fields = record["fields"]
         f = by.setdefault(fields["framework"], {"runs": {}, "fields": fields, "records": []})
         f["records"].append(record)
         f["runs"].setdefault(record["repeat"], {})[int(fields["workers"])] = record

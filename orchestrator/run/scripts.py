@@ -353,8 +353,11 @@ def _copy(source_dir: int, name: str, target_dir: int, listed: Listed, folder: P
             if left:
                 raise changed(folder, listed.path, f"shrank ({listed.size:,} bytes listed, {listed.size - left:,} read)")
             after = os.fstat(fd)
-            if os.read(fd, 1) or after.st_size != listed.size:
+            if os.read(fd, 1):
                 raise changed(folder, listed.path, f"grew past the {listed.size:,} bytes listed")
+            if after.st_size != listed.size:  # cut short after its bytes were read
+                raise changed(folder, listed.path, f"changed size while it was copied ({listed.size:,} bytes listed, "
+                                                   f"{after.st_size:,} now)")
             if after.st_ctime_ns != listed.changed:
                 raise changed(folder, listed.path, "was rewritten")
             os.fchmod(out, mode)  # whatever the umask
