@@ -153,18 +153,21 @@ def test_the_committed_lock_parses_and_pins_every_requirement():
     wheels.check_fresh(lock, IMAGES)  # generated from the requirements as they are now
 
 
-def test_the_committed_lock_is_the_whole_closure():
+@docker
+def test_the_committed_lock_is_the_whole_closure(images):
     """Each locked wheel's own requirements (for the image's Python) are locked too: --no-deps is safe.
-    Reads the wheels' metadata, so it needs the wheelhouse in the cache (any `orch build` or `make lock`)."""
+    Reads the wheels' metadata in the wheelhouse the build downloaded (the live tier's, after ``images``: in the
+    fast tier the wheelhouse is there only where something built before, and a check that skips where it is not
+    would never fail in a clean clone)."""
     import zipfile
 
-    markers = pytest.importorskip("packaging.requirements")
+    from packaging import requirements as markers
+
     from orchestrator.paths import default_paths
 
     lock = wheels.read_lock(IMAGES / wheels.LOCK_NAME)
     folder = default_paths().wheelhouse / lock.digest
-    if not (folder / ".complete").is_file():
-        pytest.skip(f"no wheelhouse for this lock in {folder}")
+    assert (folder / ".complete").is_file(), f"the build left no wheelhouse for this lock in {folder}"
     env = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
            "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
            "platform_python_implementation": "CPython", "implementation_name": "cpython", "extra": ""}
