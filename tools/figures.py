@@ -616,6 +616,19 @@ def test_times_table() -> None:
     emit(f"\nOn {machines.describe(d['machine'])}, {commits}: {command}.")
 
 
+def live_tier_floor() -> None:
+    """The least time the measured live tier's CPU work allows on its machine's cores, however its tests are
+    scheduled, and the least .ci/run then takes with the images built before it."""
+    ci = data(CI).get("ci", {})
+    if "live_cpu" not in ci:
+        raise FigureError(f"{CI}: its .ci/run has no live tier CPU line; run benchmarks/ci_time.py again")
+    cpu, ready = ci["live_cpu"], {s["stage"]: s["seconds"] for s in ci.get("stages", [])}["the images were ready"]
+    floor = cpu["cpu_seconds"] / cpu["cores"]
+    emit(f"{cpu['cpu_seconds']} CPU-seconds on {cpu['cores']} cores take at least {floor:.0f} s ({floor / 60:.1f} min) for "
+         f"the live tier with every core busy all the time, where it took {cpu['seconds']} s; after the images, ready "
+         f"{ready:.0f} s in, at least {(ready + floor) / 60:.1f} min in all.")
+
+
 def slowest_tests_table(which: str = "ci") -> None:
     """The ten slowest test phases of a measured run, from pytest's own durations."""
     d = data(CI)
