@@ -622,7 +622,10 @@ def live_tier_floor() -> None:
     ci = data(CI).get("ci", {})
     if "live_cpu" not in ci:
         raise FigureError(f"{CI}: its .ci/run has no live tier CPU line; run benchmarks/ci_time.py again")
-    cpu, ready = ci["live_cpu"], {s["stage"]: s["seconds"] for s in ci.get("stages", [])}["the images were ready"]
+    stages = {s["stage"]: s["seconds"] for s in ci.get("stages", [])}
+    if "the images were ready" not in stages:
+        raise FigureError(f"{CI}: its .ci/run has no time for the images; run benchmarks/ci_time.py again")
+    cpu, ready = ci["live_cpu"], stages["the images were ready"]
     floor = cpu["cpu_seconds"] / cpu["cores"]
     emit(f"{cpu['cpu_seconds']} CPU-seconds on {cpu['cores']} cores take at least {floor:.0f} s ({floor / 60:.1f} min) for "
          f"the live tier with every core busy all the time, where it took {cpu['seconds']} s; after the images, ready "

@@ -5,7 +5,7 @@ Usage: python benchmarks/investigations/test_processes.py [--processes 2 3] [--o
 
 Each run is `pytest -m "docker or network" -n N --dist loadfile` in this checkout, as tools/test.sh runs the live
 tier, with the images already built (run `orch build` for each framework first, so no run pays for a build the other
-does not). The busy cores come from /proc/stat around the run: the whole machine's, so run it on a quiet one. With
+does not). The busy cores come from the machine's CPU times around the run: the whole machine's, so run it on a quiet one. With
 two processes the live tier leaves part of the two cores idle (a test waiting on a timeout, a test holding the
 engine alone); a third process can fill some of that, or slow every test by sharing the cores three ways.
 """
@@ -21,16 +21,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = re.compile(r"=+ (.*?) in ([0-9.]+)s")
 
 
-def cpu() -> tuple[int, int]:
-    """Busy and all jiffies of the machine so far (/proc/stat's first line)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = fields
-    busy = user + nice + system + irq + softirq + steal
-    return busy, busy + idle + iowait
+def cpu() -> tuple[float, float]:
+    """Busy and all CPU-seconds of the machine so far (psutil's reading of /proc/stat)."""
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+    return busy, busy + t.idle + t.iowait
 
 
 def live_tier(processes: int, log: Path) -> dict:
@@ -49,7 +50,7 @@ def live_tier(processes: int, log: Path) -> dict:
     return {"processes": processes, "seconds": round(seconds, 1), "exit_code": proc.returncode,
             "pytest": found[-1][0] if found else "", "cores": cores,
             "cores_busy": round(cores * (busy1 - busy0) / max(all1 - all0, 1), 2),
-            "cpu_seconds": round((busy1 - busy0) / os.sysconf("SC_CLK_TCK"))}
+            "cpu_seconds": round(busy1 - busy0)}
 
 
 def main() -> int:
