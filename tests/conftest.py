@@ -173,14 +173,16 @@ def jax_image(images):
         return built, before, _image_ids()
 
 
+def orch_environment(root: Path) -> dict[str, str]:
+    """Environment for an `orch` subprocess whose runs go to ``root``/runs and whose results (collect's default)
+    to ``root``/results, not the checkout's results/."""
+    return dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), ORCH_RESULTS_DIR=str(root / "results"), COLUMNS="200")
+
+
 @pytest.fixture
 def orch_env(tmp_path):
     """Environment for an `orch` subprocess whose runs go to a fresh folder."""
-    env = dict(os.environ)
-    env["ORCH_RUNS_DIR"] = str(tmp_path / "runs")
-    env["ORCH_RESULTS_DIR"] = str(tmp_path / "results")  # collect's default, not the checkout's results/
-    env["COLUMNS"] = "200"
-    return env
+    return orch_environment(tmp_path)
 
 
 def run_orch(args, env, timeout=600, **kwargs):
@@ -256,7 +258,7 @@ def made_once(name: str, runs: dict[str, list[str]], tmp_path_factory) -> dict:
     "left" (the containers and networks orch left once it returned, removed after)}. A run that failed is not made
     again: each test that reads it fails, with the run's stderr."""
     root = SHARED[0] / name if SHARED else tmp_path_factory.getbasetemp() / name
-    env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), ORCH_RESULTS_DIR=str(root / "results"), COLUMNS="200")
+    env = orch_environment(root)
     record = root / "made.json"
     with ENGINE.hold(alone=False), once(name):
         if not record.is_file():

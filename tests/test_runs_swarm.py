@@ -2,7 +2,6 @@
 one only if the engine is in none, and then leaves it (and removes the docker_gwbridge network it made) afterwards,
 even when a test fails. Each test removes its stack, containers and networks."""
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,8 +12,8 @@ import pytest
 import yaml
 
 from orchestrator import __version__
-from tests.conftest import (ENGINE, ROOT, SMALL, made, made_once, orch_containers, orch_networks, replica_events,
-                            run_orch, start_orch, wait_for)
+from tests.conftest import (ENGINE, ROOT, SMALL, made, made_once, orch_containers, orch_environment, orch_networks,
+                            replica_events, run_orch, start_orch, wait_for)
 
 pytestmark = pytest.mark.docker
 
@@ -113,7 +112,7 @@ def test_a_users_script_runs_on_the_swarm_from_its_snapshot(images, orch_env, tm
 def swarm_two(swarm, tmp_path_factory):
     """One 2-worker run on the swarm, on MNIST from the image, that two tests read: its `--format json`, its run
     folder, the environment that finds it, and whether the stack, its containers and networks were gone after."""
-    env = dict(os.environ, ORCH_RUNS_DIR=str(tmp_path_factory.mktemp("swarm-two") / "runs"), COLUMNS="200")
+    env = orch_environment(tmp_path_factory.mktemp("swarm-two"))
     try:
         proc = run_orch(["up", "--backend", "swarm", "--workers", "2", "--dataset", "mnist", "--samples", "6000",
                          "--epochs", "2", "--run-id", "live-swarm", "--format", "json"], env)
