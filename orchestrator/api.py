@@ -160,7 +160,7 @@ def dry_run(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, sa
     """Everything `up` would do but start: the spec, the run id, the script, the disk, the engine, its images and
     the limits it can give are checked, and the plan is returned; nothing is started or written. An engine that
     does not answer costs one line (``say``) instead of the checks that need it."""
-    from orchestrator.run.runner import dry_run as check
+    from orchestrator.run.preflight import dry_run as check
 
     paths = paths or default_paths()
     return check(_plan(_spec(spec, fields), paths), paths=paths, say=say)
@@ -196,7 +196,7 @@ def up(spec: Optional[JobSpec] = None, *, wait: bool = True, detach: bool = Fals
     ``say`` receives orch's progress lines; ``on_event`` each replica's events. A run that fails raises
     WorkerFailed or JobTimedOut after its record is written and its replicas are removed.
     """
-    from orchestrator.run.runner import up as run_up
+    from orchestrator.run.start import up as run_up
 
     paths = paths or default_paths()
     info = run_up(_spec(spec, fields), detach=detach or not wait, paths=paths, say=say, on_event=on_event,

@@ -138,3 +138,40 @@ class ClusterRefused(ClusterError):
     exists, an object it finds invalid."""
 
     exit_code = EXIT_USAGE
+
+
+class Stopped(KeyboardInterrupt):
+    """A run's supervisor was told to stop the run (SIGTERM: `orch down`, or a client's cancel): it finishes the run
+    as an interrupt does, and records it stopped."""
+
+
+_KINDS: dict[str, type[OrchError]] = {cls.__name__: cls for cls in (
+    OrchError, InvalidSpec, EngineUnreachable, ComposeMissing, ImageMissing, DataError, BuildError, DockerError,
+    WorkerFailed, JobTimedOut, DiskFull, ContractMismatch, ClusterError, ClusterRefused)}
+
+
+def to_record(exc: BaseException, message: str) -> dict[str, Any]:
+    """How a run's supervisor failed, as run.json keeps it, for a client in another process to raise again."""
+    kind = next((cls.__name__ for cls in type(exc).__mro__ if cls.__name__ in _KINDS), "OrchError")
+    record: dict[str, Any] = {"kind": kind, "message": message, "details": getattr(exc, "details", "") or ""}
+    if isinstance(exc, KeyboardInterrupt):
+        record["kind"] = "Stopped" if isinstance(exc, Stopped) else "KeyboardInterrupt"
+    if isinstance(exc, WorkerFailed):
+        record.update(worker=exc.worker, exit_code=exc.worker_exit_code, retryable=exc.retryable)
+    return record
+
+
+def from_record(record: Any, message: str) -> BaseException:
+    """The error a run recorded (``to_record``), to raise where its run was awaited; ``message`` when it has none.
+    An interrupt comes back as KeyboardInterrupt; a run stopped by `orch down` as an OrchError saying so."""
+    record = record if isinstance(record, dict) else {}
+    kind, text = str(record.get("kind") or "OrchError"), str(record.get("message") or message)
+    details = str(record.get("details") or "")
+    if kind == "KeyboardInterrupt":
+        return KeyboardInterrupt()
+    cls = _KINDS.get(kind, OrchError)
+    if issubclass(cls, WorkerFailed):
+        worker, code = record.get("worker"), record.get("exit_code")
+        return cls(worker if isinstance(worker, int) else -1, code if isinstance(code, int) else None, text,
+                   details=details, retryable=bool(record.get("retryable")))
+    return cls(text, details=details)

@@ -60,6 +60,8 @@ CASES = [
     (["down", "--all", "some-run"], "--all"),
     (["stats", "--interval", "0"], "'--interval'"),
     (["stats", "no-such-run"], "no-such-run"),
+    (["attach", "no-such-run"], "no-such-run"),
+    (["attach", "--format", "yaml"], "'--format'"),
     (["collect", "no-such-run"], "no-such-run"),
     (["collect", "--format", "csv"], "'--format'"),
     (["logs", "no-such-run"], "no-such-run"),

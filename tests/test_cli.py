@@ -89,9 +89,9 @@ def test_missing_own_image_names_orch_build(monkeypatch, tmp_path):
     from orchestrator.frameworks import tensorflow
     from orchestrator.jobspec import make_spec
     from orchestrator.paths import Paths
-    from orchestrator.run import runner
+    from orchestrator.run import start
 
     monkeypatch.setattr(tensorflow, "__version__", "0.0.0-never-built")
     with pytest.raises(ImageMissing, match="run `orch build`"):
-        runner.up(make_spec(dataset="synthetic", run_id="never"), paths=Paths(tmp_path / "runs", tmp_path / "cache"))
+        start.up(make_spec(dataset="synthetic", run_id="never"), paths=Paths(tmp_path / "runs", tmp_path / "cache"))
     assert orch_containers("never") == []

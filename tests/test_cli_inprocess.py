@@ -382,7 +382,7 @@ def test_help_imports_no_verb_library():
 @pytest.mark.parametrize("extra", [[], ["--detach"], ["--format", "json"]])
 def test_up_prints_the_run_and_its_workers(monkeypatch, extra):
     from orchestrator import contract
-    from orchestrator.run import runner
+    from orchestrator.run import start
     from orchestrator.run.records import parse_event
     from orchestrator.run.rundir import RunInfo, RunState
 
@@ -396,12 +396,12 @@ def test_up_prints_the_run_and_its_workers(monkeypatch, extra):
         return RunInfo(run_id=spec.run_id, state=RunState.RUNNING if detach else RunState.SUCCEEDED, spec=spec,
                        wall_seconds=9.0, workers=[] if detach else workers)
 
-    monkeypatch.setattr(runner, "up", fake_up)
+    monkeypatch.setattr(start, "up", fake_up)
     result = orch("up", "-n", "2", "-b", "64", "--collective", "auto", "--run-id", "fake", *extra)
     assert result.code == 0, result
     assert "orch: starting run fake" in result.err and "worker-1 epoch 1/1 loss 0.1000" in result.err
     if extra == ["--detach"]:
-        assert result.out == "fake\n" and "`orch down fake` removes it" in result.err
+        assert result.out == "fake\n" and "`orch down fake` stops it" in result.err
     elif extra:
         record = json.loads(result.out)
         assert record["state"] == "succeeded" and record["train_seconds"] == 3.0

@@ -242,7 +242,7 @@ def test_run_records_cells_writes_the_report_and_resumes(monkeypatch, tmp_path):
         spec = specs[run_ids[0]]
         return [_summary(spec, 10.0 * spec.workers)]
 
-    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments.start, "up", fake_up)
     monkeypatch.setattr(experiments, "collect", fake_collect)
     monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
     exp = parse("name: fake\nbase: {dataset: synthetic, epochs: 1, samples: 6000}\ngrid: {workers: [1, 2, 3]}\n")
@@ -316,7 +316,7 @@ def _fake_sweep(monkeypatch, started=None, on_up=None):
     def fake_collect(run_ids, out_root=None, paths=None):
         return [_summary(specs[run_ids[0]], 10.0 * specs[run_ids[0]].workers)]
 
-    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments.start, "up", fake_up)
     monkeypatch.setattr(experiments, "collect", fake_collect)
     monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
 
@@ -412,7 +412,7 @@ def test_a_hostile_predictions_file_does_not_stop_the_sweep(monkeypatch, tmp_pat
         (run.path / "stats.csv").unlink()
         run.predictions(("worker", 0)).write_bytes(_good()[:200])
 
-    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments.start, "up", fake_up)
     monkeypatch.setattr(report, "machine_description", lambda: "a test machine")
     exp = parse("name: hostile\nbase: {dataset: synthetic, epochs: 2, samples: 6000, collective: auto}\n"
                 "grid: {workers: [1, 2]}\n")

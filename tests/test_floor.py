@@ -278,7 +278,7 @@ def test_the_sweep_runs_a_solo_rank_beside_each_cell_and_the_transports_once(mon
         asked.append((ranks[0], transports[0]))
         return [bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=50.0)]
 
-    monkeypatch.setattr(experiments.runner, "up", fake_up)
+    monkeypatch.setattr(experiments.start, "up", fake_up)
     monkeypatch.setattr(experiments, "collect", fake_collect)
     monkeypatch.setattr(bench, "run", measure)
     monkeypatch.setattr(report, "machine_description", lambda: "a test machine")

@@ -203,7 +203,7 @@ def local_up(tmp_path, monkeypatch):
             raise failed
         return RunInfo(run_id=spec.run_id, state=RunState.SUCCEEDED, spec=spec, run_dir=str(run_dir))
 
-    monkeypatch.setattr("orchestrator.run.runner.up", up)
+    monkeypatch.setattr("orchestrator.run.start.up", up)
     return seen
 
 

@@ -4,6 +4,9 @@ in a notebook (display.py), escaped."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -45,15 +48,33 @@ def test_a_detached_run_is_watched_to_its_end_and_finished_as_down_does(h):
     assert run.wait() is result and run.status() == RunState.SUCCEEDED
 
 
-def test_wait_with_a_timeout_leaves_the_run_running(h):
+HOLD_LEASE = """
+import sys, time
+from pathlib import Path
+from orchestrator.run import lease
+held = lease.acquire(Path(sys.argv[1]))
+print("held" if held else "taken", flush=True)
+time.sleep(600)
+"""
+
+
+def test_wait_with_a_timeout_leaves_the_run_running_and_cancel_stops_its_supervisor(h):
+    """A supervisor in another process holds the run's lease: wait(timeout) gives up waiting and leaves it; cancel()
+    asks that process to stop the run (SIGTERM), waits for its end, then removes what is left."""
     p = h.plan(workers=2)
     backend = h.backend({0: trainer(epochs=50), 1: trainer(epochs=50)})
     h.apply(p, backend, detach=True)
-    run = _handle(h, backend)
-    with pytest.raises(TimeoutError, match="still runs after 3 s"):
-        run.wait(timeout=3)
-    assert not backend.called("cancel") and run.status() == RunState.RUNNING
-    run.cancel()
+    supervisor = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, str(p.run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert supervisor.stdout.readline().strip() == "held"
+        run = _handle(h, backend)
+        with pytest.raises(TimeoutError, match="still runs after 3 s"):
+            run.wait(timeout=3)
+        assert not backend.called("cancel") and run.status() == RunState.RUNNING and run.supervised()
+        run.cancel()
+        assert supervisor.wait(10) == -signal.SIGTERM and not run.supervised()
+    finally:
+        supervisor.kill()
     assert backend.cancels and not backend.replicas and h.record(p).state == RunState.STOPPED
     assert run.wait().state == RunState.STOPPED  # cancelled: nothing failed, nothing returned
 
@@ -115,7 +136,7 @@ def test_a_parameter_server_job_ends_when_its_chief_and_workers_do(h):
 @pytest.fixture
 def function_plan(h, tmp_path, monkeypatch):
     """A plan whose script is a function's entry script; the frameworks' data caches are not made."""
-    monkeypatch.setattr("orchestrator.run.runner._prepare_loaders", lambda *_args: None)
+    monkeypatch.setattr("orchestrator.run.preflight._prepare_loaders", lambda *_args: None)
     folder = tmp_path / "fn"
     folder.mkdir()
 

@@ -168,7 +168,7 @@ def test_where_the_caches_are_in_the_image_the_loaders_places_are_linked_to_them
 
 def test_a_host_that_cannot_make_the_caches_runs_scripts_with_empty_ones_and_says_so(tmp_path, monkeypatch):
     from orchestrator.paths import Paths
-    from orchestrator.run.runner import _prepare_loaders
+    from orchestrator.run.preflight import _prepare_loaders
 
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
@@ -183,7 +183,7 @@ def test_a_host_that_cannot_make_the_caches_runs_scripts_with_empty_ones_and_say
 @pytest.mark.network  # the data set's real source
 def test_caches_that_no_longer_match_their_record_stop_the_run(tmp_path):
     from orchestrator.paths import Paths
-    from orchestrator.run.runner import _prepare_loaders
+    from orchestrator.run.preflight import _prepare_loaders
 
     paths = Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")
     target = _prepare_or_skip(paths.data, LOADERS)

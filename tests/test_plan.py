@@ -4,6 +4,7 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from orchestrator import __version__
@@ -236,3 +237,22 @@ def test_the_build_hint_names_orchs_build_only_for_orchs_own_image_and_shm_is_th
     assert plan(make_spec(run_id="s"), PATHS).build_hint == "run `orch build` first"
     assert plan(make_spec(run_id="s", image="my:1"), PATHS).build_hint == "pull or build it first"
     assert plan(make_spec(run_id="s", shm_size="512m"), PATHS).replicas[0].shm_mb == 512
+
+
+@pytest.mark.parametrize("fields", [
+    {"workers": 3}, {"framework": "mpi", "workers": 2}, {"framework": "torch", "workers": 2},
+    {"framework": "jax", "workers": 3}, {"workers": 2, "strategy": "ps", "parameter_servers": 1},
+    {"workers": 2, "backend": "swarm"}, {"workers": 2, "memory": "2g", "cpus": 1.5, "collective_timeout": 30},
+], ids=lambda fields: "-".join(f"{k}={v}" for k, v in fields.items()))
+def test_a_spec_read_back_from_its_run_record_plans_the_same_artifact(tmp_path, fields):
+    """A run's supervisor (run/supervise.py) plans the run again from its run.json, and refuses a run whose artifact
+    it would render otherwise: every spec must survive that round trip, its types included."""
+    from orchestrator.run.rundir import RunDir, RunInfo, RunState
+
+    paths = Paths(runs=tmp_path / "runs", cache=tmp_path / "cache")
+    p = plan(make_spec(run_id="round-trip", **fields), paths, user="1000:1000", host_cpus=2)
+    run = RunDir(p.run_dir)
+    run.create(p)
+    run.write_record(RunInfo(run_id="round-trip", state=RunState.STARTING, spec=p.spec))
+    again = plan(run.record().spec, paths, user="1000:1000", host_cpus=2)
+    assert again.artifact == (run.path / p.artifact_name).read_text() == p.artifact

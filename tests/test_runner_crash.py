@@ -18,9 +18,10 @@ from orchestrator.run.runner import apply
 from orchestrator.run.runs import ps
 from tests.fakes import FakeBackend, FakeClock, trainer
 
-# Renames of one run: compose.yml, plan.json, run.json (starting, then running), the two saved logs, and
-# run.json at the end; one more is a run that finished.
-WRITES = 7
+# Renames of one run: compose.yml, plan.json, run.json (starting, its supervisor's, then running), replicas.json each
+# time a replica's state changes (both running, worker-0 done, both done), the two saved logs, and run.json at the end;
+# one more is a run that finished.
+WRITES = 11
 
 
 def _child(root: str, crash_at: int) -> None:

@@ -8,6 +8,8 @@ from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
+from orchestrator.run import lease
+from orchestrator.run.lease import holder
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 from orchestrator.run.runs import down, ps
 
@@ -37,12 +39,24 @@ def paths(tmp_path):
     return Paths(runs=tmp_path / "runs", cache=tmp_path / "cache", results=tmp_path / "results")
 
 
-def _recorded(paths, run_id, state, pid=None):
+HELD = []  # the leases of the runs a test says are supervised: held by this process, as a supervisor holds them
+
+
+@pytest.fixture(autouse=True)
+def _release_leases():
+    yield
+    while HELD:
+        HELD.pop().release()
+
+
+def _recorded(paths, run_id, state, pid=None, supervised=False):
     spec = make_spec(run_id=run_id, workers=1, dataset="synthetic")
     p = plan(spec, paths)
     run = RunDir(p.run_dir)
     run.create(p)
     run.write_record(RunInfo(run_id=run_id, state=state, spec=spec, started=1.0, supervisor_pid=pid))
+    if supervised:
+        HELD.append(lease.acquire(run.path))
     return run
 
 
@@ -52,9 +66,20 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+def test_a_supervisor_is_found_by_its_lease_not_by_its_pid(paths):
+    """A recorded PID that is alive (this test's own) does not make a run supervised; the lease does, and the kernel
+    drops it with its holder."""
+    run = _recorded(paths, "reused-pid", RunState.RUNNING, pid=os.getpid())
+    assert holder(run.path) is None
+    held = lease.acquire(run.path)
+    assert held is not None and holder(run.path) == os.getpid() and lease.acquire(run.path) is None
+    held.release()
+    assert holder(run.path) is None
+
+
 def test_a_running_run_with_no_replicas_and_no_orch_is_lost(paths):
     _recorded(paths, "orphan", RunState.RUNNING, pid=_dead_pid())
-    _recorded(paths, "watched", RunState.STARTING, pid=os.getpid())  # its orch is alive: still starting
+    _recorded(paths, "watched", RunState.STARTING, supervised=True)  # its supervisor is alive: still starting
     _recorded(paths, "done", RunState.SUCCEEDED)
     states = {r.run_id: r.state for r in ps(paths=paths, backend=Engine())}
     assert states == {"orphan": RunState.LOST, "watched": RunState.STARTING, "done": RunState.SUCCEEDED}
@@ -87,7 +112,7 @@ def test_with_the_engine_stopped_ps_lists_the_runs_as_their_records_left_them(pa
     _recorded(paths, "done", RunState.SUCCEEDED)
     _recorded(paths, "failed", RunState.FAILED)
     _recorded(paths, "detached", RunState.RUNNING)  # no orch watches it: only the engine knows if it still runs
-    _recorded(paths, "watched", RunState.RUNNING, pid=os.getpid())
+    _recorded(paths, "watched", RunState.RUNNING, supervised=True)
     said = []
     states = {r.run_id: r.state for r in ps(paths=paths, backend=StoppedEngine(), say=said.append)}
     assert states == {"done": RunState.SUCCEEDED, "failed": RunState.FAILED, "detached": RunState.UNKNOWN,

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
-from orchestrator.run.runner import container_user, up  # noqa: E402
+from orchestrator.run.runner import container_user
+from orchestrator.run.start import up  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 
 

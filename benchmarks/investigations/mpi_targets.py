@@ -30,7 +30,7 @@ from orchestrator import bench  # noqa: E402
 from orchestrator.bench import report as bench_report  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
 from orchestrator.run.rundir import RunDir  # noqa: E402
-from orchestrator.run.runner import up  # noqa: E402
+from orchestrator.run.start import up  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 
 RESULTS = HERE / "results"

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.jobspec import make_spec  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
-from orchestrator.run.runner import up  # noqa: E402
+from orchestrator.run.start import up  # noqa: E402
 
 PROBE = HERE / "probes" / "mpi_wait.py"
 WORKLOAD = {"dataset": "mnist", "samples": 60_000, "epochs": 5, "global_batch": 96, "model": "mlp"}

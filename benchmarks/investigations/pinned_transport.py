@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator import bench  # noqa: E402
 from orchestrator.experiments.floor import parameters  # noqa: E402
 from orchestrator.paths import Paths, default_paths  # noqa: E402
-from orchestrator.run.runner import up  # noqa: E402
+from orchestrator.run.start import up  # noqa: E402
 from orchestrator.safeio import read_json_bounded  # noqa: E402
 
 RESULTS = HERE / "results"

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator import contract  # noqa: E402
 from orchestrator.errors import OrchError  # noqa: E402
-from orchestrator.run.runner import up  # noqa: E402
+from orchestrator.run.start import up  # noqa: E402
 from orchestrator.jobspec import make_spec  # noqa: E402
 
 # Each setting is a set of spec fields over orch's defaults. "naive" is what a hand-written

@@ -143,7 +143,7 @@ def job_spec(transport: Transport, ranks: int, sizes: list[int], iterations: int
 def in_containers(transport: Transport, ranks: int, sizes: list[int], iterations: int, warmup: int,
                   paths: Paths, say: Say) -> dict[int, list[float]]:
     """Run the all-reduce as an orch job of ``ranks`` replicas; rank 0's samples per size."""
-    from orchestrator.run.runner import up
+    from orchestrator.run.start import up
 
     spec = job_spec(transport, ranks, sizes, iterations, warmup, probe_script(transport.framework, paths))
     run_id = spec.run_id

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Optional
 import click
 
 from orchestrator import __version__
+from orchestrator.cli.cmd_attach import attach
 from orchestrator.cli.cmd_bench import bench
 from orchestrator.cli.cmd_build import build
 from orchestrator.cli.cmd_collect import collect
@@ -61,7 +62,7 @@ def cli(ctx: click.Context, debug: bool, runs_dir: Optional[str], results_dir: O
             os.environ[name] = os.path.abspath(value)
 
 
-for _command in (build, render, up, ps, down, stats, collect, track, experiment, logs, doctor, push, bench):
+for _command in (build, render, up, attach, ps, down, stats, collect, track, experiment, logs, doctor, push, bench):
     cli.add_command(_command)
 
 

@@ -119,7 +119,10 @@ class Watcher:
 @click.command(cls=GroupedCommand)
 @spec_options
 @script_options
-@click.option("--detach", "-d", is_flag=True, help="Start the run and return; see it with `orch ps`, stop it with `orch down`.")
+@click.option("--detach", "-d", is_flag=True,
+              help="Start the run and return once its replicas are launched; its supervisor keeps every guard (the "
+                   "timeouts, restarts, the disk limit, the stats). Follow it with `orch attach`, stop it with "
+                   "`orch down`.")
 @click.option("--quiet", "-q", is_flag=True,
               help="Do not show the replicas' output as they print it (`orch logs -f RUN` still does).")
 @click.option("--dry-run", is_flag=True,
@@ -137,10 +140,11 @@ def up(env: Environment, /, detach: bool, quiet: bool, dry_run: bool, stats_inte
        requirements: Optional[str], track: Optional[str], tracking_uri: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
-    Renders the Compose file into runs/<run-id>/, starts it, shows each worker's epochs and each replica's
-    output as it prints it (prefixed with the replica, on stderr; --quiet for none), and exits 0 when every
-    worker succeeded, 1 when one failed (the others are stopped, all containers removed, and whatever was
-    written kept).
+    Renders the Compose file into runs/<run-id>/, starts it under a supervisor process of its own, shows each
+    worker's epochs and each replica's output as it prints it (prefixed with the replica, on stderr; --quiet for
+    none), and exits 0 when every worker succeeded, 1 when one failed (the others are stopped, all containers
+    removed, and whatever was written kept). Ctrl-C stops the run; if this command dies or its terminal closes, the
+    supervisor carries the run to its end, and `orch attach RUN` follows it again.
 
     With --script, every replica runs your script instead of orch's trainer:
     `orch up --script train.py --workers 3 -- --lr 0.01`.
@@ -157,7 +161,7 @@ def up(env: Environment, /, detach: bool, quiet: bool, dry_run: bool, stats_inte
 
 def _up(env: Environment, spec: JobSpec, detach: bool, quiet: bool, stats_interval: float, fmt: str,
         track: Optional[str], tracking_uri: Optional[str]) -> None:
-    from orchestrator.run.runner import up as run_up
+    from orchestrator.run.start import up as run_up
 
     targets = tracked_targets(track)
     if targets and detach:
@@ -177,9 +181,15 @@ def _up(env: Environment, spec: JobSpec, detach: bool, quiet: bool, stats_interv
         raise
     _track(env, spec.run_id, targets, tracking_uri)
     if detach:
-        env.say(f"run {info.run_id} started; `orch ps` shows it, `orch down {info.run_id}` removes it")
+        env.say(f"run {info.run_id} started under its supervisor; `orch attach {info.run_id}` follows it, "
+                f"`orch ps` shows it, `orch down {info.run_id}` stops it")
         env.out.print(Text(info.run_id))
         return
+    show_result(env, info, fmt)
+
+
+def show_result(env: Environment, info: Any, fmt: str) -> None:
+    """A finished run on stdout: its row and its workers' table, or its record as JSON."""
     if fmt == "json":
         env.json(info.to_dict())
         return

@@ -33,7 +33,7 @@ def runs_table(runs: Iterable[Any]) -> Table:
     for r in runs:
         per_worker = sorted({(w.get("samples_per_epoch") or [None])[-1] for w in r.workers} - {None})
         table.add_row(*_cells(
-            r.run_id, str(r.state), _spec_value(r.spec, "workers"), _spec_value(r.spec, "dataset"),
+            r.run_id, str(r.state) + (", no supervisor" if r.supervised is False else ""), _spec_value(r.spec, "workers"), _spec_value(r.spec, "dataset"),
             _spec_value(r.spec, "samples"), _spec_value(r.spec, "global_batch"), _spec_value(r.spec, "epochs"),
             fmt(r.train_seconds), fmt(r.wall_seconds, ".1f"), fmt(r.test_accuracy, ".4f"),
             ", ".join(str(s) for s in per_worker) or "-",

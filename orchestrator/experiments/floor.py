@@ -98,7 +98,7 @@ def itself(spec: JobSpec, train_seconds: float, host_cpus: Optional[int] = None)
 
 def solo(fields: dict[str, Any], run_id: str, paths: Paths, run: Callable[..., Any],
          host_cpus: Optional[int] = None) -> dict[str, Any]:
-    """Run the solo rank of the cell of ``fields`` (``run`` is ``runner.up``) and return the cell's floor record,
+    """Run the solo rank of the cell of ``fields`` (``run`` is ``start.up``) and return the cell's floor record,
     its transport p50 still to be measured (``transport_floors``). Raises what the run raises."""
     spec = make_spec(**fields, run_id=run_id)
     n, host = ranks(spec), host_cpus or os.cpu_count() or 1

@@ -20,7 +20,7 @@ from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, expand
 from orchestrator.experiments.keys import cell_run_id
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
-from orchestrator.run import runner
+from orchestrator.run import start
 from orchestrator.run.rundir import read_json
 from orchestrator.safeio import locked, write_json
 from orchestrator.safetext import one_line
@@ -217,7 +217,7 @@ def _sweep(experiment: Experiment, cells: list[Cell], recorded: dict[str, Any], 
         record: dict[str, Any] = {"params": cell.params, "repeat": cell.repeat, "fields": cell.fields,
                                   "run_id": run_id, "started": time.time(), "machine": here}
         try:
-            runner.up(spec, paths=paths, say=say)
+            start.up(spec, paths=paths, say=say)
             record["state"] = "succeeded"
         except FATAL:
             raise
@@ -265,7 +265,7 @@ def _floor_beside(experiment: Experiment, cell: Cell, record: dict[str, Any], ou
         run_id = cell_run_id(experiment.name, cell.key + "-floor", cell.repeat, secrets.token_hex(TOKEN_HEX // 2))
         say(f"cell {cell.key}: its floor, one rank alone at the per-rank batch ({run_id})")
         try:
-            record["floor"] = floor.solo(cell.fields, run_id, paths, runner.up)
+            record["floor"] = floor.solo(cell.fields, run_id, paths, start.up)
         except FATAL:
             raise
         except Exception as exc:  # noqa: BLE001 - the cell's own figures stand without its floor

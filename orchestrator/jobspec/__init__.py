@@ -122,7 +122,7 @@ class JobSpec(BaseModel):
     pin_cpus: bool = Field(default=True, json_schema_extra=flag(default_text="pinned"),
                            description="Pin each worker to its own share of the host's cores.")
     stall_timeout: float = Field(
-        default=120, ge=5, le=86_400, allow_inf_nan=False,
+        default=120.0, ge=5, le=86_400, allow_inf_nan=False,
         description="Seconds without training progress on any worker (a paused or stuck worker stalls every "
                     "all-reduce) before the job fails.",
     )
@@ -133,9 +133,9 @@ class JobSpec(BaseModel):
         description="Restart the whole worker group up to K times after a retryable failure (a worker killed by a "
                     "signal or removed), resuming from the last checkpoint.",
     )
-    startup_timeout: float = Field(default=300, ge=5, le=86_400, allow_inf_nan=False,
+    startup_timeout: float = Field(default=300.0, ge=5, le=86_400, allow_inf_nan=False,
                                    description="Seconds for every worker to join the cluster before the job fails.")
-    time_limit: float = Field(default=0, ge=0, le=30 * 86_400, allow_inf_nan=False,
+    time_limit: float = Field(default=0.0, ge=0, le=30 * 86_400, allow_inf_nan=False,
                               description="Seconds one attempt of the run may take before it fails as timed out; 0 "
                                           "= no limit. The guard for a script that reports no progress. On "
                                           "Kubernetes it is the Job's activeDeadlineSeconds.")

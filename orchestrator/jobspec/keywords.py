@@ -48,17 +48,17 @@ class SpecFields(TypedDict, total=False):
     # Pin each worker to its own share of the host's cores. [default: True]
     pin_cpus: bool
     # Seconds without training progress on any worker (a paused or stuck worker stalls every all-reduce) before the
-    # job fails. [default: 120]
+    # job fails. [default: 120.0]
     stall_timeout: float
     # Checkpoint every N training steps into the run directory; 0 = every epoch. [default: 0]
     checkpoint_every: int
     # Restart the whole worker group up to K times after a retryable failure (a worker killed by a signal or removed),
     # resuming from the last checkpoint. [default: 0]
     max_restarts: int
-    # Seconds for every worker to join the cluster before the job fails. [default: 300]
+    # Seconds for every worker to join the cluster before the job fails. [default: 300.0]
     startup_timeout: float
     # Seconds one attempt of the run may take before it fails as timed out; 0 = no limit. The guard for a script that
-    # reports no progress. On Kubernetes it is the Job's activeDeadlineSeconds. [default: 0]
+    # reports no progress. On Kubernetes it is the Job's activeDeadlineSeconds. [default: 0.0]
     time_limit: float
     # CPU limit per container. [default: None]
     cpus: Optional[float]
@@ -121,7 +121,7 @@ class SpecFields(TypedDict, total=False):
     # All-reduce packing in bytes. [default: 33554432]
     bytes_per_pack: int
     # TensorFlow's own all-reduce timeout (CommunicationOptions); 0 = off. Costs a thread per all-reduce for that
-    # long, so orch's stall timeout is the default guard. [default: 0]
+    # long, so orch's stall timeout is the default guard. [default: 0.0]
     collective_timeout: float
     # How the ranks of --framework mpi reach each other: shm (shared memory: the containers share one IPC and PID
     # namespace and a host name, so MPI sees one host; Compose only), tcp (the cluster network), or auto: shm on

@@ -2,7 +2,7 @@
 
 The package is also callable: ``orchestrator.run(fn, ...)`` is ``orchestrator.api.run``, a function as the job. It is
 the package, not the function, that ``orchestrator.run`` names, so that importing one of its modules (which binds the
-package there) and dotted paths such as ``orchestrator.run.runner.up`` keep working; a type checker sees the function
+package there) and dotted paths such as ``orchestrator.run.start.up`` keep working; a type checker sees the function
 (``orchestrator/__init__.py``).
 """
 from __future__ import annotations

@@ -2,24 +2,26 @@
 returned (``RunResult``).
 
 ``Run`` is the detached run of `orch up --detach` with the verbs a terminal would use on it: ``status`` is `orch ps`,
-``logs`` `orch logs`, ``stats`` `orch stats`, ``cancel`` `orch down`, and ``wait`` watches its replicas until they
-end, then finishes it as `orch down` does (logs saved, replicas removed, record written). A detached run has no orch
-watching it: no stall or startup timeout, no restarts, no disk guard; ``wait(timeout)`` bounds only the waiting.
+``logs`` `orch logs`, ``stats`` `orch stats`, ``cancel`` `orch down`, and ``wait`` waits for its supervisor to finish it.
+A run started without waiting is supervised as one that is waited for (run/supervise.py): its stall and start-up
+timeouts, restarts, disk guard and stats hold whether or not anything waits; ``wait(timeout)`` bounds only the
+waiting.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional, Union
 
-from orchestrator.backends import Backend, Key, Status
-from orchestrator.errors import RunNotFound, WorkerFailed
+from orchestrator.backends import Backend, Key
+from orchestrator.errors import OrchError, RunNotFound, WorkerFailed, from_record
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import SOURCE_DIR
-from orchestrator.run import function, runs
+from orchestrator.run import function, runs, start
+from orchestrator.run.lease import holder
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
-from orchestrator.run.supervisor import describe_exit, first_failure
 
 if TYPE_CHECKING:
     from orchestrator.api import Collected
@@ -95,66 +97,51 @@ class Run:
         """Every ``interval`` seconds while it runs, the latest resource sample of each replica."""
         return runs.stats_snapshots(self.run_id, interval, paths=self.paths, backend=self.backend)[1]
 
+    def supervised(self) -> bool:
+        """Whether a live supervisor holds the run (every run under way has one; one that died is adopted by the next
+        ``status``, ``wait`` or orch command that finds the run)."""
+        return holder(RunDir.of(self.paths, self.run_id).path) is not None
+
     def wait(self, timeout: Optional[float] = None) -> RunResult:
-        """Wait until its replicas end (or one fails), finish it as `orch down` does, and return its record with
-        what the function returned. WorkerFailed (FunctionFailed naming the replica, for a function that raised) if
-        it failed; TimeoutError after ``timeout`` seconds, the run left running."""
+        """Wait until the run's supervisor has finished it, and return its record with what the function returned.
+        WorkerFailed (FunctionFailed naming the replica, for a function that raised) if it failed; TimeoutError after
+        ``timeout`` seconds, the run left running under its supervisor. A run whose supervisor is gone is adopted."""
         if self._result is not None:
             return self._result
-        backend = self._backend()
         deadline = None if timeout is None else self.clock.monotonic() + timeout
-        spec = self._record().spec
-        expected = set(spec.replica_keys()) if spec is not None else set()
-        reporting = set(spec.reporting_keys()) if spec is not None else set()
-        seen: set[Key] = set()
+        run = RunDir.of(self.paths, self.run_id)
+        self._record()
         while True:
-            if self._record().state.is_terminal:  # ended elsewhere (`orch down`, cancel()): nothing left to watch
-                states, failed = [], None
-                break
-            states = backend.states(self.run_id)
-            seen |= {s.key for s in states}
-            failed = first_failure(states)
-            done = {s.key for s in states if s.status == Status.SUCCEEDED}
-            # Ended once one failed, the replicas that report have all succeeded (a parameter server never exits by
-            # itself: the chief's exit ends the job, as the supervisor judges), or every replica has been seen and
-            # none is active. A replica not listed yet (a pod its Job has not made) is still to come, not ended.
-            if failed is not None or (reporting and reporting <= done) or (
-                    seen >= expected and not any(s.status in runs.ACTIVE for s in states)):
-                break
+            pid, info = holder(run.path), self._record()
+            if pid is None:
+                if info.state.is_terminal:
+                    break
+                self._adopt(run, info)
+                continue
             if deadline is not None and self.clock.monotonic() >= deadline:
                 raise TimeoutError(f"run {self.run_id} still runs after {timeout} s; wait() again, or cancel() it")
             self.clock.sleep(self.poll if deadline is None else max(0.0, min(self.poll,
                                                                            deadline - self.clock.monotonic())))
-        info = self._record()
-        if not info.state.is_terminal:
-            runs.down([self.run_id], paths=self.paths, backend=self.backend)
-            info = self._finish(states, failed)
-        self._result = RunResult.of(info, [])
-        self._result = self._returns(self._result, failed)
+        self._result = self._returns(RunResult.of(info, []))
         return self._result
 
-    def _finish(self, states: list[Any], failed: Any) -> RunInfo:
-        """The record `orch down` wrote, with each replica's exit code, the wall time and, if one failed, the run
-        failed (down calls a run stopped while others still ran)."""
-        run = RunDir.of(self.paths, self.run_id)
-        info = self._record()
-        codes = {s.key: s.exit_code for s in states}
-        for w in info.workers:
-            w["exit_code"] = codes.get((w.get("role", "worker"), w.get("worker")))
-        if failed is not None:
-            info.state = RunState.FAILED
-            info.error = f"{failed.role}-{failed.index} {describe_exit(failed)}"
-        elif states and all(s.status == Status.SUCCEEDED for s in states if s.key in set(info.spec.reporting_keys()
-                                                                                      if info.spec else [])):
-            info.state = RunState.SUCCEEDED
-        # The run's own time: to the end of its last replica, not to when wait() was called, which may be hours on.
-        ends = [s.finished_at for s in states if s.finished_at is not None]
-        end = min(max(ends), time.time()) if ends else time.time()
-        info.wall_seconds = max(0.0, end - info.started) if info.started else None
-        run.write_record(info)
-        return info
+    def _adopt(self, run: RunDir, info: RunInfo) -> None:
+        """A supervisor for the run, whose own is gone: a process of its own, or this one (to the run's end) for a
+        backend object given to the handle, which cannot cross into another process."""
+        if self.backend is None:
+            start.adopt(run)
+            return
+        from orchestrator.plan import plan
+        from orchestrator.run.runner import container_user, supervise
 
-    def _returns(self, result: RunResult, failed: Any) -> RunResult:
+        assert info.spec is not None
+        p = plan(info.spec, self.paths, user=container_user(), host_cpus=os.cpu_count() or 1)
+        try:
+            supervise(p, self.backend, run, info, poll=self.poll, clock=self.clock, stats_interval=None, adopt=True)
+        except (OrchError, KeyboardInterrupt):
+            pass  # recorded: the loop reads the record
+
+    def _returns(self, result: RunResult) -> RunResult:
         """``result`` with what the function returned; the failure raised if the run failed."""
         spec, folder = result.spec, Path(result.run_dir or RunDir.of(self.paths, self.run_id).path)
         is_function = function.is_function_run(spec) and spec is not None
@@ -162,12 +149,14 @@ class Run:
             return result
         name = function.name_of(folder / SOURCE_DIR) if is_function else ""
         if result.state != RunState.SUCCEEDED:
-            key = (failed.role, failed.index) if failed is not None else None
             codes: dict[Key, Optional[int]] = {(str(w.get("role", "worker")), int(w.get("worker") or 0)):
                                                w.get("exit_code") for w in result.workers}
-            error = function.failure(folder, spec.replica_keys(), name, codes, key) if is_function and spec else None
-            raise error or WorkerFailed(key[1] if key else 0, failed.exit_code if failed is not None else None,
-                                        f"run {self.run_id} {result.state.value}: {result.error or 'see `orch logs`'}")
+            key = next((k for k, code in codes.items() if code not in (0, None)), None)
+            raised = function.failure(folder, spec.replica_keys(), name, codes, key) if is_function and spec else None
+            message = f"run {self.run_id} {result.state.value}: {result.error or 'see `orch logs`'}"
+            recorded = from_record(result.failure, message)
+            raise raised or (recorded if isinstance(recorded, OrchError) else WorkerFailed(
+                key[1] if key else 0, codes.get(key) if key else None, message))
         if is_function and spec is not None:
             result.returns = function.returns(folder, spec.replica_keys(), name)
         return result

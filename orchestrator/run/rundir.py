@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 RUN_FILE = "run.json"
 PLAN_FILE = "plan.json"
+REPLICAS_FILE = "replicas.json"  # the supervisor's latest view of the replicas, for the clients attached to it
+SUPERVISOR_LOG = "supervisor.log"  # what the supervisor says, a line each, for the clients attached to it
 LOGS_DIR = "logs"  # the replicas' saved output, <role>-<i>.log: written by orch, never mounted
 RESULT_LIMIT = 1 << 20  # bytes of a result.json orch will read
 # Bytes of a replica's events.jsonl orch reads, and writes where it copies them (run/copier.py). A trainer writes a
@@ -73,8 +75,10 @@ class RunInfo:
     workers: list[dict[str, Any]] = field(default_factory=list)
     run_dir: Optional[str] = None
     restarts: list[dict[str, Any]] = field(default_factory=list)
-    supervisor_pid: Optional[int] = None  # the orch process watching the run; None once it ends, or detached
+    supervisor_pid: Optional[int] = None  # the run's supervisor process (run/supervise.py); None once it has ended
     source: Optional[dict[str, Any]] = None  # a --script run's snapshot: where from, files, bytes, sha256
+    failure: Optional[dict[str, Any]] = None  # how it failed, for a client to raise again (errors.to_record)
+    supervised: Optional[bool] = None  # as `orch ps` found it: a live supervisor holds it (None: not asked)
 
     @property
     def train_seconds(self) -> Optional[float]:
@@ -103,6 +107,8 @@ class RunInfo:
             "restarts": self.restarts,
             "supervisor_pid": self.supervisor_pid,
             "source": self.source,
+            "failure": self.failure,
+            "supervised": self.supervised,
         }
 
 
@@ -256,7 +262,8 @@ class RunDir:
                        wall_seconds=raw.get("wall_seconds"), error=raw.get("error"), workers=raw.get("workers") or [],
                        run_dir=str(self.path), restarts=raw.get("restarts") or [],
                        supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None,
-                       source=raw.get("source") if isinstance(raw.get("source"), dict) else None)
+                       source=raw.get("source") if isinstance(raw.get("source"), dict) else None,
+                       failure=raw.get("failure") if isinstance(raw.get("failure"), dict) else None)
 
     def write_record(self, info: RunInfo) -> None:
         write_json(self.path / RUN_FILE, info.to_dict())

@@ -1,27 +1,27 @@
-"""Apply a plan: start it on its backend, let the supervisor judge it, restart or stop it, and record it.
+"""Supervise a run: launch it on its backend, let the supervisor's verdicts (supervisor.py) judge it, restart or stop
+it, and finish and record it (``supervise``).
 
-``up(spec)`` is ``apply(plan(spec))``. Everything engine-specific is the backend's; every judgement is
-the supervisor's; what the run wrote is read through its ``RunDir``.
+It runs in the run's supervisor process (supervise.py), apart from the command that started the run; ``apply`` runs
+it in the calling process. Everything engine-specific is the backend's; every judgement is ``decide``'s; what the run
+wrote is read through its ``RunDir``.
 """
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from orchestrator import backends, contract
 from orchestrator.backends import Backend, ReplicaState, Status
-from orchestrator.data import prepare as datasets
-from orchestrator.errors import DiskFull, EngineUnreachable, InvalidSpec, JobTimedOut, OrchError, WorkerFailed
-from orchestrator.jobspec import JobSpec
+from orchestrator.errors import JobTimedOut, OrchError, Stopped, WorkerFailed, to_record
 from orchestrator.paths import Paths, default_paths
-from orchestrator.plan import SOURCE_DIR, Plan, plan
-from orchestrator.run import disk, logs, scripts
+from orchestrator.plan import Plan
+from orchestrator.run import disk, logs, preflight
 from orchestrator.run.copier import ReportCopier
-from orchestrator.run.rundir import CONTAINER_UID, RunDir, RunInfo, RunState
+from orchestrator.run.replicas import replica_record
+from orchestrator.run.rundir import CONTAINER_UID, REPLICAS_FILE, RunDir, RunInfo, RunState
+from orchestrator.safeio import write_json
 from orchestrator.run.stats import Sampler
 from orchestrator.run.supervisor import (Decision, Memory, Observation, Verdict, Watch, blame_memory, decide,
                                          first_failure)
@@ -78,7 +78,7 @@ class _Attempt:
                  on_state: Optional[OnState] = None, say: Say = lambda _msg: None) -> None:
         self.p, self.backend, self.run, self.on_event, self.poll, self.clock = p, backend, run, on_event, poll, clock
         self.on_state, self.say = on_state, say
-        self.seen: dict[tuple[str, int], tuple[Any, Optional[int]]] = {}
+        self.seen: dict[tuple[str, int], tuple[str, Any, Optional[int]]] = {}
         self.tailer = run.events(p.spec.replica_keys())
         # Where the replicas share no folder with orch, their records come as lines on stdout, copied into the
         # run directory here; everything below reads the run directory as it does for Compose.
@@ -145,13 +145,15 @@ class _Attempt:
             clock.sleep(self.poll)
 
     def _states_seen(self, states: list[ReplicaState]) -> None:
-        """Hand ``on_state`` each replica whose status or exit code changed since the last poll."""
-        if self.on_state is None:
-            return
-        for s in states:
-            if self.seen.get(s.key) != (s.status, s.exit_code):
-                self.seen[s.key] = (s.status, s.exit_code)
+        """Hand ``on_state`` each replica whose status or exit code changed since the last poll, and write the
+        replicas as they are now into replicas.json when one did, for the clients attached to the run."""
+        changed = [s for s in states if self.seen.get(s.key) != (s.id, s.status, s.exit_code)]
+        for s in changed:
+            self.seen[s.key] = (s.id, s.status, s.exit_code)
+            if self.on_state is not None:
                 self.on_state(s)
+        if changed:
+            write_json(self.run.path / REPLICAS_FILE, [replica_record(s) for s in states])
 
 
 def _raise(decision: Decision, backend: Backend) -> None:
@@ -167,74 +169,42 @@ def _raise(decision: Decision, backend: Backend) -> None:
                        details=details, retryable=decision.retryable)
 
 
-def _prepare_loaders(paths: Paths, folder: Path, say: Say) -> None:
-    """The frameworks' data caches a script sees (data/loaders.py), prepared once. A host that cannot fetch their
-    sources (no pip index, no apt-get) runs the script with empty caches, and says so: a script that loads its
-    data otherwise needs none. Caches that were made and no longer match their record stop the run."""
-    from orchestrator.data.loaders import KERAS_DIR, TORCHVISION_DIR
-
-    if datasets.is_ready(paths.data, datasets.LOADERS):
-        datasets.verify(paths.data, datasets.LOADERS)
-        return
-    try:
-        datasets.prepare(paths.data, datasets.LOADERS, say)
-    except datasets.DataError as exc:
-        say(f"Keras' and torchvision's data caches could not be made ({exc.message}); a script's load_data() "
-            "or download=True will find nothing offline")
-        for part in (KERAS_DIR, TORCHVISION_DIR):
-            (folder / part).mkdir(parents=True, exist_ok=True)
-
-
-def preflight(p: Plan, backend: Backend, paths: Paths, say: Optional[Say] = None,
-              dry_run: bool = False) -> Optional[scripts.Listing]:
-    """What `up` checks before it changes anything, in the order it checks it: the run id is free, the script and
-    the folder copied for it, the free space on the runs' disk, then the backend's own (the engine, its images, the
-    limits it can give). Returns what the script's snapshot will take. With ``dry_run`` an engine that does not
-    answer costs one line (``say``), not the check: what does not need the engine is still checked."""
-    spec = p.spec
-    if os.path.lexists(p.run_dir):  # RunDir.create claims the id with one mkdir, which this would fail
-        raise InvalidSpec(f"run_id: {spec.run_id} is already used ({p.run_dir}); pick another or omit --run-id")
-    listing = scripts.check(spec, guarded=(paths.runs, paths.results, paths.cache)) if spec.script else None
-    free, floor = disk.free_below(paths.runs), disk.floor_bytes()
-    if free is not None and free < floor:
-        raise DiskFull(f"the disk that holds the runs has {free >> 20:,} MiB free, below orch's floor of {floor >> 20} "
-                       "MiB (ORCH_DISK_FLOOR_MB), so the run would be stopped at once; free some space, or point "
-                       "ORCH_RUNS_DIR at a larger disk")
-    try:
-        backend.preflight(p)
-    except EngineUnreachable as exc:
-        if not dry_run:
-            raise
-        (say or (lambda _msg: None))(f"could not check the images or the engine's limits: {exc.message}")
-    return listing
+def _ended(info: RunInfo, exc: BaseException) -> None:
+    """Record in ``info`` how the run ended on ``exc``: its state, its one-line error, and the failure itself, which
+    a client attached from another process raises again as it was (``errors.from_record``)."""
+    after = f" (after {len(info.restarts)} restarts)" if info.restarts else ""
+    if isinstance(exc, Stopped):
+        info.state, info.error = RunState.STOPPED, "stopped by `orch down`"
+    elif isinstance(exc, KeyboardInterrupt):
+        info.state, info.error = RunState.INTERRUPTED, "interrupted by the user"
+    elif isinstance(exc, JobTimedOut):
+        info.state, info.error = RunState.TIMED_OUT, exc.message + after
+    elif isinstance(exc, WorkerFailed):
+        info.state, info.error = RunState.FAILED, exc.message + after
+    elif isinstance(exc, OrchError):
+        info.state, info.error = RunState.FAILED, exc.message
+    else:
+        info.state, info.error = RunState.FAILED, f"internal error: {type(exc).__name__}: {exc}"
+    info.failure = to_record(exc, info.error)
 
 
-def dry_run(p: Plan, backend: Optional[Backend] = None, paths: Optional[Paths] = None,
-            say: Optional[Say] = None) -> Plan:
-    """Check ``p`` as ``apply`` would (``preflight``) and return it, starting nothing and writing nothing: a data set
-    not prepared yet, which ``apply`` would prepare, is said in a line."""
-    backend = backend or backends.get(p.backend)
-    paths = paths or default_paths()
-    say = say or (lambda _msg: None)
-    preflight(p, backend, paths, say, dry_run=True)
-    wanted: list[tuple[str, str]] = [(p.spec.dataset, f"the data set {p.spec.dataset}")]
-    if p.loaders_dir is not None:
-        wanted.append((datasets.LOADERS, "Keras' and torchvision's data caches for scripts"))
-    for name, what in wanted:
-        if name == datasets.GENERATED:
-            continue
-        if datasets.is_ready(paths.data, name):
-            datasets.verify(paths.data, name)
-        else:
-            say(f"{what} not made yet; `orch up` makes them first, in {datasets.dataset_dir(paths.data, name)}")
-    return p
+ADOPT_WAIT = 10.0  # seconds an adopter waits for every replica to be listed (a Job's pods come a moment after it)
 
 
-def apply(
+def _listed(backend: Backend, spec: Any, clock: Any, poll: float) -> None:
+    """Wait, up to ADOPT_WAIT, until the engine lists every replica of an adopted run; those it still does not list
+    are then judged by ``decide`` (they vanished)."""
+    deadline = clock.monotonic() + ADOPT_WAIT
+    wanted = set(spec.replica_keys())
+    while not wanted <= {s.key for s in backend.states(spec.run_id)} and clock.monotonic() < deadline:
+        clock.sleep(poll)
+
+
+def supervise(
     p: Plan,
-    backend: Optional[Backend] = None,
-    paths: Optional[Paths] = None,
-    detach: bool = False,
+    backend: Backend,
+    run: RunDir,
+    info: RunInfo,
     say: Optional[Say] = None,
     on_event: Optional[OnEvent] = None,
     poll: float = 0.25,
@@ -242,64 +212,49 @@ def apply(
     clock: Any = time,
     on_line: Optional[logs.OnLine] = None,
     on_state: Optional[OnState] = None,
+    adopt: bool = False,
 ) -> RunInfo:
-    """Run plan ``p``; unless ``detach``, wait for it, clean up, and return how it went.
+    """Launch the prepared run ``p`` (``preflight.prepare``), watch it to its end, restart or stop it, and finish it
+    (logs and results saved, replicas removed, the record written last): everything that holds a run, in the process
+    that calls it. With ``adopt``, take over a run whose supervisor died where it is: its replicas are watched as they
+    are (launched first only if they never were), its restarts so far counted.
 
-    Raises WorkerFailed if a replica fails (the others are stopped and every replica removed) and
-    re-raises KeyboardInterrupt after the same clean-up. While it waits, every replica's resource use is
-    sampled every ``stats_interval`` seconds into the run's stats.csv (None: no sampling); each line a replica
-    writes goes to ``on_line`` as it is written, and each replica whose status changes to ``on_state``. ``clock``
-    (with time, monotonic and sleep) is the time module, or a fake that tests drive.
-    """
-    backend = backend or backends.get(p.backend)
-    paths = paths or default_paths()
+    Raises WorkerFailed if a replica fails, JobTimedOut on a timeout, and re-raises KeyboardInterrupt, each after the
+    same finish. While it watches, every replica's resource use is sampled every ``stats_interval`` seconds into the
+    run's stats.csv (None: no sampling); each line a replica writes goes to ``on_line`` as it is written, and each
+    replica whose status changes to ``on_state`` (and into the run's replicas.json, for the clients that attach).
+    ``clock`` (with time, monotonic and sleep) is the time module, or a fake that tests drive."""
     say = say or (lambda _msg: None)
     on_event = on_event or (lambda _key, _event: None)
     spec = p.spec
-    listing = preflight(p, backend, paths)
-    datasets.prepare(paths.data, spec.dataset, say)
-    if p.loaders_dir is not None:
-        _prepare_loaders(paths, p.loaders_dir, say)
-    backend.stage(p, say)
-    run = RunDir(p.run_dir)
-    run.create(p)
-    source = None
-    if listing is not None:  # the replicas see this copy, never the user's folder
-        try:
-            source = scripts.snapshot(listing, run.path / SOURCE_DIR)
-        except (OSError, OrchError) as exc:
-            shutil.rmtree(run.path, ignore_errors=True)  # ours, and nothing ran: no half-made run is left
-            raise exc if isinstance(exc, OrchError) else OrchError(
-                f"source: cannot copy {listing.folder} for the replicas: {exc.strerror or exc}") from None
-        say(f"copied {source['files']} file(s), {source['bytes']} bytes, of {listing.folder} for the replicas")
-        try:
-            backend.stage_script(p, run.path / SOURCE_DIR, say)
-        except BaseException:
-            shutil.rmtree(run.path, ignore_errors=True)  # nothing ran: no half-made run is left
-            raise
-    info = RunInfo(run_id=spec.run_id, state=RunState.STARTING, spec=spec, started=time.time(), run_dir=str(run.path),
-                   supervisor_pid=None if detach else os.getpid(), source=source)
+    begun = info.started or time.time()
+    started = time.monotonic() - max(0.0, time.time() - begun)  # the run's wall time counts from its making
+    info.supervisor_pid = os.getpid()
     run.write_record(info)
-    started = time.monotonic()
-    roles = ", ".join(f"{r.replicas} {r.name}" for r in spec.roles)
-    say(f"starting run {spec.run_id}: {roles if len(spec.roles) > 1 else f'{spec.workers} worker(s)'}, "
-        f"image {p.image}")
-    launched = False
     sampler: Optional[Sampler] = None
     attempt = _Attempt(p, backend, run, on_event, poll, clock, on_state, say)
     streamer: Optional[logs.Streamer] = None
     guard: Optional[disk.Guard] = None
     try:
-        applied = time.time()
         # The disk guard measures from before the replicas start: a writer at full speed passes a limit of
         # hundreds of MiB in the second Compose takes to start the rest.
-        guard = None if detach else attempt.guard()
-        backend.apply(p, p.artifact_file)
-        launched = True
+        guard = attempt.guard()
+        applied = begun if adopt else time.time()
+        if adopt:
+            launched = info.state == RunState.RUNNING or bool(backend.states(spec.run_id))
+            if launched:
+                _listed(backend, spec, clock, poll)
+            say(f"adopted run {spec.run_id}: its supervisor was gone; "
+                f"{'watching its replicas' if launched else 'starting its replicas'} from here")
+        else:
+            launched = False
+            roles = ", ".join(f"{r.replicas} {r.name}" for r in spec.roles)
+            say(f"starting run {spec.run_id}: {roles if len(spec.roles) > 1 else f'{spec.workers} worker(s)'}, "
+                f"image {p.image}")
+        if not launched:
+            backend.apply(p, p.artifact_file)
         info.state = RunState.RUNNING
         run.write_record(info)
-        if detach:
-            return info
         while True:
             if stats_interval or on_line:
                 states = backend.states(spec.run_id)
@@ -307,7 +262,6 @@ def apply(
                     sampler = Sampler(backend, run.path, stats_interval).start(states)
                 if on_line:
                     streamer = logs.Streamer(backend, states, on_line, since=applied).start()
-            assert guard is not None
             decision = attempt.watch(len(info.restarts), guard)
             guard.stop()
             if streamer is not None:
@@ -334,22 +288,8 @@ def apply(
             guard = attempt.guard()
             backend.apply(p, p.artifact_file)
         info.state = RunState.SUCCEEDED
-    except JobTimedOut as exc:
-        info.state = RunState.TIMED_OUT
-        info.error = exc.message + (f" (after {len(info.restarts)} restarts)" if info.restarts else "")
-        raise
-    except WorkerFailed as exc:
-        info.state = RunState.FAILED
-        info.error = exc.message + (f" (after {len(info.restarts)} restarts)" if info.restarts else "")
-        raise
-    except KeyboardInterrupt:
-        info.state, info.error = RunState.INTERRUPTED, "interrupted by the user"
-        raise
-    except OrchError as exc:
-        info.state, info.error = RunState.FAILED, exc.message
-        raise
-    except Exception as exc:
-        info.state, info.error = RunState.FAILED, f"internal error: {type(exc).__name__}: {exc}"
+    except BaseException as exc:
+        _ended(info, exc)
         raise
     finally:
         try:
@@ -359,13 +299,48 @@ def apply(
                 if sampler is not None:
                     sampler.stop()
             finally:  # the finish runs, and writes the record, whatever stopping the sampler met
-                if not (detach and launched):
-                    _finish(backend, p, run, info, started, attempt, say)
-                    if info.state == RunState.INTERRUPTED:
-                        say(f"interrupted: containers removed; what was written is in {run.path}")
+                _finish(backend, p, run, info, started, attempt, say, adopted=adopt)
+                if info.state in (RunState.INTERRUPTED, RunState.STOPPED):
+                    say(f"{info.state.value}: containers removed; what was written is in {run.path}")
         except KeyboardInterrupt:
             _force_remove(backend, p, run, info)
             raise
+    return info
+
+
+def apply(
+    p: Plan,
+    backend: Optional[Backend] = None,
+    paths: Optional[Paths] = None,
+    detach: bool = False,
+    say: Optional[Say] = None,
+    on_event: Optional[OnEvent] = None,
+    poll: float = 0.25,
+    stats_interval: Optional[float] = 1.0,
+    clock: Any = time,
+    on_line: Optional[logs.OnLine] = None,
+    on_state: Optional[OnState] = None,
+) -> RunInfo:
+    """Run plan ``p`` with its supervisor in this process: ``prepare`` it, then ``supervise`` it to its end.
+
+    With ``detach``, launch it and return with no supervisor: the next orch command that finds it (a ``Run`` handle,
+    `orch attach`, `orch ps`) adopts it. `orch up` and the API start a supervisor process instead (``up``); this is
+    the in-process form, for a backend object that cannot cross into another process (a test's fake) and for the
+    benchmarks that time the supervision itself."""
+    backend = backend or backends.get(p.backend)
+    paths = paths or default_paths()
+    say = say or (lambda _msg: None)
+    run, info = preflight.prepare(p, backend, paths, say)
+    if not detach:
+        return supervise(p, backend, run, info, say, on_event, poll, stats_interval, clock, on_line, on_state)
+    try:
+        backend.apply(p, p.artifact_file)
+    except BaseException as exc:
+        _ended(info, exc)
+        _finish(backend, p, run, info, time.monotonic(), None, say)
+        raise
+    info.state = RunState.RUNNING
+    run.write_record(info)
     return info
 
 
@@ -386,16 +361,18 @@ def _force_remove(backend: Backend, p: Plan, run: RunDir, info: RunInfo) -> None
 
 
 def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: float,
-            attempt: Optional[_Attempt] = None, say: Say = lambda _msg: None) -> None:
+            attempt: Optional[_Attempt] = None, say: Say = lambda _msg: None, adopted: bool = False) -> None:
     """Save logs and results, remove the run's replicas and network, and write the record, whatever
     happened: each step runs even when an earlier one failed, and the record is written last of all. A replica
     whose record files passed orch's limits is marked in it (``records_capped``)."""
     exit_codes: dict[tuple[str, int], Optional[int]] = {}
+    ends: list[float] = []
     keys = p.spec.reporting_keys()
     copier = attempt.copier if attempt is not None else None
     try:
         states = backend.states(p.spec.run_id)
         exit_codes = {s.key: s.exit_code for s in states}
+        ends = [s.finished_at for s in states if s.finished_at is not None]
         try:
             if copier is not None:  # the last records on stdout, before the replicas and their output go
                 copier.pull(states, force=True)
@@ -410,6 +387,8 @@ def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: floa
                 # The checkpoints exist to resume a failed group; a finished run has nothing to resume.
                 _remove_shared(run, say)
             info.wall_seconds = time.monotonic() - started
+            if adopted and ends and info.started:  # replicas that ended unwatched: the run's time is to their end
+                info.wall_seconds = max(0.0, min(max(ends), time.time()) - info.started)
             try:
                 info.supervisor_pid = None
                 info.workers = run.results(keys)
@@ -437,25 +416,3 @@ def _remove_shared(run: RunDir, say: Say) -> None:
         left = [f"{type(exc).__name__}: {exc}"]
     if left:
         say(one_line(f"could not remove all of {run.shared} ({'; '.join(left)}); the run's results are kept"))
-
-
-def up(
-    spec: JobSpec,
-    detach: bool = False,
-    engine: Any = None,
-    paths: Optional[Paths] = None,
-    say: Optional[Say] = None,
-    on_event: Optional[OnEvent] = None,
-    poll: float = 0.25,
-    stats_interval: Optional[float] = 1.0,
-    backend: Optional[Backend] = None,
-    host_cpus: Optional[int] = None,
-    on_line: Optional[logs.OnLine] = None,
-    on_state: Optional[OnState] = None,
-) -> RunInfo:
-    """Plan ``spec`` and apply it: ``apply(plan(spec))``. See ``apply``. ``host_cpus``: the cores the replicas'
-    pinning shares out (1: every replica on core 0); this machine's unless given."""
-    paths = paths or default_paths()
-    p = plan(spec, paths, user=container_user(), host_cpus=host_cpus or os.cpu_count() or 1)
-    return apply(p, backend or backends.get(spec.backend, engine), paths, detach=detach, say=say,
-                 on_event=on_event, poll=poll, stats_interval=stats_interval, on_line=on_line, on_state=on_state)

@@ -6,6 +6,7 @@ Runs are found two ways: their folders under the runs root, and their replicas o
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any, Callable, Generator, Iterator, Optional
 
@@ -14,11 +15,13 @@ from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.errors import EngineUnreachable, InvalidSpec, OrchError, RunNotFound
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import logs
+from orchestrator.run.lease import holder
 from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
 from orchestrator.run.stats import Sampler
 from orchestrator.run.supervisor import first_failure
 
 ACTIVE = (Status.RUNNING, Status.PENDING, Status.PAUSED)
+STOP_WAIT = 120.0  # seconds `down` waits for a run's supervisor to finish it, before it removes what is left itself
 
 
 def _backend(backend: Optional[Backend], engine: Any, run: Optional[RunDir] = None) -> Backend:
@@ -41,19 +44,6 @@ def _live_state(states: list[ReplicaState]) -> RunState:
     return RunState.FAILED if first_failure(states) else RunState.SUCCEEDED
 
 
-def _alive(pid: Optional[int]) -> bool:
-    """Whether process ``pid`` exists on this host."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _keys(info: Optional[RunInfo]) -> list[tuple[str, int]]:
     return info.spec.replica_keys() if info is not None and info.spec is not None else []
 
@@ -66,7 +56,7 @@ def _copy_reports(backend: Backend, run: RunDir, info: Optional[RunInfo],
                   states: Optional[list[ReplicaState]] = None) -> None:
     """Bring a detached run's records into its folder, where its replicas report on stdout (Swarm, Kubernetes):
     no orch copies them while it runs, and once its replicas are removed their output is gone."""
-    if not backend.reports_on_stdout or info is None or info.spec is None or _alive(info.supervisor_pid):
+    if not backend.reports_on_stdout or info is None or info.spec is None or holder(run.path) is not None:
         return
     from orchestrator.run.copier import ReportCopier
 
@@ -77,8 +67,9 @@ def _copy_reports(backend: Backend, run: RunDir, info: Optional[RunInfo],
 def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[Paths] = None,
        backend: Optional[Backend] = None, say: Optional[Callable[[str], None]] = None) -> list[RunInfo]:
     """Runs with their state, oldest first, from their folders; live replicas decide the state of a run still up.
-    An engine that does not answer costs one line (``say``): each run is then as its record left it, and one
-    recorded as under way whose orch is gone is of unknown state."""
+    A run under way whose supervisor is gone is adopted by a new one on the spot (``supervised`` says which runs have
+    one). An engine that does not answer costs one line (``say``): each run is then as its record left it, and one
+    recorded as under way with no supervisor is of unknown state."""
     given, backend = backend, _backend(backend, engine)
     paths = paths or default_paths()
     note = ""
@@ -90,11 +81,15 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
     for run in runs_in(paths):
         info = run.record()
         if info is not None:
-            if not info.state.is_terminal and not _alive(info.supervisor_pid):
-                if live is None:
-                    info.state = RunState.UNKNOWN  # its replicas may still run: only the engine could say
-                elif info.run_id not in live:
-                    info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
+            if not info.state.is_terminal:
+                info.supervised = holder(run.path) is not None
+                if not info.supervised and live is not None and given is None and engine is None:
+                    info = _adopted(run, info, say)
+                if not info.supervised and not info.state.is_terminal:
+                    if live is None:
+                        info.state = RunState.UNKNOWN  # its replicas may still run: only the engine could say
+                    elif info.run_id not in live:
+                        info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
             runs[info.run_id] = info
     live = live or {}
     for run_id, states in live.items():
@@ -115,6 +110,39 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
     return sorted(runs.values(), key=lambda r: (r.started or 0, r.run_id))
 
 
+def _adopted(run: RunDir, info: RunInfo, say: Optional[Callable[[str], None]]) -> RunInfo:
+    """A run recorded as under way whose supervisor is gone, adopted by a new one (start.adopt); if none can plan
+    it, as it is. What happened is said in one line."""
+    from orchestrator.run.start import adopt
+
+    try:
+        pid = adopt(run)
+    except OrchError as exc:
+        if say is not None:
+            say(f"run {run.run_id} has no supervisor and none could adopt it: {exc.message}")
+        return info
+    if say is not None:
+        say(f"run {run.run_id} had lost its supervisor; adopted by a new one (pid {pid})")
+    adopted = run.record() or info
+    adopted.supervised = True
+    return adopted
+
+
+def _stop_supervised(run: RunDir) -> None:
+    """Ask the run's supervisor, if it has one, to stop it (SIGTERM) and wait for the finish it then makes: its logs
+    and results saved, its replicas removed, its record ``stopped``."""
+    pid = holder(run.path)
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_WAIT
+    while holder(run.path) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: Any = None,
          paths: Optional[Paths] = None, backend: Optional[Backend] = None) -> list[str]:
     """Remove the replicas and networks of runs (their results stay); return the runs taken down."""
@@ -130,6 +158,8 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: An
     done = []
     for run_id in targets:
         run = RunDir.of(paths, run_id)
+        if run.path.is_dir():
+            _stop_supervised(run)
         run_backend = _backend(backend, engine, run if run.exists() else None)
         if run_id not in live:
             live[run_id] = run_backend.states(run_id)

@@ -47,7 +47,7 @@ class TensorFlowOptions(FrameworkOptions):
     bytes_per_pack: int = Field(default=32 * 2**20, ge=0, le=2**31, json_schema_extra=TRAINER_ONLY,
                                 description="All-reduce packing in bytes.")
     collective_timeout: float = Field(
-        default=0, ge=0, le=86_400, json_schema_extra=TRAINER_ONLY,
+        default=0.0, ge=0, le=86_400, json_schema_extra=TRAINER_ONLY,
         description="TensorFlow's own all-reduce timeout (CommunicationOptions); 0 = off. Costs a thread per "
                     "all-reduce for that long, so orch's stall timeout is the default guard.",
     )
