@@ -1,4 +1,5 @@
-"""Removing a tree a container wrote: ``remove_tree``, whatever the tree, never following a link.
+"""Removing and copying a tree a container wrote: ``remove_tree`` and ``copy_tree``, whatever the tree, never
+following a link.
 
 A container may leave anything in the folders it can write (the shared folder, its own): a folder 1,200 levels
 deep (``shutil.rmtree`` recurses, and raises RecursionError on Python 3.10-3.12), millions of entries, names of
@@ -167,3 +168,75 @@ def _clear(fd: int, level: _Level, where: Callable[[str], str], problems: list[s
                     problems.append(_problem(where(name), exc))
         if len(batch) < _BATCH:
             return folders
+
+
+MAX_COPY_DEPTH = 64  # folders deeper than this are not copied (and said): a replica's records are a level or two deep
+
+
+def copy_tree(source: Path, target: Path) -> list[str]:
+    """Copy what a container wrote in ``source`` into the existing folder ``target``, never following a link: folders
+    and regular files, with their modes, owners and times; links, FIFOs and sockets are left out. Returns a line each
+    (at most MAX_PROBLEMS) for what was not copied."""
+    problems: list[str] = []
+    skipped = 0
+
+    def copy(src: int, dst: int, depth: int, where: str) -> None:
+        nonlocal skipped
+        for entry in os.scandir(src):
+            name = entry.name
+            try:
+                st = os.stat(name, dir_fd=src, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if depth >= MAX_COPY_DEPTH:
+                        problems.append(one_line(f"{where}{name}: deeper than {MAX_COPY_DEPTH} folders, not copied"))
+                        continue
+                    os.mkdir(name, 0o700, dir_fd=dst)
+                    child, made = _enter(src, name), os.open(name, _DIR_FLAGS, dir_fd=dst)
+                    try:
+                        copy(child, made, depth + 1, f"{where}{name}/")
+                        _same_metadata(made, st)
+                    finally:
+                        os.close(child)
+                        os.close(made)
+                elif stat.S_ISREG(st.st_mode):
+                    _copy_file(src, dst, name, st)
+                else:
+                    skipped += 1
+            except OSError as exc:
+                problems.append(_problem(f"{where}{name}", exc))
+
+    src_fd = os.open(source, _DIR_FLAGS)
+    try:
+        dst_fd = os.open(target, _DIR_FLAGS)
+        try:
+            copy(src_fd, dst_fd, 0, f"{source}/")
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+    if skipped:
+        problems.append(f"{source}: {skipped} link(s), FIFO(s) or socket(s) left out")
+    return problems[:MAX_PROBLEMS]
+
+
+def _copy_file(src: int, dst: int, name: str, st: os.stat_result) -> None:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=src)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else since the stat
+            raise OSError(errno.EINVAL, "not a regular file")
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dst)
+        try:
+            while os.sendfile(out, fd, None, 1 << 24):
+                pass
+            _same_metadata(out, st)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _same_metadata(fd: int, st: os.stat_result) -> None:
+    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+    if os.getuid() == 0:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)

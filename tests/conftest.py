@@ -241,8 +241,35 @@ def cleanup():
         remove_run(run_id)
 
 
+def supervisors(run_id: str) -> list[int]:
+    """The PIDs of the supervisor processes (run/supervise.py) of every run named ``run_id`` on this host."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"orchestrator.run.supervise" in argv and any(a.rstrip(b"/").endswith(b"/" + run_id.encode()) for a in argv):
+            pids.append(int(entry.name))
+    return pids
+
+
+def run_mounts(run_id: str) -> list[str]:
+    """The mount points inside a run directory named ``run_id`` (its --disk-limit file system: run/volume.py)."""
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1] for line in f]
+    return [p for p in points if f"/{run_id}/" in p]
+
+
 def remove_run(run_id: str) -> None:
-    """Remove the containers and networks labelled with ``run_id``, whatever their state."""
+    """Remove the supervisors, file systems, containers and networks of run ``run_id``, whatever their state."""
+    for pid in supervisors(run_id):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for point in sorted(run_mounts(run_id), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
     ids = orch_containers(run_id)
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)

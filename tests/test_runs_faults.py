@@ -61,15 +61,21 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
     # 200 steps per epoch, so epoch 2 lasts a few seconds and the kill lands inside it.
+    # The custom loop's run is detached: its supervisor alone restarts it, and `orch attach` follows it to its end.
+    detach = strategy == "custom"
     args = [*JOB, "--samples", "30000", "--epochs", "3", "--max-restarts", "1", "--strategy", strategy,
-            "--run-id", run_id]
+            "--run-id", run_id, *(["--detach"] if detach else [])]
     proc = _start(args, orch_env)
     try:
+        if detach:
+            assert proc.wait(120) == 0, proc.stderr.read()
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, 1)), 240, "worker 1's first epoch")
         time.sleep(0.5)
         subprocess.run(["docker", "kill", _container(run_id, 1)], check=True, capture_output=True)
         completed = [e["epoch"] for e in replica_events(run_dir, 1) if e["event"] == "epoch"]
         assert completed == [1], f"the kill was meant for epoch 2, but epochs {completed} had ended"
+        if detach:
+            proc = start_orch(["attach", run_id], orch_env)
         stdout, stderr = proc.communicate(timeout=400)
     finally:
         proc.kill()
@@ -91,20 +97,24 @@ def test_killed_worker_restarts_the_group_from_its_checkpoint(images, orch_env, 
     assert _gone(run_id)
 
 
-def _inject(run_id: str, env: dict, run_dir: Path, worker: int, docker_verb: str, *extra: str):
+def _inject(run_id: str, env: dict, run_dir: Path, worker: int, docker_verb: str, *extra: str, detach: bool = False):
     """Start a long 2-worker run, apply `docker <verb>` to one worker after its first epoch, and wait
-    for orch. Returns (exit code, stderr, seconds from the fault to orch's exit, clean-up included)."""
-    proc = _start([*JOB, "--epochs", "200", *extra, "--run-id", run_id], env)
+    for orch. Returns (exit code, stderr, seconds from the fault to orch's exit, clean-up included). With ``detach``
+    the run is started with --detach and its supervisor alone watches it; `orch attach` then waits for its end."""
+    proc = _start([*JOB, "--epochs", "200", *extra, "--run-id", run_id, *(["--detach"] if detach else [])], env)
     try:
+        if detach:
+            assert proc.wait(120) == 0, proc.stderr.read()
         wait_for(lambda: any(e["event"] == "epoch" for e in replica_events(run_dir, worker)), 240, f"worker {worker}'s epoch")
         command = ["docker", *docker_verb.split(), _container(run_id, worker)]
         subprocess.run(command, check=True, capture_output=True)
         injected = time.monotonic()
+        if detach:
+            proc = start_orch(["attach", run_id], env)
         _, stderr = proc.communicate(timeout=120)
         return proc.returncode, stderr, time.monotonic() - injected
     finally:
         proc.kill()
-
 
 
 def test_killed_parameter_server_restarts_the_group_and_the_chief_resumes(images, orch_env, tmp_path, cleanup):
@@ -136,10 +146,11 @@ def test_killed_parameter_server_restarts_the_group_and_the_chief_resumes(images
 
 @pytest.mark.engine_alone  # it bounds the seconds from the pause to orch's exit
 def test_paused_worker_fails_the_run_within_the_stall_timeout(images, orch_env, tmp_path, cleanup):
+    """Detached: no client watches it, its supervisor's stall timeout ends it."""
     run_id = "fault-pause"
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
-    code, stderr, seconds = _inject(run_id, orch_env, run_dir, 1, "pause", "--stall-timeout", "10")
+    code, stderr, seconds = _inject(run_id, orch_env, run_dir, 1, "pause", "--stall-timeout", "10", detach=True)
     assert code == 1, stderr
     error = [line for line in stderr.splitlines() if line.startswith("orch: error:")][0]
     assert "worker-1" in error and "paused" in error, error
@@ -260,13 +271,17 @@ def test_second_interrupt_forces_the_clean_up(images, orch_env, tmp_path, cleanu
     assert _gone(run_id)
 
 
-def test_sigterm_stops_the_run_and_keeps_its_results(images, orch_env, tmp_path, cleanup):
+def test_sigterm_of_orch_up_leaves_the_run_to_its_supervisor_and_down_stops_it(images, orch_env, tmp_path, cleanup):
+    """SIGTERM (or a closed terminal's SIGHUP) ends `orch up`, not the run: its supervisor carries it on; `orch down`
+    then asks the supervisor to stop it, which keeps its results and removes the rest."""
     run_id = "fault-sigterm"
     cleanup.append(run_id)
     run_dir = tmp_path / "runs" / run_id
     code, stderr = _signal(run_id, orch_env, run_dir, signal.SIGTERM)
-    assert code == 143, stderr
-    assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
+    assert code == 143 and f"`orch attach {run_id}` follows it again" in stderr, stderr
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "running" and orch_containers(run_id)
+    assert run_orch(["down", run_id], orch_env).returncode == 0
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "stopped"
     assert (run_dir / "logs" / "worker-0.log").stat().st_size > 0 and replica_events(run_dir, 0)
     assert _gone(run_id)
 
@@ -297,6 +312,9 @@ def test_workers_run_locked_down(images, orch_env, tmp_path, cleanup):
         assert mounts["/orch/run/shared"]["Source"] == str(tmp_path / "runs" / run_id / "shared")
         assert mounts["/orch/run/worker-0"]["Source"] == str(tmp_path / "runs" / run_id / "worker-0")
         assert mounts["/orch/run/shared"]["RW"] is True and mounts["/orch/run/worker-0"]["RW"] is True
+        if os.geteuid() == 0:  # the folders it writes sit on a file system of --disk-limit's size (run/volume.py)
+            folder = tmp_path / "runs" / run_id / "worker-0"
+            assert os.path.ismount(folder) and os.statvfs(folder).f_blocks * os.statvfs(folder).f_frsize < 12 << 30
         assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-file": "3", "max-size": "10m"}}
         assert not any("docker.sock" in m["Source"] for m in info["Mounts"])
         (network,) = info["NetworkSettings"]["Networks"]

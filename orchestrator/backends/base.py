@@ -86,6 +86,9 @@ class Backend:
     # True where every replica runs on the engine orch talks to: a run of an image orch chose mounts a copy of the
     # image's Python environment from a volume of that engine's (images/venv_volume.py), made in ``stage``.
     venv_volume = False
+    # True where the replicas write this host's run directory through bind mounts: their folders can then sit on a
+    # file system of --disk-limit's size that the kernel holds (run/volume.py).
+    binds_run_dir = False
 
     # -- pure: the dry run -------------------------------------------------------------------------
     def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:

@@ -59,6 +59,7 @@ class ComposeBackend(Backend):
     name = "compose"
     artifact_name = "compose.yml"
     venv_volume = True
+    binds_run_dir = True
 
     def __init__(self, engine: Optional[Engine] = None) -> None:
         self._engine = engine

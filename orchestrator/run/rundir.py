@@ -78,6 +78,7 @@ class RunInfo:
     supervisor_pid: Optional[int] = None  # the run's supervisor process (run/supervise.py); None once it has ended
     source: Optional[dict[str, Any]] = None  # a --script run's snapshot: where from, files, bytes, sha256
     failure: Optional[dict[str, Any]] = None  # how it failed, for a client to raise again (errors.to_record)
+    disk_bound: Optional[str] = None  # what holds --disk-limit: "kernel" (run/volume.py), or "guard (why)"
     supervised: Optional[bool] = None  # as `orch ps` found it: a live supervisor holds it (None: not asked)
 
     @property
@@ -108,6 +109,7 @@ class RunInfo:
             "supervisor_pid": self.supervisor_pid,
             "source": self.source,
             "failure": self.failure,
+            "disk_bound": self.disk_bound,
             "supervised": self.supervised,
         }
 
@@ -263,7 +265,8 @@ class RunDir:
                        run_dir=str(self.path), restarts=raw.get("restarts") or [],
                        supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None,
                        source=raw.get("source") if isinstance(raw.get("source"), dict) else None,
-                       failure=raw.get("failure") if isinstance(raw.get("failure"), dict) else None)
+                       failure=raw.get("failure") if isinstance(raw.get("failure"), dict) else None,
+                       disk_bound=raw.get("disk_bound") if isinstance(raw.get("disk_bound"), str) else None)
 
     def write_record(self, info: RunInfo) -> None:
         write_json(self.path / RUN_FILE, info.to_dict())

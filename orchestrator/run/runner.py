@@ -17,7 +17,7 @@ from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.errors import JobTimedOut, OrchError, Stopped, WorkerFailed, to_record
 from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import Plan
-from orchestrator.run import disk, logs, preflight
+from orchestrator.run import disk, logs, preflight, volume
 from orchestrator.run.copier import ReportCopier
 from orchestrator.run.replicas import replica_record
 from orchestrator.run.rundir import CONTAINER_UID, REPLICAS_FILE, RunDir, RunInfo, RunState
@@ -103,7 +103,7 @@ class _Attempt:
     def guard(self) -> disk.Guard:
         """The disk guard of this attempt, measuring from now and stopping every writer at the limit."""
         spec = self.p.spec
-        folders = [f"{role}-{index}" for role, index in spec.replica_keys()] + [contract.SHARED_DIR]
+        folders = volume.folders(spec)
         return disk.Guard(self.run.path, folders, spec.disk_limit_mb, lambda: self.backend.replica_pids(spec.run_id),
                           lambda: self.backend.cancel(spec.run_id, self.p.artifact_file, grace=0),
                           replicas=len(folders) - 1).start()
@@ -188,6 +188,17 @@ def _ended(info: RunInfo, exc: BaseException) -> None:
     info.failure = to_record(exc, info.error)
 
 
+def _bind_volume(p: Plan, backend: Backend, run: RunDir, info: RunInfo, say: Say) -> None:
+    """The replicas' folders on a file system of --disk-limit's size, where they share the run directory with orch and
+    the kernel can hold it (volume.py); what holds the limit is recorded either way (``disk_bound``)."""
+    if not backend.binds_run_dir or volume.is_bound(run):
+        return
+    reason = volume.bind(run, volume.folders(p.spec), p.spec.disk_limit_mb)
+    info.disk_bound = "kernel" if reason is None else f"guard ({reason})"
+    if reason is not None and p.spec.disk_limit_mb:
+        say(f"--disk-limit is held by orch's disk guard alone: no file system of that size for the run, as {reason}")
+
+
 ADOPT_WAIT = 10.0  # seconds an adopter waits for every replica to be listed (a Job's pods come a moment after it)
 
 
@@ -252,6 +263,7 @@ def supervise(
             say(f"starting run {spec.run_id}: {roles if len(spec.roles) > 1 else f'{spec.workers} worker(s)'}, "
                 f"image {p.image}")
         if not launched:
+            _bind_volume(p, backend, run, info, say)
             backend.apply(p, p.artifact_file)
         info.state = RunState.RUNNING
         run.write_record(info)
@@ -383,6 +395,10 @@ def _finish(backend: Backend, p: Plan, run: RunDir, info: RunInfo, started: floa
             # Once every result is written nothing is left to lose: no grace period for the teardown.
             backend.cancel(p.spec.run_id, p.artifact_file, grace=0 if info.state == RunState.SUCCEEDED else 5)
         finally:
+            # The checkpoints are dropped from a finished run below: not copied off its file system first.
+            drop = (contract.SHARED_DIR,) if info.state == RunState.SUCCEEDED else ()
+            for problem in volume.release(run, volume.folders(p.spec), drop=drop):
+                say(f"the run's file system: {problem}")
             if info.state == RunState.SUCCEEDED:
                 # The checkpoints exist to resume a failed group; a finished run has nothing to resume.
                 _remove_shared(run, say)

@@ -14,7 +14,7 @@ from orchestrator import backends
 from orchestrator.backends import Backend, ReplicaState, Status
 from orchestrator.errors import EngineUnreachable, InvalidSpec, OrchError, RunNotFound
 from orchestrator.paths import Paths, default_paths
-from orchestrator.run import logs
+from orchestrator.run import logs, volume
 from orchestrator.run.lease import holder
 from orchestrator.run.rundir import RunDir, RunInfo, RunState, resolve, runs_in
 from orchestrator.run.stats import Sampler
@@ -176,6 +176,8 @@ def down(run_ids: Optional[list[str]] = None, all_runs: bool = False, engine: An
                 logs.save(run_backend, run, live[run_id])
             run_backend.cancel(run_id, run.artifact(), grace=5)
         info = run.record()
+        if info is not None and info.spec is not None:  # a file system no supervisor released (volume.py)
+            volume.release(run, volume.folders(info.spec))
         if info is not None and not info.state.is_terminal:
             info.state = final_state
             info.workers = run.results(_reporting(info))
