@@ -115,8 +115,8 @@ class ReportCopier:
         cursor.finished = ended
 
     def rebuild(self, states: Iterable[ReplicaState]) -> None:
-        """Write each replica's records anew from the whole of its stdout, for a run no orch watches (detached):
-        reading everything each time, and replacing ``events.jsonl`` whole, makes a second call change nothing."""
+        """Write each replica's records anew from the whole of its stdout, for a run no supervisor watches (its own
+        died): reading everything each time, and replacing ``events.jsonl`` whole, makes a second call change nothing."""
         for state in states:
             if state.key not in self.keys:
                 continue
