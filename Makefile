@@ -54,7 +54,7 @@ demo: images
 	echo "MLflow:      pip install mlflow && mlflow ui --backend-store-uri sqlite:///$$PWD/results/mlflow/mlflow.db" && \
 	echo "TensorBoard: pip install tensorboard && tensorboard --logdir results/"
 
-# Every figure of README.md and docs/ from the committed result files (tools/figures.py, through cog blocks in
+# Every figure of README.md and docs/ from the committed result files (tools/figures/, through cog blocks in
 # the pages), and the plots the pages show. Run it after `make bench` or after changing a figure's code.
 figures: $(ORCH)
 	$(BIN)/python tools/docs_check.py --write

@@ -5,7 +5,7 @@ Usage: python benchmarks/demo.py [--out benchmarks/results/demo.json]
 Runs the steps of `make demo` in order, as `make demo` runs them, into a temporary runs and results folder: TensorFlow
 1 worker against 3 on full MNIST and their `orch collect`, the same with MPI, and the container-count experiment's
 --quick sweep. Each comparison's `orch collect --format json` is kept, so that README.md and
-docs/getting-started.md print the table `make demo` prints from data (tools/figures.py renders it with orch's own
+docs/getting-started.md print the table `make demo` prints from data (tools/figures/ renders it with orch's own
 table), with the seconds of every step and of the whole demo.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ Usage: python benchmarks/suite.py [NAME ...]      run these entries (default: al
 
 `make bench` runs it all: several hours on a 2-core host, most of it the DDP study and floor.py. Each entry rewrites
 its result files; then `make figures` redraws the pages from them. benchmarks/README.md is generated from this list
-(tools/figures.py), with the figures of the docs each entry feeds; `make docs` fails on a figure that reads a file
+(tools/figures/), with the figures of the docs each entry feeds; `make docs` fails on a figure that reads a file
 no entry writes. One-off investigations are not here: benchmarks/investigations/ holds them with their notes.
 """
 from __future__ import annotations

@@ -10,19 +10,22 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from orchestrator.errors import OrchError  # noqa: E402
+from orchestrator.errors import FunctionFailed, InvalidSpec, OrchError, WorkerFailed  # noqa: E402
 from orchestrator.jobspec import JobSpec, SpecFields, make_spec  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below are, for a type checker; at run time they load on first use
-    from orchestrator.api import collect, down, dry_run, experiment, job_spec, ps, render, run, up
+    from orchestrator.api import (Collected, ExperimentRun, Run, RunResult, collect, down, dry_run, experiment,
+                                  job_spec, ps, render, run, up)
     from orchestrator.docker.doctor import doctor
 
-__all__ = ["__version__", "OrchError", "JobSpec", "SpecFields", "make_spec", "job_spec", "render", "dry_run", "up",
+__all__ = ["__version__", "OrchError", "InvalidSpec", "WorkerFailed", "FunctionFailed", "Run", "RunResult", "Collected",
+           "ExperimentRun", "JobSpec", "SpecFields", "make_spec", "job_spec", "render", "dry_run", "up",
            "run", "collect", "experiment", "ps", "down", "doctor"]
 
 # name -> module that defines it; no name here is also a subpackage's, so each is always the function. ``run`` is
 # the subpackage orchestrator.run, which is callable as api.run (run/__init__.py): a subpackage import would rebind it.
-_LAZY = {"job_spec": "api", "render": "api", "dry_run": "api", "up": "api", "collect": "api", "experiment": "api",
+_LAZY = {"Run": "api", "RunResult": "api", "Collected": "api", "ExperimentRun": "api", "job_spec": "api",
+         "render": "api", "dry_run": "api", "up": "api", "collect": "api", "experiment": "api",
          "ps": "api", "down": "api", "doctor": "docker.doctor"}
 
 

@@ -1,4 +1,4 @@
-"""The Run handle (run/handle.py) of a run started without waiting, against the scripted fake backend and clock: its
+"""The Run handle (api/handle.py) of a run started without waiting, against the scripted fake backend and clock: its
 status, logs, wait (to the end, to a timeout, to a failure), cancel, and what a function returned; and how results show
 in a notebook (display.py), escaped."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from orchestrator.errors import FunctionFailed, WorkerFailed
 from orchestrator.jobspec import make_spec
 from orchestrator.plan import plan
 from orchestrator.run import function
-from orchestrator.run.handle import Run, RunResult
+from orchestrator.api.handle import Run, RunResult
 from orchestrator.run.rundir import RunInfo, RunState
 from tests.fakes import FakeBackend, FakeClock, exits, running, trainer
 from tests.test_runner import Harness

@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator import contract, frameworks, imageref
 from orchestrator.errors import InvalidSpec
-from orchestrator.frameworks.base import BuildOptions
+from orchestrator.images.recipe import BuildOptions
 from orchestrator.images import data as data_images
 from orchestrator.images import script as script_images
 from orchestrator.images import user as user_images

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator import __version__, frameworks
 from orchestrator.errors import BuildError, InvalidSpec, OrchError
-from orchestrator.frameworks.base import BuildOptions, ImageRecipe
+from orchestrator.images.recipe import BuildOptions, ImageRecipe
 from orchestrator.images import builder as images_mod
 from orchestrator.images import wheels
 from orchestrator.paths import recipe_dir

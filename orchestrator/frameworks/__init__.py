@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Optional
 
-from orchestrator.frameworks.base import BuildOptions, Framework, FrameworkOptions, Key
+from orchestrator.frameworks.base import Framework, FrameworkOptions, Key
+from orchestrator.images.recipe import BuildOptions
 
 __all__ = ["BuildOptions", "Framework", "FrameworkOptions", "Key", "DEFAULT", "get", "names", "register"]
 

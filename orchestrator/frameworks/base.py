@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol, T
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator import imageref, macros
+from orchestrator import macros
 from orchestrator.errors import InvalidSpec
+from orchestrator.images.recipe import BuildOptions, ImageRecipe
 
 if TYPE_CHECKING:
     from orchestrator.paths import Paths
@@ -68,50 +69,6 @@ def nearest_multiples(value: int, by: int) -> str:
     """What to use instead of ``value``, which ``by`` does not divide: ``99 or 102``, or ``a multiple of 3``."""
     lower = value - value % by
     return f"{lower} or {lower + by}" if lower else f"a multiple of {by}"
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """What `orch build` was asked for, as each framework's builder reads it."""
-
-    base: Optional[str] = None  # the base image; None: orch's own (orch-base:bookworm)
-    bootstrap: bool = False  # make orch's base image with debootstrap when it is missing
-    build_base: Optional[str] = None  # the base with a C++ compiler for a recipe's build stage; None: orch's own
-    force: bool = False
-    mirror: str = "http://deb.debian.org/debian"
-    index: Optional[str] = None  # an extra package index for the framework's wheels (PyTorch's CPU-only one)
-    allow_insecure_index: bool = False  # take a plain-http index (--allow-insecure-index)
-
-    def __post_init__(self) -> None:
-        for flag, image in (("--base", self.base), ("--build-base", self.build_base)):
-            try:
-                if image is not None:
-                    imageref.check(image, flag)
-            except ValueError as exc:
-                raise InvalidSpec(str(exc)) from None
-
-
-# The environment of a runtime image an install script makes (a Dockerfile sets its own with ENV): the venv first,
-# unbuffered output, no bytecode writes (the root is read-only), and the trainer package on the path.
-RUNTIME_ENV = ("PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1",
-               "PYTHONPATH=/opt/orch/trainer", "HOME=/tmp")
-
-
-@dataclass(frozen=True)
-class ImageRecipe:
-    """A framework's image as its folder declares it, and all the builder (``images.builder.build_image``) reads.
-
-    ``folder`` holds the lock (requirements.lock, every wheel's version and sha256) and one recipe: a Dockerfile,
-    built with the lock's wheels as its context (and an ops/ folder of sources it compiles, on a build base), or
-    install.sh, run in a container of the base with the wheels mounted read-only and committed. The image is that
-    runtime plus one layer: orch's shared trainer package and ``trainer``'s modules, beside them, flat."""
-
-    name: str  # the framework's: its runtime image is orch-<name>-runtime:<version>
-    folder: Path
-    tags: dict[str, str]  # each image of the recipe: its kind (the image's orch.kind label) -> its tag
-    trainer: tuple[Path, ...]  # the trainer modules of the frameworks that run in this image
-    entries: dict[str, str]  # framework -> its trainer's entry module, the image's entries.py
-    env: tuple[str, ...] = RUNTIME_ENV  # an install.sh recipe's runtime environment
 
 
 @dataclass(frozen=True)

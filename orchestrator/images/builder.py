@@ -1,6 +1,6 @@
 """`orch build`: each framework's trainer images, built offline from a wheelhouse the host downloads (see wheels.py).
 
-The builder knows no framework: it builds what a framework's folder declares (``frameworks.base.ImageRecipe``), the
+The builder knows no framework: it builds what a framework's folder declares (``images.recipe.ImageRecipe``), the
 recipe's runtime and one layer of trainer code on it, and touches no other framework's image."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, Callable, IO, Iterable, Optional, cast
 from orchestrator import __version__
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, ImageMissing, OrchError
-from orchestrator.frameworks.base import BuildOptions, ImageRecipe
+from orchestrator.images.recipe import BuildOptions, ImageRecipe
 from orchestrator.images.wheels import LOCK_NAME, REQUIREMENTS, check_fresh, fetch, read_lock, select
 from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
 from orchestrator.paths import Paths, default_paths, trainer_dir

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, InvalidSpec
-from orchestrator.frameworks.base import BuildOptions
+from orchestrator.images.recipe import BuildOptions
 from orchestrator.images import wheels
 from orchestrator.images.builder import BuiltImage, build_image
 from orchestrator.images.wheels import LOCK_NAME, read_lock, redact, verify, wheel_id

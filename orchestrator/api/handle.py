@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional, Union
 
+from orchestrator.api.collected import Collected, collect
 from orchestrator.backends import Backend, Key
 from orchestrator.errors import OrchError, RunNotFound, WorkerFailed, from_record
 from orchestrator.paths import Paths, default_paths
@@ -24,7 +25,6 @@ from orchestrator.run.lease import holder
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
 
 if TYPE_CHECKING:
-    from orchestrator.api import Collected
     from orchestrator.run.logs import LogRecord
 
 POLL = 1.0  # seconds between two looks at the replicas while waiting
@@ -163,8 +163,6 @@ class Run:
 
     def collect(self, out: Union[str, Path, None] = None) -> "Collected":
         """Wait for the run, then gather it into ``out`` (default: the results folder), as `orch collect` does."""
-        from orchestrator.api import collect
-
         self.wait()
         return collect(self.run_id, out=out, paths=self.paths)
 
