@@ -83,8 +83,8 @@ def _default(info: FieldInfo) -> Any:
 def keywords() -> list[Keyword]:
     """Every field the API takes, in the help's order: the spec's, then each framework's and each backend's
     options (an option several share, once). Named as the flags are."""
-    from orchestrator.jobspec import JobSpec
     from orchestrator.jobspec.fields import flag_aliases
+    from orchestrator.jobspec.model import JobSpec
 
     names = {field: alias for alias, field in flag_aliases(JobSpec).items()}
     out: dict[str, Keyword] = {}
