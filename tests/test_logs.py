@@ -62,7 +62,7 @@ def test_a_break_inside_a_containers_line_is_not_a_second_record(tmp_path):
     from orchestrator.backends import ReplicaState, Status
     from orchestrator.run import logs
     from orchestrator.run.rundir import RunDir
-    from orchestrator.run.runner import meaningful_lines
+    from orchestrator.run.attempt import meaningful_lines
 
     run = RunDir(tmp_path / "r1")
     (run.path / "logs").mkdir(parents=True)

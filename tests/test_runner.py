@@ -489,7 +489,7 @@ def test_a_failed_one_shot_reading_falls_back_to_the_runs_recent_stats_sample(tm
 
     from orchestrator.backends import Status
     from orchestrator.run.rundir import RunDir
-    from orchestrator.run.runner import _memory
+    from orchestrator.run.attempt import _memory
     from orchestrator.run.stats import STATS_FIELDS
 
     run = RunDir(tmp_path / "starved")

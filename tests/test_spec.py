@@ -333,7 +333,7 @@ def test_replace_refuses_what_the_new_job_would_ignore():
 
 
 def test_a_record_of_a_script_run_that_set_trainer_fields_still_loads():
-    from orchestrator.run.rundir import _spec_of
+    from orchestrator.run.info import spec_of as _spec_of
 
     old = {"run_id": "old", "workers": 2, "script": "/x/train.py", "epochs": 7, "global_batch": 64}  # a flat record
     assert _spec_of(old).epochs == 7

@@ -5,7 +5,6 @@ supervisor. The run id is the folder's name.
 """
 from __future__ import annotations
 
-import enum
 import errno
 import json
 import os
@@ -17,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from orchestrator import contract
 from orchestrator.errors import ContractMismatch, DiskFull, InvalidSpec, OrchError, RunNotFound
-from orchestrator.jobspec import JobSpec, load_spec, spec_from
 from orchestrator.paths import Paths
+from orchestrator.run.info import RunInfo as RunInfo, RunState as RunState  # the record's types, named from here too
 from orchestrator.run.records import EpochEvent, Refused, Result, event_of, parse_event, result_of
 from orchestrator.safeio import Tail, Unsafe, atomic_write, mtime, read_bounded, read_json_bounded, write_json
 from orchestrator.safetext import one_line
@@ -41,95 +40,9 @@ CONTAINER_UID = 1000  # replicas never run as root; a root host hands them their
 Key = tuple[str, int]
 
 
-class RunState(str, enum.Enum):
-    """Where a run is; the value is what run.json and `orch ps` say."""
-
-    STARTING = "starting"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed-out"
-    INTERRUPTED = "interrupted"
-    STOPPED = "stopped"
-    LOST = "lost"  # recorded as running, but its replicas are gone and nothing recorded an end
-    UNKNOWN = "unknown"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self not in (RunState.STARTING, RunState.RUNNING, RunState.UNKNOWN)
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass
-class RunInfo:
-    """A run as run.json records it, `orch ps` lists it and ``up`` returns it."""
-
-    run_id: str
-    state: RunState
-    spec: Optional[JobSpec]
-    started: Optional[float] = None
-    wall_seconds: Optional[float] = None
-    error: Optional[str] = None
-    workers: list[dict[str, Any]] = field(default_factory=list)
-    run_dir: Optional[str] = None
-    restarts: list[dict[str, Any]] = field(default_factory=list)
-    supervisor_pid: Optional[int] = None  # the run's supervisor process (run/supervise.py); None once it has ended
-    source: Optional[dict[str, Any]] = None  # a --script run's snapshot: where from, files, bytes, sha256
-    failure: Optional[dict[str, Any]] = None  # how it failed, for a client to raise again (errors.to_record)
-    disk_bound: Optional[str] = None  # what holds --disk-limit: "kernel" (run/volume.py), or "guard (why)"
-    supervised: Optional[bool] = None  # as `orch ps` found it: a live supervisor holds it (None: not asked)
-
-    @property
-    def train_seconds(self) -> Optional[float]:
-        """The slowest worker's train time: the job is done when the last worker is."""
-        times = [w["train_seconds"] for w in self.workers if w.get("train_seconds") is not None]
-        return max(times) if times else None
-
-    @property
-    def test_accuracy(self) -> Optional[float]:
-        """Worker 0's test accuracy; in sync training every worker's agrees."""
-        accs = [w["test_accuracy"] for w in self.workers if w.get("test_accuracy") is not None]
-        return accs[0] if accs else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "state": self.state.value,
-            "spec": self.spec.model_dump(mode="json") if self.spec is not None else {},
-            "started": self.started,
-            "wall_seconds": self.wall_seconds,
-            "train_seconds": self.train_seconds,
-            "test_accuracy": self.test_accuracy,
-            "error": self.error,
-            "workers": self.workers,
-            "run_dir": self.run_dir,
-            "restarts": self.restarts,
-            "supervisor_pid": self.supervisor_pid,
-            "source": self.source,
-            "failure": self.failure,
-            "disk_bound": self.disk_bound,
-            "supervised": self.supervised,
-        }
-
-
 def read_json(path: Path) -> Optional[Any]:
     """The JSON in ``path``, or None if it is missing, unreadable, not a regular file, or over 16 MiB."""
     return read_json_bounded(path, 16 << 20)
-
-
-def _spec_of(record: Any) -> Optional[JobSpec]:
-    """The spec a run record holds: nested as this orch writes it, or flat as orch wrote it before."""
-    if not isinstance(record, dict) or not record:
-        return None
-    try:
-        return load_spec(record)
-    except InvalidSpec:
-        try:
-            return spec_from(record, given=())  # as it ran: a field it ignored is no error now
-        except InvalidSpec:
-            return None
 
 
 class EventTailer:
@@ -253,20 +166,7 @@ class RunDir:
     # -- the record and the plan --------------------------------------------------------------
     def record(self) -> Optional[RunInfo]:
         """The run record, or None if there is none or it is not one."""
-        raw = read_json(self.path / RUN_FILE)
-        if not isinstance(raw, dict):
-            return None
-        try:
-            state = RunState(raw.get("state", "unknown"))
-        except ValueError:
-            state = RunState.UNKNOWN
-        return RunInfo(run_id=self.run_id, state=state, spec=_spec_of(raw.get("spec")), started=raw.get("started"),
-                       wall_seconds=raw.get("wall_seconds"), error=raw.get("error"), workers=raw.get("workers") or [],
-                       run_dir=str(self.path), restarts=raw.get("restarts") or [],
-                       supervisor_pid=raw.get("supervisor_pid") if isinstance(raw.get("supervisor_pid"), int) else None,
-                       source=raw.get("source") if isinstance(raw.get("source"), dict) else None,
-                       failure=raw.get("failure") if isinstance(raw.get("failure"), dict) else None,
-                       disk_bound=raw.get("disk_bound") if isinstance(raw.get("disk_bound"), str) else None)
+        return RunInfo.from_record(self.run_id, read_json(self.path / RUN_FILE), str(self.path))
 
     def write_record(self, info: RunInfo) -> None:
         write_json(self.path / RUN_FILE, info.to_dict())
