@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from orchestrator import contract
-from orchestrator.analysis.collect import PREDICTIONS_LIMIT, collect, compare, read_predictions, summarize
+from orchestrator.analysis.collect import collect, compare, summarize
+from orchestrator.analysis.predictions import PREDICTIONS_LIMIT, read_predictions
 from orchestrator.errors import RunNotFound
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths

@@ -25,7 +25,9 @@ from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from orchestrator.run.records import parse_event, parse_result
 from orchestrator.run import scripts
-from orchestrator.run.scripts import absolute, check, snapshot
+from orchestrator.run import snapshot as snapshot_module
+from orchestrator.run.scripts import absolute, check
+from orchestrator.run.snapshot import snapshot
 from tests.bounds import HANG_S
 from orchestrator.run.supervisor import Observation, Verdict, Watch, decide
 from tests.test_cli_inprocess import one_line_error, orch
@@ -382,7 +384,7 @@ def test_a_folder_swapped_for_a_link_during_the_copy_is_never_followed(tmp_path,
     names the folder listed (now pkg.real), never through the link now at its path."""
     src = _source_with_pkg(tmp_path)
     listing = check(_spec(src / "train.py"))
-    real_chunks = scripts._chunks
+    real_chunks = snapshot_module._chunks
 
     def swap_then_read(fd, size):
         if not (src / "pkg").is_symlink():
@@ -390,7 +392,7 @@ def test_a_folder_swapped_for_a_link_during_the_copy_is_never_followed(tmp_path,
             (src / "pkg").symlink_to(secret)
         yield from real_chunks(fd, size)
 
-    monkeypatch.setattr(scripts, "_chunks", swap_then_read)
+    monkeypatch.setattr(snapshot_module, "_chunks", swap_then_read)
     (tmp_path / "run").mkdir()
     record = snapshot(listing, tmp_path / "run" / "source")
     assert record["files"] == 3 and (tmp_path / "run" / "source" / "pkg" / "util.py").read_text() == "Y = 2\n"
@@ -456,7 +458,7 @@ def test_a_file_that_grows_or_shrinks_while_it_is_copied_is_refused(tmp_path, mo
     sees the rest, and refuses."""
     src = _tree(tmp_path / "src", {"weights.bin": b"\0" * (3 << 20)})
     listing = check(_spec(src / "train.py"))
-    real_chunks = scripts._chunks
+    real_chunks = snapshot_module._chunks
 
     def change_after_the_first_chunk(fd, size):
         for i, chunk in enumerate(real_chunks(fd, size)):
@@ -468,7 +470,7 @@ def test_a_file_that_grows_or_shrinks_while_it_is_copied_is_refused(tmp_path, mo
                     os.truncate(src / "weights.bin", 1 << 20)
             yield chunk
 
-    monkeypatch.setattr(scripts, "_chunks", change_after_the_first_chunk)
+    monkeypatch.setattr(snapshot_module, "_chunks", change_after_the_first_chunk)
     (tmp_path / "run").mkdir()
     with pytest.raises(InvalidSpec) as caught:
         snapshot(listing, tmp_path / "run" / "source")
@@ -480,7 +482,7 @@ def test_a_file_rewritten_in_place_while_it_is_copied_is_refused(tmp_path, monke
     src = _tree(tmp_path / "src", {"data.txt": b"0123456789"})
     listing = check(_spec(src / "train.py"))
     (listed,) = [f for f in listing.files if f.path == "data.txt"]
-    real_chunks = scripts._chunks
+    real_chunks = snapshot_module._chunks
 
     def rewrite_while_read(fd, size):
         for chunk in real_chunks(fd, size):
@@ -491,7 +493,7 @@ def test_a_file_rewritten_in_place_while_it_is_copied_is_refused(tmp_path, monke
                     f.write(b"9876543210")
             yield chunk
 
-    monkeypatch.setattr(scripts, "_chunks", rewrite_while_read)
+    monkeypatch.setattr(snapshot_module, "_chunks", rewrite_while_read)
     (tmp_path / "run").mkdir()
     with pytest.raises(InvalidSpec) as caught:
         snapshot(listing, tmp_path / "run" / "source")
@@ -503,14 +505,14 @@ def test_a_file_cut_short_after_its_bytes_were_read_is_refused_for_its_size(tmp_
     the copy whether or not the file system's clock has moved on since the file was written."""
     src = _tree(tmp_path / "src", {"data.txt": b"0123456789"})
     listing = check(_spec(src / "train.py"))
-    real_chunks = scripts._chunks
+    real_chunks = snapshot_module._chunks
 
     def cut_after_reading(fd, size):
         yield from real_chunks(fd, size)
         if size == 10:
             os.truncate(src / "data.txt", 4)
 
-    monkeypatch.setattr(scripts, "_chunks", cut_after_reading)
+    monkeypatch.setattr(snapshot_module, "_chunks", cut_after_reading)
     (tmp_path / "run").mkdir()
     with pytest.raises(InvalidSpec) as caught:
         snapshot(listing, tmp_path / "run" / "source")

@@ -98,14 +98,14 @@ def test_every_trainer_writes_the_predictions_grid_orch_reads(trainer, tmp_path,
     """TensorFlow's and PyTorch's trainers write their grid with one function; orch's bounded reader takes it."""
     import numpy as np
 
-    from orchestrator.analysis import collect
+    from orchestrator.analysis import predictions
 
     monkeypatch.delenv(contract.ENV_REPORT, raising=False)
     reporter = trainer.reporter.Reporter(str(tmp_path), 0)
     rng = np.random.default_rng(0)
     x, y = rng.random((40, 784), dtype=np.float32), rng.integers(0, 10, 40)
     trainer.worker.write_predictions(reporter, x, y, y[::-1].copy())
-    got_x, got_true, got_pred = collect.read_predictions(Path(reporter.dir) / contract.PREDICTIONS_FILE)
+    got_x, got_true, got_pred = predictions.read_predictions(Path(reporter.dir) / contract.PREDICTIONS_FILE)
     assert got_x.shape == (25, 784) and (got_true == y[:25]).all() and (got_pred == y[::-1][:25]).all()
     text = trainer.reporter.Reporter(str(tmp_path), 1)
     trainer.worker.write_predictions(text, rng.integers(0, 100, (40, 20)), y, y)  # token ids: no grid

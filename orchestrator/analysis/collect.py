@@ -1,33 +1,28 @@
 """`orch collect`: bring a run's results, events and stats together into files, tables and plots.
 
 Runs are read through ``rundir`` only: the record, the replicas' events and results, their predictions.
-A predictions.npz is a container's file: read bounded and checked, and skipped with a warning if it is not
-sane. Every file is written atomically, with the output folder locked (``safeio``).
+A predictions.npz is a container's file: read bounded and checked (predictions.py), and skipped with a warning if it
+is not sane. Every file is written atomically, with the output folder locked (``safeio``).
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
-import zipfile
 from pathlib import Path
 from statistics import mean
 from typing import Any, NamedTuple, Optional
 
-import numpy as np
-
 from orchestrator.analysis import metrics, plots
+from orchestrator.analysis.predictions import read_predictions
 from orchestrator.errors import EXIT_FAILED, EXIT_USAGE, OrchError, RunNotFound
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run.rundir import Key, RunDir, RunState, WorkerRecords, resolve
 from orchestrator.run.stats import HOST_FILE, STATS_FILE, read_samples
-from orchestrator.safeio import Unsafe, atomic_write, locked, read_bounded, write_json
+from orchestrator.safeio import Unsafe, atomic_write, locked, write_json
 from orchestrator.safetext import one_line
 
 SUMMARY_SCHEMA_VERSION = 1
-PREDICTIONS_LIMIT = 8 << 20  # bytes of a predictions.npz; the trainer's is about 20 KB
-MEMBER_LIMIT = 1 << 20  # bytes of one array in it, unpacked
-MAX_PREDICTIONS = 100  # images in it
 EPOCH_FIELDS = ["worker", "epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "samples", "time",
                 "compute_seconds", "allreduce_wait_seconds"]
 
@@ -186,56 +181,6 @@ def _csv(fieldnames: list[str], rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return text.getvalue()
-
-
-def _array(raw: bytes, name: str) -> np.ndarray:
-    """The array in .npy bytes, its header checked before numpy allocates anything: x is uint8 [k, 784],
-    y_true and y_pred are integers [k], 1 <= k <= MAX_PREDICTIONS."""
-    f = io.BytesIO(raw)
-    version = np.lib.format.read_magic(f)
-    if version not in ((1, 0), (2, 0)):
-        raise Unsafe(f"{name} is a .npy of version {version}")
-    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, _, dtype = read_header(f)
-    if name == "x":
-        sane, want = dtype == np.uint8 and len(shape) == 2 and shape[1] == 784, "uint8 [k, 784]"
-    else:
-        sane, want = dtype.kind in "iu" and len(shape) == 1, "integers [k]"
-    if not sane or not 1 <= shape[0] <= MAX_PREDICTIONS:
-        raise Unsafe(f"{name} is {dtype.str[:20]} {str(list(shape))[:40]}, not {want}, k from 1 to {MAX_PREDICTIONS}")
-    loaded: np.ndarray = np.load(io.BytesIO(raw), allow_pickle=False)
-    return loaded
-
-
-def read_predictions(path: Path) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """x, y_true and y_pred of a worker's predictions.npz (``_array``), or None if it wrote none.
-
-    The file is a container's: Unsafe (one line) if it is a link or FIFO, over PREDICTIONS_LIMIT, unpacks to
-    more than MEMBER_LIMIT per array (a zip bomb), is truncated, pickled, or of other arrays or shapes."""
-    try:
-        data = read_bounded(path, PREDICTIONS_LIMIT)
-        if data is None:
-            return None
-        arrays = {}
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            members = archive.infolist()
-            if sorted(m.filename for m in members) != ["x.npy", "y_pred.npy", "y_true.npy"]:
-                raise Unsafe(f"{path.name} holds other arrays than x, y_true and y_pred")
-            for member in members:
-                if member.file_size > MEMBER_LIMIT:
-                    raise Unsafe(f"{member.filename} unpacks to {member.file_size} bytes")
-                with archive.open(member) as f:
-                    raw = f.read(MEMBER_LIMIT + 1)  # whatever the header claims
-                if len(raw) > MEMBER_LIMIT:
-                    raise Unsafe(f"{member.filename} unpacks to more than {MEMBER_LIMIT} bytes")
-                arrays[member.filename[:-4]] = _array(raw, member.filename[:-4])
-    except Unsafe:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a hostile archive can fail in any of zipfile's, zlib's or numpy's ways
-        raise Unsafe(f"{path.name} is not a readable .npz ({type(exc).__name__})") from None
-    if not len(arrays["x"]) == len(arrays["y_true"]) == len(arrays["y_pred"]):
-        raise Unsafe(f"{path.name} holds arrays of different lengths")
-    return arrays["x"], arrays["y_true"], arrays["y_pred"]
 
 
 def _plots(run: RunDir, out: Path, got: Collected) -> list[str]:

@@ -20,6 +20,7 @@ from orchestrator.paths import Paths, default_paths
 from orchestrator.plan import SOURCE_DIR, Plan
 from orchestrator.run import disk, scripts
 from orchestrator.run.rundir import RunDir, RunInfo, RunState
+from orchestrator.run.snapshot import snapshot
 
 Say = Callable[[str], None]
 
@@ -102,7 +103,7 @@ def prepare(p: Plan, backend: Backend, paths: Paths, say: Say) -> tuple[RunDir, 
     source = None
     if listing is not None:  # the replicas see this copy, never the user's folder
         try:
-            source = scripts.snapshot(listing, run.path / SOURCE_DIR)
+            source = snapshot(listing, run.path / SOURCE_DIR)
         except (OSError, OrchError) as exc:
             shutil.rmtree(run.path, ignore_errors=True)  # ours, and nothing ran: no half-made run is left
             raise exc if isinstance(exc, OrchError) else OrchError(

@@ -1,4 +1,5 @@
-"""Users' own training scripts (`--script`): checked, then copied, never mounted.
+"""Users' own training scripts (`--script`): checked (``check``, a listing of the folder), then copied (snapshot.py),
+never mounted.
 
 A replica sees a snapshot of the script's folder (or of ``--source DIR``, for a script with sibling modules),
 made in the run directory when the run starts: nothing else of the user's filesystem reaches a container.
@@ -8,13 +9,12 @@ and every file's into ``source.sha256`` beside it, so a run can be reproduced.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import pwd
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from orchestrator.errors import InvalidSpec
 from orchestrator.safetext import one_line, printable
@@ -26,7 +26,7 @@ MAX_DEPTH = 64
 # Folders no script imports from, left out of a snapshot: version control, caches and virtual environments.
 SKIPPED = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache",
                      ".ipynb_checkpoints", "node_modules"})
-_CHUNK = 1 << 20
+CHUNK = 1 << 20
 
 
 def absolute(script: Any, base: Path) -> Any:
@@ -125,16 +125,16 @@ def check(spec: Any, guarded: tuple[Path, ...] = ()) -> Listing:
     return _listing(folder, flag[2:])
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _ident(st: os.stat_result) -> tuple[int, int]:
+def ident(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-class _Walker:
+class Walker:
     """The source folder opened once, and its subfolders reached from it one name at a time through directory file
     descriptors, each opened without following a link and checked against the identity the listing recorded: a
     folder swapped for a link, or for another folder, between the listing and the copy is refused, never followed."""
@@ -144,7 +144,7 @@ class _Walker:
         self.known = known  # the listing's identities (path -> device, inode); None while listing
         self.seen: dict[str, tuple[int, int]] = {}
         try:
-            self.top = os.open(folder, _DIR_FLAGS)
+            self.top = os.open(folder, DIR_FLAGS)
         except OSError as exc:
             raise InvalidSpec(f"{field}: cannot read {folder}: {exc.strerror or exc}") from None
         self._check("", os.fstat(self.top))
@@ -152,8 +152,8 @@ class _Walker:
 
     def _check(self, rel: str, st: os.stat_result) -> None:
         if self.known is None:
-            self.seen[rel] = _ident(st)
-        elif self.known.get(rel) != _ident(st):
+            self.seen[rel] = ident(st)
+        elif self.known.get(rel) != ident(st):
             raise changed(self.folder, rel or ".", "was replaced by another folder")
 
     def enter(self, rel: str) -> int:
@@ -166,7 +166,7 @@ class _Walker:
             for name in rel.split("/") if rel else ():
                 so_far = f"{so_far}/{name}" if so_far else name
                 try:
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
                     reason = ("was replaced by a link or a file" if exc.errno in (errno.ELOOP, errno.ENOTDIR)
                               else f"cannot be read: {exc.strerror or exc}")
@@ -206,7 +206,7 @@ def _listing(folder: Path, field: str) -> Listing:
     files: list[Listed] = []
     skipped: list[str] = []
     total = 0
-    walker = _Walker(folder, field)
+    walker = Walker(folder, field)
     try:
         stack: list[tuple[str, int]] = [("", 0)]
         while stack:
@@ -228,10 +228,10 @@ def _listing(folder: Path, field: str) -> Listing:
                     if depth + 1 >= MAX_DEPTH:
                         raise InvalidSpec(f"{field}: {folder} is nested deeper than {MAX_DEPTH} folders "
                                           f"({shown_path(folder, path)})")
-                    walker.seen[path] = _ident(info)
+                    walker.seen[path] = ident(info)
                     stack.append((path, depth + 1))
                 elif stat.S_ISREG(info.st_mode):
-                    files.append(Listed(path, info.st_size, *_ident(info), info.st_ctime_ns))
+                    files.append(Listed(path, info.st_size, *ident(info), info.st_ctime_ns))
                     total += info.st_size
                     if len(files) > MAX_FILES or total > limit:
                         much = f"{MAX_FILES} files" if len(files) > MAX_FILES else f"{limit >> 20} MiB"
@@ -243,137 +243,3 @@ def _listing(folder: Path, field: str) -> Listing:
         walker.close()
     folders = tuple(Listed(path, 0, *ident) for path, ident in sorted(walker.seen.items()))
     return Listing(folder=folder, files=tuple(sorted(files)), skipped=tuple(sorted(skipped)), folders=folders)
-
-
-def hash_line(digest: str, rel: str) -> bytes:
-    """One line of ``source.sha256``, as ``sha256sum`` writes it: the name's bytes, and where they hold a backslash or
-    a newline, those escaped (``\\\\``, ``\\n``) and the line started with a backslash, so that no name can
-    write a line of its own, and ``sha256sum -c`` reads it back."""
-    name = os.fsencode(rel)
-    if b"\\" in name or b"\n" in name:
-        return b"\\" + digest.encode() + b"  " + name.replace(b"\\", b"\\\\").replace(b"\n", b"\\n") + b"\n"
-    return digest.encode() + b"  " + name + b"\n"
-
-
-def snapshot(listing: Listing, target: Path) -> dict[str, Any]:
-    """Copy ``listing``'s files into ``target`` (made here: folders 0755, files 0644, or 0755 where the
-    original is executable) and return the record run.json keeps: where from, the count, the size and one
-    sha256 over every file's path and hash. ``target``'s parent gets ``source.sha256`` (sha256sum's format).
-
-    Nothing is copied by path: every folder is reached from the listed top one through directory fds, each checked
-    against the listing (``_Walker``), and every file is opened without following a link, checked to be the file
-    listed (same identity and size), read once, and hashed as the bytes copied; a file that changed size or identity
-    is refused (InvalidSpec, one line)."""
-    walker = _Walker(listing.folder, "source", {f.path: (f.device, f.inode) for f in listing.folders})
-    lines: list[bytes] = []
-    try:
-        target.mkdir(mode=0o755)
-        out = _Target(target)
-        try:
-            for listed in listing.files:
-                folder, _, name = listed.path.rpartition("/")
-                digest = _copy(walker.enter(folder), name, out.enter(folder), listed, listing.folder)
-                lines.append(hash_line(digest, listed.path))
-        finally:
-            out.close()
-    finally:
-        walker.close()
-    manifest = b"".join(lines)
-    (target.parent / "source.sha256").write_bytes(manifest)
-    return {"from": str(listing.folder), "files": len(listing.files), "bytes": listing.size,
-            "sha256": hashlib.sha256(manifest).hexdigest(), "skipped": list(listing.skipped)[:20]}
-
-
-class _Target:
-    """The snapshot's own folders (orch's, in the run directory), made 0755 and held by fd as the copy goes."""
-
-    def __init__(self, target: Path) -> None:
-        self.top = os.open(target, _DIR_FLAGS)
-        self.at, self.fd = "", self.top
-
-    def enter(self, rel: str) -> int:
-        if rel == self.at:
-            return self.fd
-        self.leave()
-        fd = os.dup(self.top)
-        try:
-            for name in rel.split("/") if rel else ():
-                try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                os.fchmod(child, 0o755)  # whatever the umask: readable by the containers' user
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        self.at, self.fd = rel, fd
-        return fd
-
-    def leave(self) -> None:
-        if self.fd != self.top:
-            os.close(self.fd)
-        self.at, self.fd = "", self.top
-
-    def close(self) -> None:
-        self.leave()
-        os.fchmod(self.top, 0o755)
-        os.close(self.top)
-
-
-def _copy(source_dir: int, name: str, target_dir: int, listed: Listed, folder: Path) -> str:
-    """Copy file ``name`` of ``source_dir`` (``listed``) into ``target_dir``; the sha256 of the bytes copied."""
-    try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=source_dir)
-    except OSError as exc:
-        reason = ("was replaced by a link" if exc.errno in (errno.ELOOP, errno.EMLINK)
-                  else "is gone" if exc.errno == errno.ENOENT else f"cannot be read: {exc.strerror or exc}")
-        raise changed(folder, listed.path, reason) from None
-    digest = hashlib.sha256()
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or _ident(info) != (listed.device, listed.inode):
-            raise changed(folder, listed.path, "was replaced by another file")
-        if info.st_size != listed.size:
-            raise changed(folder, listed.path, f"changed size ({listed.size:,} bytes listed, {info.st_size:,} now)")
-        if info.st_ctime_ns != listed.changed:
-            raise changed(folder, listed.path, "was replaced or rewritten")
-        mode = 0o755 if info.st_mode & 0o111 else 0o644
-        out = os.open(name, _WRITE_FLAGS, mode, dir_fd=target_dir)
-        try:
-            left = listed.size
-            for chunk in _chunks(fd, listed.size):
-                digest.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
-                left -= len(chunk)
-            if left:
-                raise changed(folder, listed.path, f"shrank ({listed.size:,} bytes listed, {listed.size - left:,} read)")
-            after = os.fstat(fd)
-            if os.read(fd, 1):
-                raise changed(folder, listed.path, f"grew past the {listed.size:,} bytes listed")
-            if after.st_size != listed.size:  # cut short after its bytes were read
-                raise changed(folder, listed.path, f"changed size while it was copied ({listed.size:,} bytes listed, "
-                                                   f"{after.st_size:,} now)")
-            if after.st_ctime_ns != listed.changed:
-                raise changed(folder, listed.path, "was rewritten")
-            os.fchmod(out, mode)  # whatever the umask
-        finally:
-            os.close(out)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
-
-
-def _chunks(fd: int, size: int) -> Iterator[bytes]:
-    """The first ``size`` bytes of ``fd``, a chunk at a time, and no more (fewer where the file is shorter)."""
-    left = size
-    while left > 0:
-        chunk = os.read(fd, min(_CHUNK, left))
-        if not chunk:
-            return
-        left -= len(chunk)
-        yield chunk
