@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.errors import BuildError, InvalidSpec
 from orchestrator.frameworks.torch import build as torch_build
-from orchestrator.images import user, wheels
+from orchestrator.images import pins, user, wheels
 from orchestrator.paths import Paths, recipe_dir
 from tests.conftest import run_orch
 from tests.kube_cluster import QuietServer
@@ -235,7 +235,7 @@ def test_plain_http_is_refused_unless_allowed(tmp_path, monkeypatch):
     assert user.check(req, allow_insecure=True) == req.read_bytes()
     # The host's own index too, before pip runs.
     monkeypatch.setenv("PIP_INDEX_URL", "http://mirror.example/simple")
-    monkeypatch.setattr(wheels, "resolve", lambda *a, **k: pytest.fail("nothing is resolved over plain http"))
+    monkeypatch.setattr(pins, "resolve", lambda *a, **k: pytest.fail("nothing is resolved over plain http"))
     with pytest.raises(InvalidSpec, match="plain http"):
         user.wheelhouse(b"alpha\n", "requirements.txt", Paths(tmp_path / "r", tmp_path / "c"), lambda _m: None)
 
@@ -252,10 +252,10 @@ def test_a_wheel_the_index_links_over_plain_http_or_without_a_hash_is_refused(tm
     monkeypatch.setattr(wheels.subprocess, "run", report("http://files.example/alpha-1.0-py3-none-any.whl",
                                                          {"sha256": "0" * 64}))
     with pytest.raises(InvalidSpec, match="alpha==1.0's wheel.*plain http"):
-        wheels.resolve([], "https://index.example/simple", {}, "requirements.txt")
+        pins.resolve([], "https://index.example/simple", {}, "requirements.txt")
     monkeypatch.setattr(wheels.subprocess, "run", report("https://files.example/alpha-1.0-py3-none-any.whl", {}))
     with pytest.raises(BuildError, match="no sha256 for alpha==1.0"):
-        wheels.resolve([], "https://index.example/simple", {}, "requirements.txt")
+        pins.resolve([], "https://index.example/simple", {}, "requirements.txt")
 
 
 def test_the_cli_refuses_a_plain_http_torch_index_in_one_line(no_engine):

@@ -13,8 +13,9 @@ import pytest
 from orchestrator import __version__, frameworks
 from orchestrator.errors import BuildError, InvalidSpec, OrchError
 from orchestrator.images.recipe import BuildOptions, ImageRecipe
+from orchestrator.images import bootstrap as bootstrap_mod
 from orchestrator.images import builder as images_mod
-from orchestrator.images import wheels
+from orchestrator.images import pins, wheels
 from orchestrator.paths import recipe_dir
 
 docker = pytest.mark.docker
@@ -324,8 +325,8 @@ def test_generating_a_lock_hashes_every_wheel_and_seeds_the_cache(tmp_path, monk
         for name in files:
             shutil.copy(tmp_path / "src" / name, target / name)
 
-    monkeypatch.setattr(wheels, "download", fake_download)
-    lock = wheels.generate_lock(images, tmp_path / "cache", lambda _m: None)
+    monkeypatch.setattr(pins, "download", fake_download)
+    lock = pins.generate_lock(images, tmp_path / "cache", lambda _m: None)
     assert seen == [["-r", str(images / "requirements.txt")],
                     ["--no-deps", "-r", str(images / "requirements-nodeps.txt")]]
     assert {n: p.hashes for n, p in lock.packages.items()} == {
@@ -423,8 +424,8 @@ def test_another_failure_of_that_step_is_not_taken_for_the_recipe_s_refusal():
 
 
 def test_the_build_base_is_the_base_with_a_compiler():
-    cmd = images_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), images_mod.DEFAULT_MIRROR,
-                                         packages=images_mod.BUILD_BASE_PACKAGES)
+    cmd = bootstrap_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), bootstrap_mod.DEFAULT_MIRROR,
+                                         packages=bootstrap_mod.BUILD_BASE_PACKAGES)
     assert "--include=python3,python3-venv,g++" in cmd and "--force-check-gpg" in cmd
 
 
@@ -442,15 +443,15 @@ class _FakeProcesses:
 
     def __init__(self, monkeypatch, euid: int, tty: bool = False, sudo: bool = True, probe_ok: bool = True):
         self.commands = []
-        monkeypatch.setattr(images_mod.os, "geteuid", lambda: euid)
-        monkeypatch.setattr(images_mod.sys, "stdin", type("Stdin", (), {"isatty": lambda self: tty})())
+        monkeypatch.setattr(bootstrap_mod.os, "geteuid", lambda: euid)
+        monkeypatch.setattr(bootstrap_mod.sys, "stdin", type("Stdin", (), {"isatty": lambda self: tty})())
         real_which = shutil.which
-        monkeypatch.setattr(images_mod.shutil, "which", lambda name, path=None: (
+        monkeypatch.setattr(bootstrap_mod.shutil, "which", lambda name, path=None: (
             None if name == "sudo" and not sudo else f"/usr/sbin/{name}" if name == "debootstrap" else
             f"/usr/bin/{name}" if name in ("sudo", "gpgv") else real_which(name, path=path)))
         probe_rc = 0 if probe_ok else 1
-        monkeypatch.setattr(images_mod.subprocess, "run", lambda cmd, **k: self._run(cmd, probe_rc))
-        monkeypatch.setattr(images_mod.subprocess, "Popen", lambda cmd, **k: self._popen(cmd))
+        monkeypatch.setattr(bootstrap_mod.subprocess, "run", lambda cmd, **k: self._run(cmd, probe_rc))
+        monkeypatch.setattr(bootstrap_mod.subprocess, "Popen", lambda cmd, **k: self._popen(cmd))
 
     def _run(self, cmd, probe_rc):
         self.commands.append(cmd)
@@ -463,23 +464,23 @@ class _FakeProcesses:
 
 
 def test_debootstrap_checks_the_archive_signatures():
-    cmd = images_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), images_mod.DEFAULT_MIRROR)
+    cmd = bootstrap_mod.debootstrap_command("/usr/sbin/debootstrap", Path("/tmp/x/rootfs"), bootstrap_mod.DEFAULT_MIRROR)
     assert cmd[cmd.index("--keyring") + 1] == "/usr/share/keyrings/debian-archive-keyring.gpg"
     assert "--force-check-gpg" in cmd and "--no-check-gpg" not in cmd
-    assert cmd[-3:] == ["bookworm", "/tmp/x/rootfs", images_mod.DEFAULT_MIRROR]
+    assert cmd[-3:] == ["bookworm", "/tmp/x/rootfs", bootstrap_mod.DEFAULT_MIRROR]
 
 
 def test_the_tar_leaves_out_the_pruned_parts():
-    cmd = images_mod.tar_command(Path("/tmp/x/rootfs"))
+    cmd = bootstrap_mod.tar_command(Path("/tmp/x/rootfs"))
     assert cmd[:3] == ["tar", "-C", "/tmp/x/rootfs"] and cmd[-2:] == ["-c", "."] and "--anchored" in cmd
-    assert {f"--exclude=./{rel}" for rel in images_mod.BASE_PRUNE} <= set(cmd)
+    assert {f"--exclude=./{rel}" for rel in bootstrap_mod.BASE_PRUNE} <= set(cmd)
 
 
 def test_a_missing_keyring_is_refused_before_anything_runs(tmp_path, monkeypatch):
     procs = _FakeProcesses(monkeypatch, euid=0)
-    monkeypatch.setattr(images_mod, "KEYRING", tmp_path / "debian-archive-keyring.gpg")
+    monkeypatch.setattr(bootstrap_mod, "KEYRING", tmp_path / "debian-archive-keyring.gpg")
     with pytest.raises(OrchError) as err:
-        images_mod.bootstrap_base(_FakeEngine(), "orch-base:bookworm", images_mod.DEFAULT_MIRROR, lambda _m: None)
+        bootstrap_mod.bootstrap_base(_FakeEngine(), "orch-base:bookworm", bootstrap_mod.DEFAULT_MIRROR, lambda _m: None)
     assert "\n" not in err.value.message
     assert "debian-archive-keyring" in err.value.message and "--base IMAGE" in err.value.message
     assert procs.commands == []
@@ -489,9 +490,9 @@ def test_a_missing_keyring_is_refused_before_anything_runs(tmp_path, monkeypatch
                                                 (True, ["sudo"], ["sudo", "-v"])])
 def test_only_the_root_step_runs_through_sudo(monkeypatch, tty, prefix, probe):
     procs = _FakeProcesses(monkeypatch, euid=1000, tty=tty)
-    monkeypatch.setattr(images_mod, "KEYRING", IMAGES / "Dockerfile")  # any file: the keyring's presence
+    monkeypatch.setattr(bootstrap_mod, "KEYRING", IMAGES / "Dockerfile")  # any file: the keyring's presence
     engine = _FakeEngine()
-    images_mod.bootstrap_base(engine, "orch-base:bookworm", images_mod.DEFAULT_MIRROR, lambda _m: None)
+    bootstrap_mod.bootstrap_base(engine, "orch-base:bookworm", bootstrap_mod.DEFAULT_MIRROR, lambda _m: None)
     assert procs.commands[0] == probe
     debootstrap, tar, rm = procs.commands[1:]
     n = len(prefix)
@@ -504,11 +505,11 @@ def test_only_the_root_step_runs_through_sudo(monkeypatch, tty, prefix, probe):
 
 def test_the_base_and_the_build_base_bootstrap_side_by_side_and_sudo_is_asked_once(monkeypatch):
     procs = _FakeProcesses(monkeypatch, euid=1000)
-    monkeypatch.setattr(images_mod, "KEYRING", IMAGES / "Dockerfile")
+    monkeypatch.setattr(bootstrap_mod, "KEYRING", IMAGES / "Dockerfile")
     engine = _FakeEngine()
-    images_mod.bootstrap_bases(engine, [("orch-base:bookworm", images_mod.BASE_PACKAGES),
-                                        ("orch-build-base:bookworm", images_mod.BUILD_BASE_PACKAGES)],
-                               images_mod.DEFAULT_MIRROR, lambda _m: None)
+    bootstrap_mod.bootstrap_bases(engine, [("orch-base:bookworm", bootstrap_mod.BASE_PACKAGES),
+                                        ("orch-build-base:bookworm", bootstrap_mod.BUILD_BASE_PACKAGES)],
+                               bootstrap_mod.DEFAULT_MIRROR, lambda _m: None)
     assert [cmd for cmd in procs.commands if cmd[-1] == "true"] == [["sudo", "-n", "true"]]
     debootstraps = [cmd for cmd in procs.commands if cmd[2] == "/usr/sbin/debootstrap"]
     assert sorted(next(a for a in cmd if a.startswith("--include=")) for cmd in debootstraps) == [
@@ -521,17 +522,17 @@ def test_the_base_and_the_build_base_bootstrap_side_by_side_and_sudo_is_asked_on
 
 def test_as_root_the_root_step_runs_directly(monkeypatch):
     procs = _FakeProcesses(monkeypatch, euid=0)
-    monkeypatch.setattr(images_mod, "KEYRING", IMAGES / "Dockerfile")
-    images_mod.bootstrap_base(_FakeEngine(), "orch-base:bookworm", images_mod.DEFAULT_MIRROR, lambda _m: None)
+    monkeypatch.setattr(bootstrap_mod, "KEYRING", IMAGES / "Dockerfile")
+    bootstrap_mod.bootstrap_base(_FakeEngine(), "orch-base:bookworm", bootstrap_mod.DEFAULT_MIRROR, lambda _m: None)
     assert [cmd[0] for cmd in procs.commands] == ["/usr/sbin/debootstrap", "tar", "rm"]
 
 
 @pytest.mark.parametrize("sudo, probe_ok", [(False, True), (True, False)])
 def test_no_usable_sudo_is_a_one_line_error(monkeypatch, sudo, probe_ok):
     procs = _FakeProcesses(monkeypatch, euid=1000, sudo=sudo, probe_ok=probe_ok)
-    monkeypatch.setattr(images_mod, "KEYRING", IMAGES / "Dockerfile")
+    monkeypatch.setattr(bootstrap_mod, "KEYRING", IMAGES / "Dockerfile")
     with pytest.raises(OrchError) as err:
-        images_mod.bootstrap_base(_FakeEngine(), "orch-base:bookworm", images_mod.DEFAULT_MIRROR, lambda _m: None)
+        bootstrap_mod.bootstrap_base(_FakeEngine(), "orch-base:bookworm", bootstrap_mod.DEFAULT_MIRROR, lambda _m: None)
     message = err.value.message
     assert "\n" not in message and "as root" in message and "--base IMAGE" in message
     assert all(cmd[:2] != ["sudo", "-n"] or cmd[-1] == "true" for cmd in procs.commands)  # nothing else ran
@@ -547,7 +548,7 @@ def test_extra_packages_are_what_the_files_packages_need_not_what_the_images_own
     """torchvision on orch's PyTorch image adds torchvision and pillow: torch is the image's, and the CUDA wheels
     pip resolves for torch are torch's dependencies, which the CPU image chose not to carry."""
     from orchestrator.images.user import added
-    from orchestrator.images.wheels import Resolution
+    from orchestrator.images.pins import Resolution
 
     resolution = Resolution(
         pins=[_pin(n) for n in ("torchvision", "numpy", "torch", "pillow", "nvidia-cublas-cu12", "triton", "sympy")],
@@ -565,7 +566,7 @@ def test_extra_packages_are_what_the_files_packages_need_not_what_the_images_own
 
 
 def test_a_packages_requirements_are_read_with_the_images_markers_and_its_extras():
-    from orchestrator.images.wheels import _requires
+    from orchestrator.images.pins import _requires
 
     meta = {"name": "Pkg_One", "provides_extra": ["fast"],
             "requires_dist": ["numpy>=1", "pywin32; sys_platform == 'win32'", "tomli; python_version < '3.11'",

@@ -108,8 +108,8 @@ def build(env: Environment, base: Optional[str], build_base: Optional[str], boot
         results: list[Any] = []
         if bootstrap_base and base is None:
             from orchestrator.docker.engine import Engine
-            from orchestrator.images.builder import (BASE_PACKAGES, BUILD_BASE_PACKAGES, DEFAULT_BASE,
-                                                     DEFAULT_BUILD_BASE, bootstrap_bases, compiles)
+            from orchestrator.images.bootstrap import BASE_PACKAGES, BUILD_BASE_PACKAGES, bootstrap_bases
+            from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE, compiles
 
             # orch's base (every image's), and its build base if a recipe built here compiles: both at once
             bases: list[tuple[str, tuple[str, ...]]] = [(DEFAULT_BASE, BASE_PACKAGES)]

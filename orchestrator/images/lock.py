@@ -15,7 +15,7 @@ from pathlib import Path
 
 from orchestrator import frameworks
 from orchestrator.errors import OrchError
-from orchestrator.images.wheels import generate_lock
+from orchestrator.images.pins import generate_lock
 from orchestrator.paths import default_paths
 
 

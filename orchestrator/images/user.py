@@ -28,7 +28,7 @@ from typing import Callable, Optional
 from orchestrator import __version__, frameworks
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, InvalidSpec
-from orchestrator.images import wheels
+from orchestrator.images import pins, wheels
 from orchestrator.images.wheels import LOCK_NAME, platform_args, read_lock, redact, verify, wheel_id
 from orchestrator.labels import LABEL_INPUTS, LABEL_KIND
 from orchestrator.paths import Paths, default_paths
@@ -165,17 +165,17 @@ def wheelhouse(text: bytes, name: str, paths: Paths, say: Say, allow_insecure: b
         listed.write_bytes(text)
         args = [*wheels.index_args(index), "-r", str(listed), "-c", str(_constraints(Path(scratch), framework))]
         with wheels.insecure_allowed(allow_insecure):
-            resolution = wheels.resolve_graph(args, index, env, name)
+            resolution = pins.resolve_graph(args, index, env, name)
     extra = added(resolution, set(installed.packages), name)
     folder.mkdir(parents=True, exist_ok=True)
     found: list[Path] = []
     (folder / LOCK_NAME).unlink(missing_ok=True)  # of an attempt that did not finish
     if extra:
-        lock = wheels.write_lock(folder / LOCK_NAME, wheels.render_pins(extra, [
+        lock = pins.write_lock(folder / LOCK_NAME, pins.render_pins(extra, [
             f"The packages {name} adds to orch's image, for CPython 3.11 manylinux x86_64, resolved on {index}",
             "(pinned to the image's versions where they overlap) by `orch build --requirements`."]))
         say(f"downloading {len(extra)} wheels (hashes checked)")
-        wheels.download_pins(folder, extra, [index, *_urls(text.decode())], env, name)
+        pins.download_pins(folder, extra, [index, *_urls(text.decode())], env, name)
         found = verify(folder, lock)
     (folder / ".complete").write_text("ok\n")
     return found
@@ -187,7 +187,7 @@ CUDA = re.compile(r"^(nvidia-.*|triton|cupy-cuda.*)$")  # GPU libraries: of no u
 RESOLUTION = "reached-from-requested-v2"
 
 
-def added(resolution: wheels.Resolution, installed: set[str], name: str) -> list[wheels.Locked]:
+def added(resolution: pins.Resolution, installed: set[str], name: str) -> list[wheels.Locked]:
     """The wheels a requirements file adds to an image that has ``installed``: what its packages need, the image's
     own packages and what those need left out. The image carries what it chose of its packages' dependencies
     (PyTorch's, without the CUDA libraries a CPU never loads), so torchvision adds torchvision, not a second CUDA.

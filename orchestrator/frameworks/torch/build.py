@@ -18,7 +18,7 @@ from typing import Callable, Optional
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import BuildError, InvalidSpec
 from orchestrator.images.recipe import BuildOptions
-from orchestrator.images import wheels
+from orchestrator.images import pins, wheels
 from orchestrator.images.builder import BuiltImage, build_image
 from orchestrator.images.wheels import LOCK_NAME, read_lock, redact, verify, wheel_id
 from orchestrator.paths import Paths, default_paths, recipe_dir
@@ -73,21 +73,21 @@ def _index_wheelhouse(url: str, paths: Paths, say: Say) -> Path:
         say(f"resolving torch on {redact(url)} and its dependencies on {redact(host)} (host pip, for CPython "
             f"{wheels.IMAGE_PYTHON} manylinux, wheels only)")
         folder.mkdir(parents=True, exist_ok=True)
-        own = wheels.resolve(index_download_args(url), url, env, "torch")
+        own = pins.resolve(index_download_args(url), url, env, "torch")
         if sorted(p.name for p in own) != sorted(FROM_INDEX):
             raise BuildError(f"{redact(url)} resolved {', '.join(p.name for p in own)}, not {', '.join(FROM_INDEX)}")
-        wheels.download_pins(folder, own, [url], env, "torch")
+        pins.download_pins(folder, own, [url], env, "torch")
         local = [w for w in folder.glob("*.whl") if wheel_id(w.name) in {(p.name, p.version) for p in own}]
         if len(local) != len(own):
             raise BuildError(f"the wheels {redact(url)} serves are not named by the versions it lists; delete {folder}")
-        rest = wheels.resolve([*wheels.index_args(host), *(f"{wheel_id(w.name)[0]} @ {w.as_uri()}" for w in local),
+        rest = pins.resolve([*wheels.index_args(host), *(f"{wheel_id(w.name)[0]} @ {w.as_uri()}" for w in local),
                                pinned("numpy")], host, env, "torch's dependencies")
         rest = [p for p in rest if p.name not in FROM_INDEX]
-        lock = wheels.write_lock(lock_path, wheels.render_pins(own + rest, [
+        lock = pins.write_lock(lock_path, pins.render_pins(own + rest, [
             f"torch from {url} and its dependencies from {host}, for CPython {wheels.IMAGE_PYTHON} manylinux",
             "x86_64, resolved and locked by `orch build --framework torch --torch-index` at its first build."]))
         say(f"downloading the {len(rest)} wheels torch needs from {redact(host)} (hashes checked)")
-        wheels.download_pins(folder, rest, [host], env, "torch's dependencies")
+        pins.download_pins(folder, rest, [host], env, "torch's dependencies")
         verify(folder, lock)
         (folder / ".complete").write_text("ok\n")
     verify(folder, read_lock(lock_path))
