@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from orchestrator import contract
-from orchestrator.backends.k8s_manifests import INDEX_ENV
+from orchestrator.backends.k8s_pods import INDEX_ENV
 from orchestrator.jobspec import make_spec
 from orchestrator.plan import plan
 from tests.test_backends_k8s import PATHS, documents, job_templates, kubelet_env

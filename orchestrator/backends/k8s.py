@@ -28,7 +28,8 @@ from orchestrator.backends import k8s_manifests as manifests
 from orchestrator.backends import kube
 from orchestrator.backends import options
 from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState, Status, Usage
-from orchestrator.backends.k8s_manifests import COMPLETION_INDEX, CONTAINER, documents_of, object_name
+from orchestrator.backends.k8s_manifests import documents_of
+from orchestrator.backends.k8s_pods import COMPLETION_INDEX, CONTAINER, TRAINJOB_NODE, addresses, object_name
 from orchestrator.errors import ClusterError, ClusterRefused, InvalidSpec, RenderOnlyBackend
 from orchestrator.labels import LABEL_ROLE, LABEL_RUN
 from orchestrator.timestamps import parse_timestamp
@@ -59,7 +60,7 @@ class KubernetesBackend(Backend):
         return object_name(run_id)
 
     def addresses(self, spec: "JobSpec", keys: list[Key], port: int) -> dict[Key, str]:
-        return manifests.addresses(spec, keys, port)
+        return addresses(spec, keys, port)
 
     def render(self, plan: "Plan") -> str:
         return manifests.render(plan)
@@ -180,7 +181,7 @@ def pod_state(pod: dict[str, Any], run_id: Optional[str]) -> Optional[ReplicaSta
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     index = annotations.get(COMPLETION_INDEX, labels.get(COMPLETION_INDEX))
     env = {e.get("name"): e.get("value") for c in (pod.get("spec") or {}).get("containers") or []
-           if c.get("name") in (CONTAINER, manifests.TRAINJOB_NODE) for e in c.get("env") or []}
+           if c.get("name") in (CONTAINER, TRAINJOB_NODE) for e in c.get("env") or []}
     if index is None or not str(index).isdigit():
         return None
     try:  # one Job for every role: the index counts through them, as in the pod itself
