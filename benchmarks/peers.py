@@ -31,11 +31,9 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +52,10 @@ from orchestrator.images import script as script_images  # noqa: E402
 from orchestrator.images.user import image_for  # noqa: E402
 from orchestrator.paths import default_paths  # noqa: E402
 from orchestrator.safetext import one_line  # noqa: E402
+
+from peers_engine import PeakSampler, clean, engine_state, left_behind  # noqa: E402
+from peers_report import markdown, summary, training_seconds  # noqa: E402
+from peers_tools import KUBEFLOW_DRIVER, TORCHX_KERAS_COMPONENT  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TUTORIALS = ROOT / "examples" / "tutorials"
@@ -78,169 +80,6 @@ RUN echo 'export PATH=/opt/venv/bin:$PATH' > /etc/profile.d/orch-venv.sh \\
 ENTRYPOINT []
 """
 SCRIPTS = {"ddp": ("torch_ddp", "main.py", "torch"), "keras": ("keras_mwms", "main.py", "tensorflow")}
-
-# TorchX has no TensorFlow component: a user writes one. This one sets TF_CONFIG from TorchX's own macros (each
-# replica's host name is <app id>-<role>-<replica id> on local_docker), and is the whole of what a user adds.
-TORCHX_KERAS_COMPONENT = '''\
-import json
-
-import torchx.specs as specs
-
-
-def mwms(*script_args: str, script: str, image: str, j: int = 1, memMB: int = 2048, port: int = 2222,
-         env: str = "") -> specs.AppDef:
-    """One TensorFlow worker per replica, TF_CONFIG set for MultiWorkerMirroredStrategy."""
-    workers = [f"{specs.macros.app_id}-worker-{i}:{port}" for i in range(j)]
-    cluster = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}})
-    tf_config = cluster.replace('"index": 0', '"index": ' + specs.macros.replica_id)
-    extra = dict(kv.split("=", 1) for kv in env.split(",") if kv)
-    return specs.AppDef(name="keras", roles=[specs.Role(
-        name="worker", image=image, entrypoint="python", args=[script, *script_args], num_replicas=j,
-        env={"TF_CONFIG": tf_config, **extra}, resource=specs.Resource(cpu=2, gpu=0, memMB=memMB),
-        port_map={"tf": port})])
-'''
-
-# The Kubeflow SDK runs a function: the user's function runs the tutorial's file as its launcher would.
-KUBEFLOW_DRIVER = '''\
-import json, sys
-from kubeflow.trainer import ContainerBackendConfig, CustomTrainer, TrainerClient
-
-spec = json.loads(sys.argv[1])
-
-
-def tutorial(folder, script):
-    import os, runpy, sys
-    os.chdir(folder)
-    sys.path.insert(0, folder)
-    sys.argv = [script]
-    runpy.run_path(script, run_name="__main__")
-
-
-client = TrainerClient(backend_config=ContainerBackendConfig())
-job = client.train(runtime=client.get_runtime("torch-distributed"),
-                   trainer=CustomTrainer(func=tutorial, func_args={"folder": spec["folder"], "script": spec["script"]},
-                                         image=spec["image"], num_nodes=spec["workers"], env=spec["env"]))
-print("job", job, flush=True)
-status = "Complete"
-try:
-    client.wait_for_job_status(job, timeout=spec["timeout"])
-except Exception as exc:
-    status = f"{type(exc).__name__}: {exc}"
-for line in client.get_job_logs(job):  # every node's, node-0 first
-    print(line, end="" if line.endswith("\\n") else "\\n", flush=True)
-print("status", status, flush=True)
-if status == "Complete":
-    client.delete_job(job)
-sys.exit(0 if status == "Complete" else 1)
-'''
-
-
-# -- the engine: its state before and after, each container's peak memory ---------------------------------------
-def engine_state(client: Any) -> dict[str, set[str]]:
-    return {"containers": {c.id for c in client.containers.list(all=True)},
-            "networks": {n.id for n in client.networks.list()},
-            "volumes": {v.name for v in client.volumes.list()},
-            "images": {i.id for i in client.images.list(all=True)}}
-
-
-def left_behind(client: Any, before: dict[str, set[str]]) -> dict[str, Any]:
-    """What appeared in the engine since ``before``. orch's cache volumes (label orch.cache: each image's Python
-    environment, made by a tool's first run of that image and reused by every later one) are counted apart as
-    caches, and kept."""
-    now = engine_state(client)
-    new = {kind: sorted(now[kind] - before[kind]) for kind in now}
-    caches = [v for v in new["volumes"] if "orch.cache" in (client.volumes.get(v).attrs.get("Labels") or {})]
-    new["volumes"] = [v for v in new["volumes"] if v not in caches]
-    running = [c.id for c in client.containers.list() if c.id in new["containers"]]
-    return {**{kind: len(ids) for kind, ids in new.items()}, "running": len(running), "caches": len(caches),
-            "ids": new}
-
-
-def clean(client: Any, left: dict[str, Any]) -> None:
-    """Remove what a tool left, so the next run starts from the same engine."""
-    import docker.errors
-
-    for cid in left["ids"]["containers"]:
-        try:
-            client.containers.get(cid).remove(force=True)
-        except docker.errors.NotFound:
-            pass
-    for nid in left["ids"]["networks"]:
-        try:
-            client.networks.get(nid).remove()
-        except docker.errors.NotFound:
-            pass
-    for name in left["ids"]["volumes"]:
-        try:
-            client.volumes.get(name).remove(force=True)
-        except docker.errors.NotFound:
-            pass
-
-
-CGROUP_PEAKS = ("/sys/fs/cgroup/memory/docker/{}/memory.max_usage_in_bytes",  # v1, cgroupfs
-                "/sys/fs/cgroup/system.slice/docker-{}.scope/memory.peak",  # v2, systemd
-                "/sys/fs/cgroup/docker/{}/memory.peak")  # v2, cgroupfs
-CGROUP_DIRS = ("/sys/fs/cgroup/memory/docker", "/sys/fs/cgroup/system.slice", "/sys/fs/cgroup/docker")
-
-
-class PeakSampler(threading.Thread):
-    """Each new container's cgroup memory high-water mark, read every 0.2 s while it exists."""
-
-    def __init__(self, known: set[str]) -> None:
-        super().__init__(daemon=True)
-        self.known, self.peaks, self.stop = known, {}, threading.Event()
-
-    def _ids(self) -> list[str]:
-        found = []
-        for folder in CGROUP_DIRS:
-            try:
-                names = os.listdir(folder)
-            except OSError:
-                continue
-            for name in names:
-                cid = name.removeprefix("docker-").removesuffix(".scope")
-                if len(cid) == 64 and cid not in self.known:
-                    found.append(cid)
-        return found
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for cid in self._ids():
-                for pattern in CGROUP_PEAKS:
-                    try:
-                        with open(pattern.format(cid)) as f:
-                            value = int(f.read())
-                    except (OSError, ValueError):
-                        continue
-                    self.peaks[cid] = max(self.peaks.get(cid, 0), value)
-                    break
-            self.stop.wait(0.2)
-
-    def finish(self) -> dict[str, int]:
-        self.stop.set()
-        self.join()
-        return dict(self.peaks)
-
-
-# -- what the scripts print -------------------------------------------------------------------------------------
-DDP_EPOCH = re.compile(r"epoch 1: (\d+) samples on this rank, loss [0-9.]+, ([0-9.]+)s")
-DDP_ACCURACY = re.compile(r"rank (\d+): test accuracy ([0-9.]+) on 10000")
-KERAS_EPOCH = re.compile(r"(\d+)/\1 \[=+\] - \S+ (\d+)(ms|s)/step - loss: [0-9.]+ - accuracy: ([0-9.]+)")
-
-
-def training_seconds(script: str, text: str) -> tuple[Optional[float], dict[str, Any]]:
-    """The training time the script printed, and what else it printed that shows it ran right."""
-    if script == "ddp":
-        epochs = DDP_EPOCH.findall(text)
-        accuracies = [float(a) for _r, a in DDP_ACCURACY.findall(text)]
-        seconds = max((float(s) for _n, s in epochs), default=None)
-        return seconds, {"ranks": len(epochs), "samples_per_rank": sorted({int(n) for n, _s in epochs}),
-                         "accuracy": min(accuracies, default=None)}
-    epochs = KERAS_EPOCH.findall(text)[:3]  # worker 0's three epochs come first in each tool's output
-    seconds = sum(int(steps) * int(t) / (1000 if unit == "ms" else 1) for steps, t, unit, _a in epochs)
-    return (seconds if len(epochs) == 3 else None), {"epochs": len(epochs),
-                                                     "accuracy": float(epochs[-1][3]) if epochs else None}
-
 
 # -- the tools --------------------------------------------------------------------------------------------------
 @dataclass
@@ -396,48 +235,6 @@ def images(engine: Engine, work: Path) -> dict[str, str]:
     made["sizes"] = {name: engine.image_size(tag) for name, tag in made.items() if name != "sizes"}  # type: ignore
     made["bases"] = {"ddp": torch, "keras": tf_framework.image_ref("single")}  # type: ignore
     return made
-
-
-def summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows = []
-    for key in sorted({(r["script"], r["workers"], r["tool"]) for r in runs}):
-        mine = [r for r in runs if (r["script"], r["workers"], r["tool"]) == key]
-        ok = [r for r in mine if r.get("exit_code") == 0 and r.get("training_seconds") is not None]
-        rows.append({"script": key[0], "workers": key[1], "tool": key[2], "runs": len(mine), "succeeded": len(ok),
-                     "wall_seconds": [r["wall_seconds"] for r in ok],
-                     "beyond_seconds": [r["beyond_seconds"] for r in ok],
-                     "training_seconds": [r["training_seconds"] for r in ok],
-                     "peak_mib": [p for r in ok for p in r["peak_mib"]],
-                     "left": {k: max(r["left"][k] for r in mine) for k in mine[0]["left"]},
-                     "accuracy": [r.get("accuracy") for r in ok]})
-    return rows
-
-
-def markdown(result: dict[str, Any]) -> str:
-    lines = ["# orch against its peers on the tutorials", "",
-             "| script | N | tool | wall s (median) | beyond training s (median, range) | peak MiB per container "
-             "(median) | left after the run |", "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
-    for r in result["rows"]:
-        if not r["succeeded"]:
-            lines.append(f"| {r['script']} | {r['workers']} | {r['tool']} | failed | | | |")
-            continue
-        b = r["beyond_seconds"]
-        left = ", ".join(f"{v} {k}" for k, v in r["left"].items() if v and k not in ("running", "caches")) \
-            or "nothing"
-        lines.append(f"| {r['script']} | {r['workers']} | {r['tool']} | {statistics.median(r['wall_seconds']):.1f} | "
-                     f"{statistics.median(b):.1f} ({min(b):.1f}-{max(b):.1f}) | "
-                     f"{statistics.median(r['peak_mib']):.0f} | {left} |")
-    for u in result["unsupported"]:
-        lines.append(f"| {u['script']} | {u['workers']} | {u['tool']} | cannot: {u['why']} | | | |")
-    lines += ["", "| tool | returned after the kill | s after the kill | left running | left |",
-              "| --- | --- | ---: | ---: | --- |"]
-    for k in result["kills"]:
-        left = ", ".join(f"{v} {n}" for n, v in k["left"].items() if v and n not in ("running", "caches")) \
-            or "nothing"
-        after = f"{k['seconds_after_kill']:.1f}" if k["seconds_after_kill"] is not None else "-"
-        lines.append(f"| {k['tool']} | {'yes' if k['returned'] else 'no'} | {after} | {k['left']['running']} | "
-                     f"{left} |")
-    return "\n".join(lines) + "\n"
 
 
 def main() -> int:

@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
-import floor  # noqa: E402 - its workload, run(), in_place() and markdown conventions
+import floor  # noqa: E402 - its workload, run() and markdown conventions
+import floor_split  # noqa: E402 - in_place(), the trainer's own split of a step
 
 from orchestrator import backends  # noqa: E402
 from orchestrator.errors import InvalidSpec  # noqa: E402
@@ -129,7 +130,7 @@ def processes(fields: dict, workers: int, runs: Path) -> dict:
         raise SystemExit(f"{spec.run_id}: a process wrote no result")
     steps = (results[0].steps_per_epoch or 0) * spec.epochs
     return {"train_seconds": max(r.train_seconds for r in results), "steps": steps,
-            "in_place": floor.in_place(results, steps)}
+            "in_place": floor_split.in_place(results, steps)}
 
 
 def _shares_network(fields: dict) -> bool:
@@ -212,7 +213,7 @@ def measure(name: str, counts: list[int], repeats: int, runs: Path, workload: di
         for arm, measured in arms.items():
             row[arm] = statistics.median(m["train_seconds"] for m in measured)
             row[f"{arm}_runs"] = [m["train_seconds"] for m in measured]
-            row[f"{arm}_in_place"] = floor._medians([m["in_place"] for m in measured], floor.IN_PLACE)
+            row[f"{arm}_in_place"] = floor_split._medians([m["in_place"] for m in measured], floor_split.IN_PLACE)
         row["ratio"] = row["containers"] / row["processes"]
         row["shared_ratio"] = row["shared"] / row["processes"] if "shared" in arms else None
         row["grouped_ratio"] = row["grouped"] / row["processes"] if "grouped" in arms else None
