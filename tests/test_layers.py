@@ -34,3 +34,14 @@ def test_an_import_against_the_layering_breaks_the_check(tmp_path):
     proc = _lint(tmp_path)
     assert proc.returncode != 0
     assert "orchestrator.run.rundir is not allowed to import orchestrator.run.start" in proc.stdout, proc.stdout
+
+
+MAX_LINES = 350
+
+
+def test_no_module_of_orch_its_tools_or_its_benchmarks_is_over_350_lines():
+    """One concern a module: a longer one is split by concern (an investigation's script aside: it is a notebook)."""
+    long = [f"{path.relative_to(ROOT)}: {n}" for folder in ("orchestrator", "tools", "benchmarks")
+            for path in sorted((ROOT / folder).rglob("*.py"))
+            if "investigations" not in path.parts and (n := len(path.read_text().splitlines())) > MAX_LINES]
+    assert long == []
