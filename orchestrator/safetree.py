@@ -175,8 +175,9 @@ MAX_COPY_DEPTH = 64  # folders deeper than this are not copied (and said): a rep
 
 def copy_tree(source: Path, target: Path) -> list[str]:
     """Copy what a container wrote in ``source`` into the existing folder ``target``, never following a link: folders
-    and regular files, with their modes, owners and times; links, FIFOs and sockets are left out. Returns a line each
-    (at most MAX_PROBLEMS) for what was not copied."""
+    and regular files, with their modes, owners and times; links as links (their text, never what they name) and
+    FIFOs made anew (never opened); sockets and devices are left out. Returns a line each (at most MAX_PROBLEMS) for
+    what was not copied."""
     problems: list[str] = []
     skipped = 0
 
@@ -200,6 +201,10 @@ def copy_tree(source: Path, target: Path) -> list[str]:
                         os.close(made)
                 elif stat.S_ISREG(st.st_mode):
                     _copy_file(src, dst, name, st)
+                elif stat.S_ISLNK(st.st_mode):  # as it was planted: its text, never what it names
+                    os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+                elif stat.S_ISFIFO(st.st_mode):  # made anew, never opened
+                    os.mkfifo(name, stat.S_IMODE(st.st_mode) | 0o600, dir_fd=dst)
                 else:
                     skipped += 1
             except OSError as exc:
@@ -215,7 +220,7 @@ def copy_tree(source: Path, target: Path) -> list[str]:
     finally:
         os.close(src_fd)
     if skipped:
-        problems.append(f"{source}: {skipped} link(s), FIFO(s) or socket(s) left out")
+        problems.append(f"{source}: {skipped} socket(s) or device(s) left out")
     return problems[:MAX_PROBLEMS]
 
 

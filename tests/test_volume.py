@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
 
 import pytest
@@ -24,7 +25,7 @@ def _run(tmp_path, workers=2) -> tuple[RunDir, list[str]]:
     return run, volume.folders(p.spec)
 
 
-def test_copy_tree_copies_folders_and_files_and_never_follows_a_link(tmp_path):
+def test_copy_tree_copies_the_tree_as_left_and_never_follows_a_link(tmp_path):
     src, dst, outside = tmp_path / "src", tmp_path / "dst", tmp_path / "secret"
     (src / "a" / "b").mkdir(parents=True)
     dst.mkdir()
@@ -35,12 +36,17 @@ def test_copy_tree_copies_folders_and_files_and_never_follows_a_link(tmp_path):
     (src / "link").symlink_to(outside)
     (src / "dirlink").symlink_to(tmp_path)
     os.mkfifo(src / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(src / "sock"))
+    sock.close()
     problems = copy_tree(src, dst)
     assert (dst / "a" / "b" / "result.json").read_text() == "{}"
     assert (dst / "a" / "events.jsonl").stat().st_size == 100_000
     assert (dst / "a" / "events.jsonl").stat().st_mtime == 1_000_000
-    assert not any(os.path.lexists(dst / n) for n in ("link", "dirlink", "fifo"))
-    assert problems == [f"{src}: 3 link(s), FIFO(s) or socket(s) left out"]
+    assert os.readlink(dst / "link") == str(outside) and os.readlink(dst / "dirlink") == str(tmp_path)
+    assert stat.S_ISFIFO(os.lstat(dst / "fifo").st_mode) and not os.path.lexists(dst / "sock")
+    assert outside.read_text() == "not the replica's"
+    assert problems == [f"{src}: 1 socket(s) or device(s) left out"]
 
 
 def test_copy_tree_stops_at_its_depth_and_says_so(tmp_path):

@@ -12,7 +12,7 @@ A framework defined elsewhere (a plug-in, a test) joins with ``register(FRAMEWOR
 from __future__ import annotations
 
 import importlib
-from typing import Optional
+from typing import Any, Optional
 
 from orchestrator.frameworks.base import Framework, FrameworkOptions, Key
 from orchestrator.images.recipe import BuildOptions
@@ -35,6 +35,24 @@ def register(framework: Framework) -> None:
     if not framework.name or framework.options.model_fields["name"].default != framework.name:
         raise ValueError(f"framework {framework.name!r}: its options' name field must default to its name")
     _registered[framework.name] = framework
+
+
+def origin(name: str) -> Optional[str]:
+    """Where a framework registered at run time comes from, as ``module:Class`` (None for a built-in one): another
+    process (a run's supervisor) registers it again from there (``register_from``)."""
+    if name in BUILTIN or name not in _registered:
+        return None
+    framework = _registered[name]
+    return f"{type(framework).__module__}:{type(framework).__qualname__}"
+
+
+def register_from(ref: str) -> None:
+    """Register the framework ``origin`` named: its module imported, its class made with no arguments."""
+    module, _, qualname = ref.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    register(target())
 
 
 def names() -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-from orchestrator import backends
+from orchestrator import backends, frameworks
 from orchestrator.backends import Backend
 from orchestrator.errors import OrchError, from_record
 from orchestrator.jobspec import JobSpec
@@ -61,7 +61,7 @@ def up(
     run_backend = backends.get(spec.backend)
     since = time.time()
     run, _info = preflight.prepare(p, run_backend, paths, say)
-    spawn(run, Settings(paths, p.user, cpus, stats_interval))
+    spawn(run, Settings(paths, p.user, cpus, stats_interval, frameworks.origin(spec.framework.name)))
     if detach:
         return outcome(_launched(run, run_backend, say, poll))
     return outcome(follow(run, run_backend, say=say, on_event=on_event or _quiet, on_line=on_line, on_state=on_state,

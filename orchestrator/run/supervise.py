@@ -43,10 +43,12 @@ class Settings:
     user: str
     host_cpus: int
     stats_interval: Optional[float]
+    framework_from: Optional[str] = None  # a framework registered at run time: where it comes from (module:Class)
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": str(self.paths.runs), "cache": str(self.paths.cache), "results": str(self.paths.results),
-                "user": self.user, "host_cpus": self.host_cpus, "stats_interval": self.stats_interval}
+                "user": self.user, "host_cpus": self.host_cpus, "stats_interval": self.stats_interval,
+                "framework_from": self.framework_from}
 
     @classmethod
     def of(cls, run: RunDir) -> Optional["Settings"]:
@@ -55,8 +57,10 @@ class Settings:
             return None
         try:
             interval = raw["stats_interval"]
+            origin = raw.get("framework_from")
             return cls(Paths(Path(raw["runs"]), Path(raw["cache"]), Path(raw["results"])), str(raw["user"]),
-                       int(raw["host_cpus"]), float(interval) if interval else None)
+                       int(raw["host_cpus"]), float(interval) if interval else None,
+                       origin if isinstance(origin, str) else None)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -142,34 +146,63 @@ def main(argv: Optional[list[str]] = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        info, settings = run.record(), Settings.of(run)
-        if info is None or info.spec is None or info.state.is_terminal or settings is None:
-            return 0
-        say = Log(run)
-        from orchestrator import backends
-        from orchestrator.plan import plan
-        from orchestrator.run.runner import supervise
-
-        p = plan(info.spec, settings.paths, user=settings.user, host_cpus=settings.host_cpus)
-        try:
-            artifact = (run.path / p.artifact_name).read_text()
-        except OSError:
-            artifact = None
-        if artifact != p.artifact or Path(p.run_dir) != run.path:
-            backends.get(p.backend).cancel(run.run_id, run.artifact(), grace=5)
-            info.state, info.supervisor_pid = RunState.FAILED, None
-            info.error = (f"this orch plans run {run.run_id} otherwise than the orch that started it (orch was changed "
-                          "under it), so it cannot supervise it: its replicas were stopped")
-            run.write_record(info)
-            return 1
-        try:
-            supervise(p, backends.get(p.backend), run, info, say=say, stats_interval=settings.stats_interval,
-                      adopt=args.adopt)
-        except (OrchError, KeyboardInterrupt):
-            pass  # recorded in run.json, which the clients read
-        return 0
+        return _supervise(run, args.adopt)
+    except Exception as exc:  # noqa: BLE001 - a run no supervisor can hold must not stay under way (adopted forever)
+        _unsupervisable(run, f"its supervisor failed: {type(exc).__name__}: {exc}")
+        raise
     finally:
         lease.release()
+
+
+def _supervise(run: RunDir, adopt: bool) -> int:
+    settings = Settings.of(run)
+    if settings is not None and settings.framework_from:
+        from orchestrator import frameworks
+
+        frameworks.register_from(settings.framework_from)  # before the record's spec, which names it, is read
+    info = run.record()
+    if info is None or info.state.is_terminal:
+        return 0
+    if settings is None or info.spec is None:
+        _unsupervisable(run, "its record or its supervisor's settings cannot be read by this orch")
+        return 1
+    from orchestrator import backends
+    from orchestrator.plan import plan
+    from orchestrator.run.runner import supervise
+
+    p = plan(info.spec, settings.paths, user=settings.user, host_cpus=settings.host_cpus)
+    try:
+        artifact = (run.path / p.artifact_name).read_text()
+    except OSError:
+        artifact = None
+    if artifact != p.artifact or Path(p.run_dir) != run.path:
+        _unsupervisable(run, f"this orch plans run {run.run_id} otherwise than the orch that started it (orch was "
+                             "changed under it)")
+        return 1
+    try:
+        supervise(p, backends.get(p.backend), run, info, say=Log(run), stats_interval=settings.stats_interval,
+                  adopt=adopt)
+    except (OrchError, KeyboardInterrupt):
+        pass  # recorded in run.json, which the clients read
+    return 0
+
+
+def _unsupervisable(run: RunDir, reason: str) -> None:
+    """Record a run under way that no supervisor can hold as failed, with ``reason``, its replicas stopped where the
+    engine it ran on can be asked: `orch down` removes what is left."""
+    info = run.record()
+    if info is None or info.state.is_terminal:
+        return
+    try:
+        from orchestrator import backends
+
+        backends.get(str(run.plan_record().get("backend") or "compose")).cancel(run.run_id, run.artifact(), grace=5)
+        stopped = "its replicas were stopped"
+    except Exception:  # noqa: BLE001 - the record matters more: `orch down` removes the rest
+        stopped = "`orch down` removes its replicas"
+    info.state, info.supervisor_pid = RunState.FAILED, None
+    info.error = f"{reason}, so no supervisor can hold it; {stopped}"
+    run.write_record(info)
 
 
 if __name__ == "__main__":
