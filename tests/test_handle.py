@@ -79,6 +79,19 @@ def test_wait_with_a_timeout_leaves_the_run_running_and_cancel_stops_its_supervi
     assert run.wait().state == RunState.STOPPED  # cancelled: nothing failed, nothing returned
 
 
+def test_a_run_used_as_a_context_manager_is_cancelled_when_its_block_raises_and_left_when_it_does_not(h):
+    p = h.plan(workers=2)
+    backend = h.backend({0: trainer(epochs=50), 1: trainer(epochs=50)})
+    h.apply(p, backend, detach=True)
+    with _handle(h, backend) as run:
+        assert run.status() == RunState.RUNNING
+    assert not backend.called("cancel")  # left as written: the run goes on
+    with pytest.raises(ValueError, match="a check failed"):
+        with _handle(h, backend):
+            raise ValueError("a check failed")
+    assert backend.cancels and not backend.replicas and h.record(p).state == RunState.STOPPED
+
+
 def test_a_worker_that_fails_ends_the_wait_and_the_run(h):
     p = h.plan(workers=2)
     backend = h.backend({0: [running(0.1), exits(2, 3)], 1: [running(0.1)]})  # worker-1 would wait forever

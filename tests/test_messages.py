@@ -74,7 +74,9 @@ def test_each_kind_of_error_is_said_in_words():
     assert one({"loc": ("run_id",), "type": "string_pattern_mismatch", "msg": "x", "input": "A",
                 "ctx": {"pattern": "^other$"}}) == Problem("run_id", "must be of the allowed characters (got 'A')")
     assert one({"loc": ("nope",), "type": "extra_forbidden", "msg": "x", "input": 1}) == \
-        Problem("nope", "unknown field; allowed fields are workers, memory_mb")
+        Problem("nope", "unknown field; help(orchestrator.up) and `orch up --help` list the fields")
+    assert one({"loc": ("wrkers",), "type": "extra_forbidden", "msg": "x", "input": 1}) == \
+        Problem("wrkers", "unknown field; did you mean workers?")
     assert one({"loc": ("epochs",), "type": "int_parsing", "msg": "Input Should Be an integer", "input": "x" * 100},
                lambda field: "5") == Problem("epochs", f"input should be an integer (got {repr('x' * 100)[:80]})", "5")
 

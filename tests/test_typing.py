@@ -128,6 +128,7 @@ import orchestrator
 
 orchestrator.render(wrkers=3)
 orchestrator.render(workers="three")
+orchestrator.render(framework="pytorch")
 """
 
 
@@ -174,6 +175,7 @@ def test_mypy_strict_on_a_users_file_checks_the_calls_against_the_installed_whee
     bad = _mypy(*args, "bad.py", cwd=tmp_path, env=env)
     assert bad.returncode == 1, bad.stdout
     errors = [line for line in bad.stdout.splitlines() if ": error:" in line]
-    assert len(errors) == 2, bad.stdout
+    assert len(errors) == 3, bad.stdout
     assert 'bad.py:3: error: Unexpected keyword argument "wrkers" for "render"' in errors[0]
     assert 'bad.py:4: error: Argument "workers" to "render" has incompatible type "str"; expected "int"' in errors[1]
+    assert 'bad.py:5: error: Argument "framework" to "render" has incompatible type' in errors[2]

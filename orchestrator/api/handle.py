@@ -76,6 +76,15 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({self.run_id!r})"
 
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, kind: Optional[type[BaseException]], value: Optional[BaseException], traceback: Any) -> None:
+        """Leaving a ``with`` block by an exception (a failed check, Ctrl-C in a notebook cell) cancels the run, unless
+        it has ended; leaving it as written leaves the run to its supervisor."""
+        if kind is not None and not self._record().state.is_terminal:
+            self.cancel()
+
     def _record(self) -> RunInfo:
         info = RunDir.of(self.paths, self.run_id).record()
         if info is None:

@@ -13,7 +13,7 @@ class SpecFields(TypedDict, total=False):
     # [default: 1]
     workers: int
     # The framework the replicas run: tensorflow, mpi, torch, jax. [default: 'tensorflow']
-    framework: str
+    framework: Literal['tensorflow', 'mpi', 'torch', 'jax']
     # Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm stack, one service
     # per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied with the kubeconfig's context;
     # without one, `orch render --backend k8s | kubectl apply -f -`). [default: 'compose']

@@ -1,6 +1,7 @@
 """One-line messages for an invalid spec, naming fields as the flags and experiment files do."""
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
@@ -71,7 +72,9 @@ def _describe(error: dict[str, Any], field_names: Callable[[], list[str]],
         msg = msg.removeprefix("Value error, ")
         return problem(msg) if loc == "spec" or msg.startswith(f"{loc}:") else Problem(loc, msg)
     if kind == "extra_forbidden":
-        return Problem(loc, f"unknown field; allowed fields are {', '.join(field_names())}")
+        close = difflib.get_close_matches(loc, field_names(), n=1)
+        hint = f"did you mean {close[0]}?" if close else "help(orchestrator.up) and `orch up --help` list the fields"
+        return Problem(loc, f"unknown field; {hint}")
     got = repr(error.get("input"))[:80]
     ctx = error.get("ctx") or {}
     if kind == "literal_error":

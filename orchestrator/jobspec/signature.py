@@ -91,7 +91,10 @@ def keywords() -> list[Keyword]:
     for name, info in JobSpec.model_fields.items():
         if name == "framework":
             choices = ", ".join(frameworks.names())
-            out[name] = Keyword(name, "str", frameworks.DEFAULT, f"The framework the replicas run: {choices}.")
+            # orch's own frameworks, as the CLI offers them; one registered at run time is a string mypy does not know
+            builtin = ", ".join(repr(n) for n in frameworks.BUILTIN)
+            out[name] = Keyword(name, f"Literal[{builtin}]", frameworks.DEFAULT,
+                                f"The framework the replicas run: {choices}.")
         elif name not in _LEFT_OUT:
             out[name] = Keyword(names.get(name, name), _type(info), _default(info), (info.description or "").strip())
     models = [frameworks.options_model(n) for n in frameworks.names()] + list(backend_options.OPTIONS.values())
