@@ -23,6 +23,7 @@ CASES = [
     (["render", "--epochs", "0"], "--epochs: must be at least 1"),
     (["render", "--samples", "-5"], "--samples:"),
     (["render", "--learning-rate", "20"], "--learning-rate: must be at most 10"),
+    (["render", "--script", "/nonexistent/train.py"], "--script: cannot use '/nonexistent/train.py'"),
     (["render", "--learning-rate", "nan"], "--learning-rate: must be a finite number"),
     (["render", "--memory", "10"], "--memory: must be at least 256 (got 10); e.g. --memory 2048"),
     (["render", "--workers", "20000"], "--workers: must be at most 32"),

@@ -36,7 +36,30 @@ from orchestrator.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, O
 __all__ = ["cli", "main", "Environment"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+# The verbs as `orch --help` lists them: by task, in the order a session uses them.
+SECTIONS = (("Run a job", ("up", "attach", "ps", "logs", "stats", "down")),
+            ("Look before running", ("render", "doctor")),
+            ("Compare and record", ("collect", "experiment", "bench", "track")),
+            ("Images", ("build", "push")))
+
+
+class SectionedGroup(click.Group):
+    """A group whose help lists its verbs by task (SECTIONS), each with its whole first sentence."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed: set[str] = set()
+        for title, names in SECTIONS:
+            rows = [(n, self.commands[n].get_short_help_str(limit=200)) for n in names if n in self.commands]
+            listed.update(n for n, _ in rows)
+            with formatter.section(title):
+                formatter.write_dl(rows)
+        rest = [(n, c.get_short_help_str(limit=200)) for n, c in sorted(self.commands.items()) if n not in listed]
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
+
+
+@click.group(cls=SectionedGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="orch")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.option("--runs-dir", type=click.Path(file_okay=False), envvar="ORCH_RUNS_DIR", show_envvar=True,

@@ -16,7 +16,7 @@ from orchestrator.errors import EXIT_FAILED
 
 @click.group()
 def experiment() -> None:
-    """Sweeps of training jobs described in a YAML file (see experiments/)."""
+    """Sweeps of training jobs described in a YAML file: a grid of fields, repeats, and a report of every cell."""
 
 
 @experiment.command("run")

@@ -6,7 +6,8 @@ from typing import Any, Optional
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import GroupedCommand, script_options, spec_from, spec_options
+from orchestrator.cli.options import GroupedCommand, flag_message, script_options, spec_from, spec_options
+from orchestrator.errors import InvalidSpec
 
 
 @click.command(cls=GroupedCommand)
@@ -23,7 +24,11 @@ def render(env: Environment, /, fmt: str, script_args: tuple[str, ...], requirem
     deploys; with --backend k8s, the manifests to pipe into `kubectl apply -f -`); start nothing."""
     from orchestrator.api import render as make_plan
 
-    p = make_plan(spec_from(flags, script_args, requirements))
+    spec = spec_from(flags, script_args, requirements)
+    try:
+        p = make_plan(spec)
+    except InvalidSpec as exc:  # found once the flags were read (the script's file): named by flag too
+        raise InvalidSpec(flag_message(exc), details=exc.details) from None
     if fmt == "json":
         env.json(p.to_dict())
     else:
