@@ -116,7 +116,14 @@ class Watcher:
                                              printable(str(event.message))), soft_wrap=True)
 
 
-@click.command(cls=GroupedCommand)
+class UpCommand(GroupedCommand):
+    """`orch up`'s help: its own flags (detach, dry run, output) first, then the job's."""
+
+    other_heading = "Running"
+    other_first = True
+
+
+@click.command(cls=UpCommand)
 @spec_options
 @script_options
 @click.option("--detach", "-d", is_flag=True,
@@ -140,14 +147,21 @@ def up(env: Environment, /, detach: bool, quiet: bool, dry_run: bool, stats_inte
        requirements: Optional[str], track: Optional[str], tracking_uri: Optional[str], **flags: Any) -> None:
     """Launch a training job on N containers and wait for it.
 
+    \b
+    Examples:
+      orch up --workers 3                        orch's trainer on 3 containers, MNIST, global batch 96
+      orch up --framework mpi --workers 3        the same job over MPI's shared memory
+      orch up --workers 1 --run-id base          the 1-container baseline, to compare with `orch collect`
+      orch up --script train.py -n 2 -- --lr 0.01   your script on 2 containers, its arguments after --
+      orch up -n 3 --detach; orch attach         start and return, then follow it from any terminal
+
     Renders the Compose file into runs/<run-id>/, starts it under a supervisor process of its own, shows each
     worker's epochs and each replica's output as it prints it (prefixed with the replica, on stderr; --quiet for
     none), and exits 0 when every worker succeeded, 1 when one failed (the others are stopped, all containers
     removed, and whatever was written kept). Ctrl-C stops the run; if this command dies or its terminal closes, the
     supervisor carries the run to its end, and `orch attach RUN` follows it again.
 
-    With --script, every replica runs your script instead of orch's trainer:
-    `orch up --script train.py --workers 3 -- --lr 0.01`.
+    With --script, every replica runs your script instead of orch's trainer.
     """
     spec = spec_from(flags, script_args, requirements)
     try:

@@ -57,14 +57,19 @@ class GroupedOption(click.Option):
 class GroupedCommand(click.Command):
     """A command whose help lists its options under headings, in the order they first appear."""
 
+    #: The heading of the options that name no group, and whether it comes first (a verb's own flags: `up`'s
+    #: --detach, --dry-run, --format, before the job's).
+    other_heading = "Other options"
+    other_first = False
+
     def option_groups(self, ctx: click.Context) -> dict[str, list[tuple[str, str]]]:
-        """Each heading's (flags, help) rows; options without one under "Other options"."""
-        sections: dict[str, list[tuple[str, str]]] = {}
+        """Each heading's (flags, help) rows; options without one under ``other_heading``."""
+        sections: dict[str, list[tuple[str, str]]] = {self.other_heading: []} if self.other_first else {}
         for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
             if record is not None:
-                sections.setdefault(getattr(param, "group", None) or "Other options", []).append(record)
-        return sections
+                sections.setdefault(getattr(param, "group", None) or self.other_heading, []).append(record)
+        return {heading: rows for heading, rows in sections.items() if rows}
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         for heading, rows in self.option_groups(ctx).items():
