@@ -9,9 +9,16 @@ TEST_PROCESSES ?= 2
 
 .PHONY: setup system-deps test-deps images lock demo figures docs bench test test-fast clean
 
+# The venv with orch and its tracking extra: all `make demo` needs.
 $(ORCH): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[mlflow]'
+	@touch $@
+
+# The test and docs tool chains on top (pytest, mypy, mkdocs, ...), for the targets that use them.
+TOOLS := $(VENV)/.tools
+$(TOOLS): $(ORCH) pyproject.toml
 	$(BIN)/pip install -q -e '.[test,docs,mlflow]'
 	@touch $@
 
@@ -41,6 +48,7 @@ lock: $(ORCH)
 # container-count experiment in its --quick form.
 # Every run is tracked in MLflow's embedded store (results/mlflow/) and as TensorBoard event files.
 demo: images
+	@$(ORCH) doctor --fix >/dev/null || { $(ORCH) doctor; exit 2; }
 	@stamp=$$(date +%Y%m%d-%H%M%S); export ORCH_TRACK=mlflow,tensorboard; \
 	$(ORCH) up --workers 1 --run-id demo-$$stamp-w1 && \
 	$(ORCH) up --workers 3 --run-id demo-$$stamp-w3 && \
@@ -56,20 +64,20 @@ demo: images
 
 # Every figure of README.md and docs/ from the committed result files (tools/figures/, through cog blocks in
 # the pages), and the plots the pages show. Run it after `make bench` or after changing a figure's code.
-figures: $(ORCH)
+figures: $(TOOLS)
 	$(BIN)/python tools/docs_check.py --write
 
 # The manual: first every generated figure is checked against its data (one line per figure that is not what its
 # result file gives, naming the page), then the site is built strictly (a broken link, anchor or page fails it).
 # Output: site/.
-docs: $(ORCH)
+docs: $(TOOLS)
 	$(BIN)/python tools/docs_check.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The benchmark suite (benchmarks/suite.py, indexed in benchmarks/README.md): every benchmark the docs draw a figure
 # from, rewriting its result files. Hours on 2 cores; `python benchmarks/suite.py NAME...` runs some. Then
 # `make figures`.
-bench: images
+bench: $(TOOLS) images
 	$(BIN)/python benchmarks/suite.py
 
 # Debian's headless Chromium, which the tests use to open the interactive HTML reports.
@@ -80,12 +88,12 @@ test-deps:
 # `docker` nor `network`) (the spec, the plan,
 # rendering, the rendezvous, the analysis, the CLI's refusals, the docs' figures, mypy --strict), with DOCKER_HOST
 # pointing nowhere. docs/contributing.md has the tiers.
-test-fast: $(ORCH)
+test-fast: $(TOOLS)
 	DOCKER_HOST=unix:///nonexistent $(BIN)/pytest -m "not docker and not network" -n $(TEST_PROCESSES)
 
 # Every tier: the images build in the background while the fast tier and the manual's strict build run, then the
 # live tier (tests marked `docker`) runs on them (tools/test.sh).
-test: setup test-deps
+test: $(TOOLS) setup test-deps
 	BIN=$(BIN) TEST_PROCESSES=$(TEST_PROCESSES) bash tools/test.sh
 
 clean:

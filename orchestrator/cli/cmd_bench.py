@@ -73,8 +73,10 @@ def allreduce(env: Environment, sizes: str, ranks: str, transports: Optional[str
     transport whose image is not built is skipped in one line that names the command adding it; nothing is
     built.
 
+    \b
+    Examples:
       orch bench allreduce --tiny
-      orch bench allreduce --ranks 3 --sizes 80K --out benchmarks/results
+      orch bench allreduce --ranks 3 --sizes 80K --out results/allreduce
     """
     from orchestrator.bench import known_transports, run, to_json
     from orchestrator.bench.report import markdown, plot

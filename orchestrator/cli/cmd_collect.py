@@ -19,13 +19,15 @@ from orchestrator.cli.tables import comparison_table, containers_table
 @format_option
 @pass_env
 def collect(env: Environment, runs: tuple[str, ...], out_dir: Optional[str], no_plots: bool, fmt: str) -> None:
-    """Gather RUNS (default: the newest) into results/<run>/: summary.json, CSVs and PNG plots.
+    """Gather RUNS (default: the newest) into results/<run>/: summary.json, CSVs, PNG plots and reports.
 
     \b
-    Per run: summary.json (spec, times, accuracy, per-container CPU/memory/network), stats.csv,
-    host.csv, epochs.csv, cpu.png, network.png, training.png, predictions-worker-<i>.png.
+    Per run, in results/<run>/: summary.json (spec, times, accuracy, per-container CPU/memory/network),
+    stats.csv, host.csv, epochs.csv, cpu.png, network.png, training.png, predictions-worker-<i>.png,
+    report.html (interactive, one file, offline) and tensorboard/ (TensorBoard event files).
     Given several runs it also prints one comparison: time ratio T(N)/T(1), speedup T(1)/T(N) and
-    efficiency speedup/N against the 1-worker run with the same data, epochs and batch.
+    efficiency speedup/N against the 1-worker run with the same data, epochs and batch, and writes
+    their side-by-side report, results/compare-<first>-<last>.html (compare-<first>-and-<n>-more.html for more).
     Failed runs are collected too, with what they recorded. A worker whose records fail validation has
     its figures marked invalid, and the run's are the other workers' (partial). A run that cannot be
     collected is said in one line, the others are collected, and the exit code is not 0.
