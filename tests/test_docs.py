@@ -99,3 +99,13 @@ def test_the_readme_and_the_results_page_stay_short_and_undated():
     assert len(readme.splitlines()) <= 200 and len(results.splitlines()) <= 400
     months = r"\b\d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December)\b"
     assert not re.search(months, readme) and not re.search(months, results)
+
+
+def test_make_demo_installs_orch_and_its_tracking_extra_and_no_test_or_docs_tools(tmp_path):
+    """`make demo` on a clean clone (a venv that does not exist yet): what it would run installs '.[mlflow]' alone."""
+    dry = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    installs = [line for line in dry.stdout.splitlines() if "pip install" in line and " -e " in line]
+    assert installs and all("'.[mlflow]'" in line for line in installs), installs
+    assert "doctor; exit 2" in dry.stdout  # a host that is not ready stops the demo with orch doctor's own table

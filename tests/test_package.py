@@ -122,13 +122,3 @@ def test_the_kubernetes_client_is_an_extra_named_when_missing(installed):
     assert proc.returncode != 0
     assert "pip install 'orch[k8s]'" in proc.stderr, proc.stderr
     (work / "kubeconfig").unlink()
-
-
-def test_make_demo_installs_orch_and_its_tracking_extra_and_no_test_or_docs_tools(tmp_path):
-    """`make demo` on a clean clone (a venv that does not exist yet): what it would run installs '.[mlflow]' alone."""
-    dry = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
-    assert dry.returncode == 0, dry.stderr
-    installs = [line for line in dry.stdout.splitlines() if "pip install" in line and " -e " in line]
-    assert installs and all("'.[mlflow]'" in line for line in installs), installs
-    assert "doctor; exit 2" in dry.stdout  # a host that is not ready stops the demo with orch doctor's own table
