@@ -88,6 +88,9 @@ SUITE: tuple[Bench, ...] = (
           root=True),
     Bench("sampler", "What does the stats sampler cost, and does it keep up with every container?",
           (*PY, "benchmarks/sampler_overhead.py"), ("benchmarks/results/sampler_overhead.json",), 2),
+    Bench("supervisor", "What does a run's own supervisor process cost against supervision in the command's process: "
+          "wall − train and the command's time for the same small job, side by side, and the supervisor's start?",
+          (*PY, "benchmarks/supervisor_cost.py"), ("benchmarks/results/supervisor.json",), 3),
     Bench("peers", "How do orch, TorchX's local_docker scheduler and the Kubeflow SDK's container backend compare on "
           "the same two users' scripts (the torchrun DDP and Keras MWMS tutorials), unchanged, on 1, 2 and 3 "
           "containers: wall time, time beyond training, peak memory per container, what each leaves in the engine, "
