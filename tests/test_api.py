@@ -35,6 +35,17 @@ def test_every_verb_is_a_function_on_every_access():
         orchestrator.no_such_verb  # noqa: B018
 
 
+def test_help_of_every_verb_shows_the_function(capsys):
+    """help(orchestrator.run) too, whose name is also a package's: the call and its fields come first."""
+    for name in VERBS:
+        help(getattr(orchestrator, name))
+        shown = capsys.readouterr().out
+        assert f"{name}(" in shown[:600], name
+        assert "workers" in shown or name in ("ps", "down", "collect", "experiment", "doctor"), name
+    help(orchestrator.run)
+    assert "run(fn: " in capsys.readouterr().out
+
+
 def test_the_package_is_typed():
     assert (orchestrator.__file__ and os.path.isfile(os.path.join(os.path.dirname(orchestrator.__file__),
                                                                    "py.typed")))

@@ -9,12 +9,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import complete_experiment_files, format_option, track_options, tracked_targets
+from orchestrator.cli.options import (Verbs, complete_experiment_files, format_option, track_options,
+                                      tracked_targets)
 from orchestrator.cli.tables import cells_table, experiments_table, past_cells_table
 from orchestrator.errors import EXIT_FAILED
 
 
-@click.group()
+@click.group(cls=Verbs)
 def experiment() -> None:
     """Sweeps of training jobs described in a YAML file: a grid of fields, repeats, and a report of every cell."""
 

@@ -54,6 +54,16 @@ class GroupedOption(click.Option):
         self.group = group
 
 
+class Verbs(click.Group):
+    """A group whose help lists its verbs with their whole first sentences, not cut at click's 45 characters."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(n, c.get_short_help_str(limit=200)) for n, c in sorted(self.commands.items()) if not c.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 class GroupedCommand(click.Command):
     """A command whose help lists its options under headings, in the order they first appear."""
 

@@ -11,12 +11,22 @@ import sys
 import types
 from typing import Any
 
+_PACKAGE_DOC = __doc__
+
 
 class _CallablePackage(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from orchestrator.api import run
 
         return run(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def __doc__(self) -> str:  # help(orchestrator.run): the function first, as one calls it, then the package
+        import inspect
+
+        from orchestrator.api import run
+
+        return f"run{inspect.signature(run)}\n\n{inspect.getdoc(run)}\n\n{_PACKAGE_DOC}"
 
 
 def __getattr__(name: str) -> Any:

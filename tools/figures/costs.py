@@ -60,7 +60,7 @@ def swarm_nodes_table() -> None:
 DEMO = "benchmarks/results/demo.json"
 
 
-def demo_table(framework: str = "tensorflow", width: int = 120) -> None:
+def demo_table(framework: str = "tensorflow", width: int = 200) -> None:
     """The comparison `orch collect` prints for the demo's 1-vs-3 pair of ``framework``, rendered by orch's own table
     from the committed `orch collect --format json` of a `make demo` run."""
     from rich.console import Console
