@@ -20,8 +20,9 @@ class _CallablePackage(types.ModuleType):
 
         return run(*args, **kwargs)
 
-    @property  # type: ignore[override]
-    def __doc__(self) -> str:  # help(orchestrator.run): the function first, as one calls it, then the package
+    # help(orchestrator.run): the function first, as one calls it, then the package.
+    @property
+    def __doc__(self) -> str:  # type: ignore[override]
         import inspect
 
         from orchestrator.api import run
