@@ -91,7 +91,7 @@ def test_mpi_misfits_are_one_line_errors(tmp_path, fields, message):
 
 
 def test_tensorflow_refuses_mpis_options(tmp_path):
-    with pytest.raises(InvalidSpec, match="transport: --transport is an option of --framework mpi, not tensorflow"):
+    with pytest.raises(InvalidSpec, match="transport: --transport is an option of --framework mpi or torch or jax, not tensorflow"):
         make_spec(workers=2, transport="tcp", run_id="r")
 
 
@@ -102,7 +102,7 @@ def launch(monkeypatch):
 
     from tests.conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("mpi_launch", ROOT / "orchestrator/frameworks/mpi/trainer/mpi_launch.py")
+    spec = importlib.util.spec_from_file_location("mpi_launch", ROOT / "orchestrator/trainer/mpi_launch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module.shutil, "which", lambda name: f"/opt/venv/bin/{name}")
@@ -132,7 +132,7 @@ def test_a_launch_line_is_run_only_if_it_is_hydras_proxy_for_this_replica_callin
 
 
 def test_several_ranks_per_container_are_hydras_ppn_with_torchruns_names(tmp_path):
-    from orchestrator.frameworks.mpi.trainer import mpi_launch
+    from orchestrator.trainer import mpi_launch
 
     script = tmp_path / "sum.py"
     script.write_text("")

@@ -31,7 +31,8 @@ def test_every_rank_gets_the_environment_rendezvous(workers, tmp_path):
         assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(position), str(workers), "0")
         assert replica.image == "orch-torch:0.1.0"
         assert replica.rendezvous["torch"] == {"rank": position, "world_size": workers, "master": "worker-0",
-                                               "master_port": 29500, "backend": "gloo", "init_method": "env://"}
+                                               "master_port": 29500, "backend": "gloo", "init_method": "env://",
+                                               "gradients": "gloo"}
         assert json.loads(env["ORCH_JOB"])["strategy"] == "ddp"
 
 

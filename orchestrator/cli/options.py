@@ -27,9 +27,11 @@ from orchestrator import frameworks, sizes
 from orchestrator.backends import options as backend_options
 from orchestrator.errors import InvalidSpec
 from orchestrator.jobspec import JobSpec
+from orchestrator.cli.layout import GroupedCommand, GroupedOption, Verbs
 from orchestrator.jobspec.messages import problem, say
 
 F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["GroupedCommand", "GroupedOption", "Verbs"]  # the help's layout, with the flags
 
 # Fields that are never flags whatever their metadata: the discriminator of the framework options.
 _NOT_FLAGS = {"name"}
@@ -44,47 +46,6 @@ GROUPS = {
     "Supervision": ("stall_timeout", "startup_timeout", "time_limit", "max_restarts", "checkpoint_every"),
     "Limits": ("cpus", "gpus", "memory_mb", "shm_size_mb", "disk_limit_mb", "threads", "pin_cpus"),
 }
-
-
-class GroupedOption(click.Option):
-    """An option with the heading (``group``) it is listed under in the help."""
-
-    def __init__(self, *args: Any, group: Optional[str] = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.group = group
-
-
-class Verbs(click.Group):
-    """A group whose help lists its verbs with their whole first sentences, not cut at click's 45 characters."""
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(n, c.get_short_help_str(limit=200)) for n, c in sorted(self.commands.items()) if not c.hidden]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-class GroupedCommand(click.Command):
-    """A command whose help lists its options under headings, in the order they first appear."""
-
-    #: The heading of the options that name no group, and whether it comes first (a verb's own flags: `up`'s
-    #: --detach, --dry-run, --format, before the job's).
-    other_heading = "Other options"
-    other_first = False
-
-    def option_groups(self, ctx: click.Context) -> dict[str, list[tuple[str, str]]]:
-        """Each heading's (flags, help) rows; options without one under ``other_heading``."""
-        sections: dict[str, list[tuple[str, str]]] = {self.other_heading: []} if self.other_first else {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
-            if record is not None:
-                sections.setdefault(getattr(param, "group", None) or self.other_heading, []).append(record)
-        return {heading: rows for heading, rows in sections.items() if rows}
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        for heading, rows in self.option_groups(ctx).items():
-            with formatter.section(heading):
-                formatter.write_dl(rows)
 
 
 @dataclass(frozen=True)
@@ -197,6 +158,16 @@ def _grouped(flags: list[SpecFlag]) -> list[SpecFlag]:
     return [f for _, _, f in sorted(out, key=lambda t: (t[0], t[1]))]
 
 
+def _shared(first: SpecFlag, other: SpecFlag, models: list[type[BaseModel]]) -> SpecFlag:
+    """One flag for an option several frameworks have, each with its choices: all the choices, and each one's
+    description (each names its framework)."""
+    choices = (*first.choices, *(c for c in other.choices if c not in first.choices))
+    helps = list(dict.fromkeys((m.model_fields[first.field].description or "").strip() for m in models))
+    shown = first.help.rsplit(" [default: ", 1)
+    return dataclasses.replace(first, type=click.Choice(choices), choices=choices,
+                               help=" ".join(helps) + (f" [default: {shown[1]}" if len(shown) == 2 else ""))
+
+
 @functools.lru_cache(maxsize=None)
 def spec_flags() -> tuple[SpecFlag, ...]:
     """Every spec flag: the generic fields in JobSpec's order, then each framework's and each backend's own
@@ -212,8 +183,11 @@ def spec_flags() -> tuple[SpecFlag, ...]:
     models = [frameworks.options_model(name) for name in names] + list(backend_options.OPTIONS.values())
     for model in models:
         for f in _model_flags(model):
-            if f.field not in {g.field for g in flags}:  # frameworks (and backends) may share an option name
+            known = next((i for i, g in enumerate(flags) if g.field == f.field), None)
+            if known is None:
                 flags.append(f)
+            elif f.choices:  # frameworks (and backends) may share an option name, each with its own choices
+                flags[known] = _shared(flags[known], f, [m for m in models if f.field in m.model_fields])
     flags = _grouped(flags)
     seen: dict[str, str] = {}
     for f in flags:

@@ -165,11 +165,12 @@ def _nest(fields: dict[str, Any], spec_model: Any = None) -> dict[str, Any]:
     for name in set(model.model_fields) - {"name"}:
         if name in fields:
             options[name] = fields.pop(name)
-    for other in frameworks.names():
-        stray = sorted((set(frameworks.options_model(other).model_fields) - {"name"}) & set(fields))
-        if stray and other != options["name"]:
-            raise InvalidSpec(f"{stray[0]}: --{stray[0].replace('_', '-')} is an option of --framework {other}, "
-                              f"not {options['name']}")
+    owners = {n: set(frameworks.options_model(n).model_fields) - {"name"} for n in frameworks.names()}
+    stray = sorted(set().union(*owners.values()) & set(fields))
+    if stray:
+        have = [n for n, names in owners.items() if stray[0] in names]
+        raise InvalidSpec(f"{stray[0]}: --{stray[0].replace('_', '-')} is an option of --framework "
+                          f"{' or '.join(have)}, not {options['name']}")
     return {**_nest_backend(fields), "framework": options}
 
 

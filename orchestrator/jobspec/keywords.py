@@ -125,8 +125,14 @@ class SpecFields(TypedDict, total=False):
     collective_timeout: float
     # How the ranks of --framework mpi reach each other: shm (shared memory: the containers share one IPC and PID
     # namespace and a host name, so MPI sees one host; Compose only), tcp (the cluster network), or auto: shm on
-    # Compose, tcp on Swarm and Kubernetes. [default: 'auto']
-    transport: Literal['auto', 'shm', 'tcp']
+    # Compose, tcp on Swarm and Kubernetes. With --framework torch: what carries DDP's gradients, gloo (DDP's own
+    # backend, TCP on the cluster network; what a --script gets) or shm (MPI's all-reduce over shared memory through
+    # DDP's communication hook, the containers sharing one host's IPC and PID namespaces: Compose and orch's own
+    # trainer); auto is gloo. With --framework jax: what carries the gradients, gloo (XLA's CPU collectives, TCP on
+    # the cluster network; what a --script gets) or shm (MPI's all-reduce over shared memory between the step's two
+    # jitted halves, the containers sharing one host's IPC and PID namespaces: Compose and orch's own trainer); auto
+    # is gloo. [default: 'auto']
+    transport: Literal['auto', 'shm', 'tcp', 'gloo']
     # With --framework torch: each rank's own batch, so the global batch is this times --workers and grows with N (the
     # per-process batch of PyTorch's DDP examples); leave --batch-size out with it. 0 = off: --batch-size is the
     # global batch, split among the ranks, the same work per step for every N. [default: off: --batch-size is the

@@ -10,6 +10,7 @@ Fields are named as the flags and experiment files name them (``batch_size``, ``
 from __future__ import annotations
 
 import inspect
+import dataclasses
 import textwrap
 import types
 import typing
@@ -98,11 +99,20 @@ def keywords() -> list[Keyword]:
         elif name not in _LEFT_OUT:
             out[name] = Keyword(names.get(name, name), _type(info), _default(info), (info.description or "").strip())
     models = [frameworks.options_model(n) for n in frameworks.names()] + list(backend_options.OPTIONS.values())
+    shared: dict[str, list[Any]] = {}  # an option several models have: the choices of all, in their order
     for model in models:
         for name, info in model.model_fields.items():
             if name != "name" and name not in out:
+                if typing.get_origin(info.annotation) is Literal:
+                    shared[name] = list(typing.get_args(info.annotation))
                 out[name] = Keyword(names.get(name, name), _type(info), _default(info),
                                     (info.description or "").strip())
+            elif name != "name" and typing.get_origin(info.annotation) is Literal:  # shared: every one's choices
+                values = shared.setdefault(name, [])
+                values += [a for a in typing.get_args(info.annotation) if a not in values]
+                own, known = (info.description or "").strip(), out[name]
+                out[name] = dataclasses.replace(known, annotation=f"Literal[{', '.join(map(repr, values))}]",
+                                                help=known.help if own in known.help else f"{known.help} {own}")
     return list(out.values())
 
 

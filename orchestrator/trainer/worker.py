@@ -123,3 +123,13 @@ def cores_of(threads: list[int]) -> list[int]:
         except OSError:  # a thread that ended meanwhile
             pass
     return sorted(cores)
+
+
+def weights_digest(arrays: Iterable[np.ndarray]) -> str:
+    """The SHA-256 of a model's weights, bit for bit, in their order: ranks that stayed identical share it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for a in arrays:
+        digest.update(np.ascontiguousarray(a).tobytes())
+    return digest.hexdigest()

@@ -5,6 +5,9 @@ coordinator service, on a fixed port of its own network namespace), JAX_NUM_PROC
 container's rank). orch's trainer passes them to ``initialize``; a user's script runs under a small launcher
 (``orch_trainer.jax_env``) that also lets a bare ``jax.distributed.initialize()`` find them. One container is
 the serial baseline: no coordinator at all.
+
+With ``--transport shm`` there is no coordinator either: the processes are started as MPI's ranks are
+(``frameworks/mpi_ranks.py``), look like processes of one host, and sum their gradients with MPI over shared memory.
 """
 from __future__ import annotations
 
@@ -12,13 +15,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 from orchestrator import __version__, macros
-from orchestrator.frameworks.base import BenchTransport, Framework, Job
+from orchestrator.frameworks import mpi_ranks
+from orchestrator.frameworks.base import BenchTransport, Framework, Job, options_of
 from orchestrator.frameworks.jax.options import JaxOptions
 from orchestrator.rendezvous import host_of
 
 Key = tuple[str, int]
 IMAGE_REPO = "orch-jax"
 COORDINATOR_PORT = 6379  # the coordinator service of process 0 (JAX's examples' port)
+
+
+def over_shm(spec: Job) -> bool:
+    """Whether the job's gradients cross over MPI's shared memory (orch's trainer on several containers)."""
+    return options_of(spec, JaxOptions).transport == "shm" and spec.world_size > 1 and not spec.script
 
 
 def image_ref() -> str:
@@ -44,11 +53,17 @@ class Jax(Framework):
     bench_api = "jax"
 
     def floor_transport(self, spec: Job) -> Optional[str]:
-        return "jax-gloo"
+        return "mpi-shm" if over_shm(spec) else "jax-gloo"
+
+    def shares_host(self, spec: Job) -> bool:
+        return over_shm(spec)
 
     def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.world_size == 1 and not spec.script:
             return {}  # orch's serial baseline: no coordinator
+        if over_shm(spec):
+            return {"JAX_NUM_PROCESSES": str(spec.world_size), "JAX_PROCESS_ID": macros.RANK,
+                    **mpi_ranks.env(spec, addresses, "shm")}
         coordinator = host_of(next(iter(addresses.values())))
         return {"JAX_COORDINATOR_ADDRESS": f"{coordinator}:{COORDINATOR_PORT}",
                 "JAX_NUM_PROCESSES": str(spec.world_size), "JAX_PROCESS_ID": macros.RANK}
@@ -56,12 +71,17 @@ class Jax(Framework):
     def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """A user's script runs under orch's launcher, in whose process a bare ``jax.distributed.initialize()``
         finds the job; orch's own trainer initializes with the variables itself."""
-        return ("python3", "-m", "orch_trainer.jax_env", *command) if command else None
+        if not command:
+            return mpi_ranks.launch(command) if over_shm(spec) else None
+        return ("python3", "-m", "orch_trainer.jax_env", *command)
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
         env = self.replica_env(spec, key, addresses)
         if not env:
             return {"jax": None}
+        if over_shm(spec):
+            return {"jax": {"process_id": int(env["JAX_PROCESS_ID"]), "num_processes": int(env["JAX_NUM_PROCESSES"]),
+                            "collectives": "mpi-shm", "mpi": mpi_ranks.describe(spec, key, addresses, "shm")}}
         return {"jax": {"process_id": int(env["JAX_PROCESS_ID"]), "num_processes": int(env["JAX_NUM_PROCESSES"]),
                         "coordinator": env["JAX_COORDINATOR_ADDRESS"], "collectives": "gloo"}}
 

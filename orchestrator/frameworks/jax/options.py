@@ -14,8 +14,15 @@ class JaxOptions(FrameworkOptions):
     baseline, the same step with no other process. Flax's MLP and optax's Adam, as TensorFlow's trainer."""
 
     name: Literal["jax"] = Field(default="jax", description="the framework")
+    transport: Literal["auto", "gloo", "shm"] = Field(
+        default="auto",
+        description="With --framework jax: what carries the gradients, gloo (XLA's CPU collectives, TCP on the "
+                    "cluster network; what a --script gets) or shm (MPI's all-reduce over shared memory between "
+                    "the step's two jitted halves, the containers sharing one host's IPC and PID namespaces: "
+                    "Compose and orch's own trainer); auto is gloo.",
+    )
 
-    training_fields: ClassVar[tuple[str, ...]] = ("startup_timeout", "stall_timeout")
+    training_fields: ClassVar[tuple[str, ...]] = ("startup_timeout", "stall_timeout", "transport")
     one_rank_per_container: ClassVar[str] = (
         "--framework jax runs one process per container (each container is one JAX process with its CPU device); "
         "use --workers for more processes")
@@ -30,6 +37,13 @@ class JaxOptions(FrameworkOptions):
                              "TensorFlow's or PyTorch's")
         if spec.gpus:
             raise ValueError("gpus: orch's JAX image is built for CPUs (jaxlib without CUDA); leave --gpus out")
+        if self.transport == "shm":
+            if spec.script is not None:
+                raise ValueError("transport: shm is orch's JAX trainer's all-reduce; a --script brings its own "
+                                 "(jax.distributed over gloo); leave --transport out")
+            if spec.backend != "compose" and spec.workers > 1:
+                raise ValueError(f"transport: shm makes the containers share one host's IPC and PID namespaces, "
+                                 f"which only Compose can; leave --transport out with --backend {spec.backend}")
         if spec.network == "host":
             raise ValueError("network: --framework jax meets on the cluster network; --network host would put "
                              "its coordinator's and gloo's unauthenticated ports on every interface of this host; "

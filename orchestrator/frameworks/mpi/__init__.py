@@ -7,12 +7,9 @@ runs it. So no replica needs ssh, an agent or an extra privilege, and nothing bu
 (Open MPI's alternative, a non-ssh agent, still needs a remote-execution channel of its own; Hydra's persistent
 servers would each be a daemon listening for any launch.)
 
-With ``transport: shm`` the replicas are made to look like processes of one host: one host name, and replica 0's
-IPC and PID namespaces shared by the others, so UCX (MPICH's transport) uses shared memory between them. Without
-the PID namespace UCX's shared-memory transports fail, since it identifies peers through their processes.
-Single-copy transfers (CMA) would need ptrace rights, which the locked-down containers do not have, so UCX is told
-to use the copy through shared memory instead. With ``transport: tcp`` each replica keeps its own host name and
-namespaces and the ranks talk TCP over the cluster network.
+With ``transport: shm`` the replicas look like processes of one host and MPI's ranks meet over shared memory;
+with ``transport: tcp`` each replica keeps its own host name and namespaces and the ranks talk TCP over the cluster
+network (``frameworks/mpi_ranks.py``, which PyTorch's and JAX's trainers share under ``--transport shm``).
 """
 from __future__ import annotations
 
@@ -20,17 +17,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from orchestrator import contract
-from orchestrator.rendezvous import host_of
+from orchestrator.frameworks import mpi_ranks
 from orchestrator.frameworks.base import BenchTransport, Framework, Job, options_of
 from orchestrator.frameworks.mpi.options import MpiOptions
-
+from orchestrator.frameworks.mpi_ranks import LAUNCH_PORT, UCX_TRANSPORTS
 
 Key = tuple[str, int]
-LAUNCH_PORT = 7470  # where replica 0 hands each replica its Hydra proxy command
-UCX_TRANSPORTS = {"shm": "self,posix,sysv,tcp", "tcp": "self,tcp"}
-ENV_HOSTS = "ORCH_MPI_HOSTS"  # every replica's host name on the cluster network, in rank order
-ENV_LAUNCH_PORT = "ORCH_MPI_LAUNCH_PORT"
-ENV_PROCS = "ORCH_MPI_PROCS_PER_HOST"  # ranks per container (--procs-per-worker), mpiexec's -ppn
 
 
 def transport(spec: Job) -> str:
@@ -71,31 +63,18 @@ class Mpi(Framework):
     def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.world_size == 1 and not spec.script:
             return {}  # orch's one rank: no MPI at all, the baseline
-        return {
-            ENV_HOSTS: ",".join(host_of(a) for a in addresses.values()),
-            ENV_LAUNCH_PORT: str(LAUNCH_PORT),
-            # Ranks of one container: MPICH's own single-copy path between them (CMA) needs ptrace rights too.
-            **({ENV_PROCS: str(spec.procs_per_worker), "MPIR_CVAR_CH4_CMA_ENABLE": "0"}
-               if spec.procs_per_worker > 1 else {}),
-            "UCX_TLS": UCX_TRANSPORTS[transport(spec)],
-            # The copy through shared memory needs no capability; single-copy (CMA) would need ptrace rights.
-            "UCX_POSIX_USE_PROC_LINK": "y",
-            "UCX_WARN_UNUSED_ENV_VARS": "n",
-        }
+        return mpi_ranks.env(spec, addresses, transport(spec))
 
     def launch(self, spec: Job, command: tuple[str, ...]) -> Optional[tuple[str, ...]]:
         """The command a replica runs: the rank's command (orch's trainer by default) under orch's launcher."""
         # A script runs under Hydra at every N, 1 included, so that it sees the variables mpiexec gives a rank.
         if spec.world_size == 1 and not command:
             return contract.TRAINER_COMMAND
-        return ("python3", "-m", "orch_trainer.mpi_launch", *(command or contract.TRAINER_COMMAND))
+        return mpi_ranks.launch(command)
 
     def describe(self, spec: Job, key: Key, addresses: dict[Key, str]) -> dict[str, Any]:
-        hosts = [host_of(a) for a in addresses.values()]
-        per, node = spec.procs_per_worker, list(addresses).index(key)
-        ranks = {"rank": node} if per == 1 else {"ranks": list(range(node * per, (node + 1) * per))}
-        return {"mpi": None if spec.world_size == 1 and not spec.script else {
-            **ranks, "world_size": spec.world_size, "hosts": hosts, "launcher": hosts[0], "transport": transport(spec)}}
+        return {"mpi": None if spec.world_size == 1 and not spec.script else
+                mpi_ranks.describe(spec, key, addresses, transport(spec))}
 
     def host_processes(self, ranks: int, argv: list[str], env: dict[str, str], venv: Path,
                        free_ports: Any) -> list[tuple[list[str], dict[str, str]]]:

@@ -9,6 +9,10 @@ is all a rank needs. Rank 0 hosts the TCP store the others connect to on MASTER_
 gloo picks the interface it advertises from the host name, which in a container can resolve to loopback; the
 trainer sets GLOO_SOCKET_IFNAME to the interface that routes to MASTER_ADDR (the cluster network), unless the
 user set it. One container is the serial baseline: no process group at all.
+
+With ``--transport shm`` DDP stays (its buckets, its broadcast of rank 0's weights, gloo for those), and its
+communication hook hands each bucket to MPI's all-reduce over shared memory instead of gloo's over TCP: the
+replicas are started as MPI's ranks are (``frameworks/mpi_ranks.py``) and look like processes of one host.
 """
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from orchestrator import __version__, macros, rendezvous
-from orchestrator.frameworks.base import BenchTransport, Framework, Job
+from orchestrator.frameworks import mpi_ranks
+from orchestrator.frameworks.base import BenchTransport, Framework, Job, options_of
 from orchestrator.frameworks.torch.options import TorchOptions
 from orchestrator.rendezvous import host_of
 
@@ -26,6 +31,11 @@ if TYPE_CHECKING:
 Key = tuple[str, int]
 IMAGE_REPO = "orch-torch"
 MASTER_PORT = 29500  # PyTorch's customary port; each replica has its own network namespace
+
+
+def over_shm(spec: Job) -> bool:
+    """Whether the job's gradients cross over MPI's shared memory (orch's trainer on several containers)."""
+    return options_of(spec, TorchOptions).transport == "shm" and spec.world_size > 1 and not spec.script
 
 
 def image_ref() -> str:
@@ -57,7 +67,10 @@ class Torch(Framework):
     bench_api = "gloo"
 
     def floor_transport(self, spec: Job) -> Optional[str]:
-        return "gloo"
+        return "mpi-shm" if over_shm(spec) else "gloo"
+
+    def shares_host(self, spec: Job) -> bool:
+        return over_shm(spec)
 
     def env(self, spec: Job, role: str, addresses: dict[Key, str]) -> dict[str, str]:
         if spec.world_size == 1 and not spec.script:
@@ -65,6 +78,9 @@ class Torch(Framework):
         keys = list(addresses)
         master = {"MASTER_ADDR": host_of(addresses[keys[0]]), "MASTER_PORT": str(MASTER_PORT)}
         node = macros.RANK  # a container is a node: its rank across the job
+        if over_shm(spec):
+            world = str(spec.world_size)
+            return {**master, "RANK": node, "WORLD_SIZE": world, **mpi_ranks.env(spec, addresses, "shm")}
         if spec.procs_per_worker == 1:
             # One rank per container, 1 included: what `torchrun --nnodes N --nproc-per-node 1` gives each rank, so
             # that a torchrun-shaped script (reading RANK, LOCAL_RANK, GROUP_RANK...) runs unchanged at every N.
@@ -90,7 +106,7 @@ class Torch(Framework):
         each line prefixed with the rank, to the container's log; one failed rank stops the container's others and
         fails the container."""
         if not command:
-            return None
+            return mpi_ranks.launch(command) if over_shm(spec) else None
         if spec.procs_per_worker == 1:
             return ("python3", "-m", "orch_trainer.torch_env", *command)
         script = command[2:] if command[:2] == ("python3", "-u") else ("--no-python", *command)
@@ -104,7 +120,8 @@ class Torch(Framework):
         ranks = ({"rank": int(env["RANK"])} if spec.procs_per_worker == 1 else
                  {"node_rank": int(env["PET_NODE_RANK"]), "procs_per_worker": spec.procs_per_worker})
         return {"torch": {**ranks, "world_size": int(env["WORLD_SIZE"]), "master": env["MASTER_ADDR"],
-                          "master_port": MASTER_PORT, "backend": "gloo", "init_method": "env://"}}
+                          "master_port": MASTER_PORT, "backend": "gloo", "init_method": "env://",
+                          "gradients": "mpi-shm" if over_shm(spec) else "gloo"}}
 
     # Built on demand (`orch build --framework torch`): 3.2 GB of wheels, 4.6 GB installed.
     def image_tags(self) -> dict[str, str]:

@@ -22,10 +22,18 @@ class TorchOptions(FrameworkOptions):
                     "every N.",
     )
 
+    transport: Literal["auto", "gloo", "shm"] = Field(
+        default="auto",
+        description="With --framework torch: what carries DDP's gradients, gloo (DDP's own backend, TCP on the "
+                    "cluster network; what a --script gets) or shm (MPI's all-reduce over shared memory through "
+                    "DDP's communication hook, the containers sharing one host's IPC and PID namespaces: Compose and "
+                    "orch's own trainer); auto is gloo.",
+    )
+
     # Generic fields whose default differs under this framework: seed 002's CNN, and SGD's learning rate.
     generic_defaults: ClassVar[dict[str, object]] = {"model": "cnn", "learning_rate": 0.01}
 
-    training_fields: ClassVar[tuple[str, ...]] = ("batch_per_worker", "startup_timeout", "stall_timeout")
+    training_fields: ClassVar[tuple[str, ...]] = ("batch_per_worker", "startup_timeout", "stall_timeout", "transport")
 
     @classmethod
     def prepare(cls, options: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +66,15 @@ class TorchOptions(FrameworkOptions):
         if spec.gpus:
             raise ValueError("gpus: orch's PyTorch image is built for CPUs (cuDNN's kernels and the GPU linear "
                              "algebra are left out of it); leave --gpus out")
+        if self.transport == "shm":
+            if spec.script is not None:
+                raise ValueError("transport: shm is orch's DDP trainer's all-reduce; a --script brings its own "
+                                 "(gloo, as its tutorial sets up); leave --transport out")
+            if spec.backend != "compose" and spec.workers > 1:
+                raise ValueError(f"transport: shm makes the containers share one host's IPC and PID namespaces, "
+                                 f"which only Compose can; leave --transport out with --backend {spec.backend}")
+            if spec.procs_per_worker > 1:
+                raise ValueError("transport: shm runs one rank per container; leave --procs-per-worker out")
         if spec.network == "host":
             raise ValueError("network: --framework torch meets on the cluster network; --network host would put "
                              "gloo's unauthenticated ports on every interface of this host; leave --network out")

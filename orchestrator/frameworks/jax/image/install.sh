@@ -14,3 +14,6 @@ find /opt/venv -depth \( -name __pycache__ -o -name tests -o -name '*.pyc' \) -e
 # The image must import what the trainer uses, and run its collectives on gloo: fail the build here, not the first run.
 /opt/venv/bin/python -c "import jax, optax, flax.linen; from jax.experimental import multihost_utils; \
 assert jax.config.jax_cpu_collectives_implementation == 'gloo', jax.config.jax_cpu_collectives_implementation"
+# and MPI's library, which --transport shm loads (loaded, not initialised: no ranks here).
+/opt/venv/bin/python -c "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; MPI.Get_library_version()"
+test -x /opt/venv/bin/mpiexec

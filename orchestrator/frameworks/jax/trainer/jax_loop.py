@@ -27,7 +27,8 @@ import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .worker import leave, pin, result_of, write_predictions
+from .mpi_wait import crowded
+from .worker import leave, pin, result_of, weights_digest, write_predictions
 
 CHECKPOINT_SUBDIR = "jax"
 CHECKPOINT_FILE = "checkpoint.npz"
@@ -78,9 +79,32 @@ def _load(path: str, count: int) -> tuple[list[np.ndarray], dict[str, Any]]:
     return leaves, meta
 
 
+class _GlooGroup:
+    """The run's collectives outside the step, through JAX's own (its coordinator and gloo)."""
+
+    def __init__(self, multihost_utils: Any) -> None:
+        self.utils = multihost_utils
+
+    def sync(self, name: str) -> None:
+        self.utils.sync_global_devices(name)
+
+    def summed(self, values: np.ndarray) -> np.ndarray:
+        gathered = np.asarray(self.utils.process_allgather(np.asarray(values)))
+        return np.asarray(gathered.reshape(-1, len(values)).sum(0))
+
+    def gathered(self, value: int) -> list[int]:
+        return [int(v) for v in np.asarray(self.utils.process_allgather(np.array([value], np.int64))).ravel()]
+
+
 def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir: str) -> None:
     """Train, write this process's result from its own parameters, wait for the others and leave (never returns)."""
     reporter.event(contract.EVENT_START, stage="importing")
+    over_shm = world > 1 and job["transport"] == "shm"
+    if over_shm:  # MPI first, as its ranks were started, before XLA's threads
+        from .jax_mpi import MpiGroup, communicator
+
+        comm, mpi = communicator(rank, world)
+        group: Any = MpiGroup(comm, mpi, crowded(world, len(os.sched_getaffinity(0))))
     import jax
     import jax.numpy as jnp
     import optax
@@ -94,8 +118,9 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
     (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = data.load(job["dataset"], data_dir, job["samples"], job["seed"])
     cpus = pin(os.environ.get(contract.ENV_CPUS))  # before XLA starts its threads: they inherit the share
     reporter.event(contract.EVENT_START, stage="connecting")
-    if world > 1:
+    if world > 1 and not over_shm:
         _initialize(jax, job, rank, world)
+        group = _GlooGroup(multihost_utils)
     local = jax.local_devices()[0]
     mesh = Mesh(np.array(jax.devices()), (AXIS,))
     replicated, sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
@@ -124,7 +149,8 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, (logits.argmax(-1) == y).sum()
 
-    step = jax.jit(train_step, donate_argnums=(0, 1), out_shardings=(replicated, replicated, replicated, replicated))
+    step = (group.step(jax, optax, model, optimizer, params, job["global_batch"]) if over_shm else
+            jax.jit(train_step, donate_argnums=(0, 1), out_shardings=(replicated,) * 4))
     logits_of = jax.jit(model.apply)
 
     def evaluate(p: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, int, np.ndarray]:
@@ -154,20 +180,21 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
         first, before, epochs_log = int(meta["epoch"]), float(meta["train_seconds"]), list(meta["epochs_log"])
     params, opt_state = globally(jax.tree.unflatten(treedef, state_leaves), replicated)
     if world > 1:
-        seen = multihost_utils.process_allgather(np.array([first], np.int64))
-        if len(set(np.asarray(seen).ravel().tolist())) != 1:  # e.g. a shared volume that showed one an older file
-            raise RuntimeError(f"the processes restored different epochs ({sorted(set(np.asarray(seen).ravel()))})")
+        seen = group.gathered(first)
+        if len(set(seen)) != 1:  # e.g. a shared volume that showed one an older file
+            raise RuntimeError(f"the processes restored different epochs ({sorted(set(seen))})")
 
     reporter.event(contract.EVENT_START, stage="training", steps_per_epoch=steps)
+    how = "serial" if world == 1 else "gradients over MPI's shared memory" if over_shm else "SPMD over gloo"
     reporter.say(f"worker {rank}/{world}: {len(x_tr)} train samples, global batch {global_batch} ({per} per worker), "
-                 f"{steps} steps per epoch, {'SPMD over gloo' if world > 1 else 'serial'}, jax {jax.__version__}, "
+                 f"{steps} steps per epoch, {how}, jax {jax.__version__}, "
                  f"{len(cpus)} cores")
     resumed_from = first + 1 if first < job["epochs"] else None
     if first and resumed_from:
         reporter.event(contract.EVENT_RESUMED, epoch=first + 1)
         reporter.say(f"worker {rank} resumed from a checkpoint at epoch {first + 1}")
     if world > 1:
-        multihost_utils.sync_global_devices("orch: training starts")  # the clock starts when every process is ready
+        group.sync("orch: training starts")  # the clock starts when every process is ready
     started = time.perf_counter()
     beat = 0.0
     for epoch in range(first, job["epochs"]):
@@ -176,8 +203,10 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
         mine = order.reshape(steps, global_batch)[:, rank::world]  # this process's rows of each global batch
         losses, corrects = [], []
         for k in range(steps):
-            x = jax.make_array_from_process_local_data(sharded, data.floats(x_tr[mine[k]]), (global_batch, 784))
-            y = jax.make_array_from_process_local_data(sharded, y_tr[mine[k]].astype(np.int32), (global_batch,))
+            x, y = data.floats(x_tr[mine[k]]), y_tr[mine[k]].astype(np.int32)
+            if not over_shm:  # one global array of the batch, each process holding its rows
+                x = jax.make_array_from_process_local_data(sharded, x, (global_batch, 784))
+                y = jax.make_array_from_process_local_data(sharded, y, (global_batch,))
             params, opt_state, loss, correct = step(params, opt_state, x, y)
             losses.append(loss)
             corrects.append(correct)
@@ -190,6 +219,8 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
         samples = steps * per
         mean_loss = float(np.mean([float(v.addressable_data(0)) for v in losses]))
         accuracy = sum(int(v.addressable_data(0)) for v in corrects) / (steps * global_batch)
+        if over_shm:  # each process's figures are its rows' share of the global batch's
+            mean_loss, accuracy = (float(v) for v in group.summed(np.array([mean_loss, accuracy])))
         validation_began = time.perf_counter()
         mine_params = own(params)
         val_loss, val_correct, _ = evaluate(mine_params, x_va[rank::world], y_va[rank::world])
@@ -197,7 +228,7 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
         totals = np.array([val_loss, val_correct, len(y_va[rank::world])], np.float64)
         reduce_began = time.perf_counter()
         if world > 1:
-            totals = np.asarray(multihost_utils.process_allgather(totals)).reshape(world, -1).sum(0)
+            totals = group.summed(totals)
         reduction_seconds = time.perf_counter() - reduce_began
         record = {"epoch": epoch + 1, "seconds": 0.0, "samples": samples, "loss": mean_loss, "accuracy": accuracy,
                   "val_loss": float(totals[0] / max(totals[2], 1)), "val_accuracy": float(totals[1] / max(totals[2], 1)),
@@ -211,7 +242,7 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
                   {"epoch": epoch + 1, "train_seconds": before + checkpoint_began - started,
                    "epochs_log": [*epochs_log, record]})
         if world > 1:
-            multihost_utils.sync_global_devices(f"orch: epoch {epoch + 1} saved")  # none goes on before the save
+            group.sync(f"orch: epoch {epoch + 1} saved")  # none goes on before the save
         record = {**record, "seconds": time.perf_counter() - began,
                   "checkpoint_seconds": time.perf_counter() - checkpoint_began}
         epochs_log.append(record)
@@ -222,10 +253,13 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
         reporter.heartbeat(time.time())
     train_seconds = before + time.perf_counter() - started
 
-    _, test_correct, predictions = evaluate(own(params), x_te, y_te)
+    final = own(params)
+    _, test_correct, predictions = evaluate(final, x_te, y_te)
     test_accuracy = test_correct / max(len(y_te), 1)
     write_predictions(reporter, x_te, y_te, predictions)
     result = result_of(job, rank, world, per, steps, len(x_tr), len(x_te), epochs_log, resumed_from, train_seconds,
-                       test_accuracy, cpus, jax=jax.__version__, backend="gloo" if world > 1 else None,
-                       devices=jax.device_count())
+                       test_accuracy, cpus, jax=jax.__version__, backend="gloo" if world > 1 and not over_shm else None,
+                       devices=jax.device_count(), transport=("shm" if over_shm else "gloo") if world > 1 else None,
+                       allreduce_seconds=group.allreduce_seconds if over_shm else None,
+                       weights_sha256=weights_digest(jax.tree.leaves(final)))
     leave(reporter, result, world)

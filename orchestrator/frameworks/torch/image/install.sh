@@ -21,3 +21,6 @@ find /opt/venv -depth \( -name __pycache__ -o -name tests -o -name '*.pyc' \) -e
 /opt/venv/bin/python -m compileall -q -j0 --invalidation-mode unchecked-hash /opt/venv/lib
 # The image must import what the trainer uses, with no GPU: fail the build here rather than the first run.
 /opt/venv/bin/python -c "import torch, torch.distributed, torch.nn; assert torch.distributed.is_gloo_available()"
+# and MPI's library, which --transport shm loads (loaded, not initialised: no ranks here).
+/opt/venv/bin/python -c "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; MPI.Get_library_version()"
+test -x /opt/venv/bin/mpiexec

@@ -28,7 +28,8 @@ import numpy as np
 
 from . import contract, data
 from .reporter import Reporter
-from .worker import cores_of, leave, pin, result_of, threads_left_free, write_predictions
+from .mpi_wait import crowded
+from .worker import cores_of, leave, pin, result_of, threads_left_free, weights_digest, write_predictions
 
 CHECKPOINT_SUBDIR = "torch"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -135,6 +136,11 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
     if world > 1 and (int(os.environ.get("RANK", "-1")) != rank or int(os.environ.get("WORLD_SIZE", "0")) != world):
         raise RuntimeError(f"RANK/WORLD_SIZE {os.environ.get('RANK')}/{os.environ.get('WORLD_SIZE')} do not "
                            f"match replica {rank} of {world}")
+    over_shm = world > 1 and job["transport"] == "shm"
+    if over_shm:  # MPI first, as its ranks were started, before torch's threads
+        from .torch_mpi import MpiHook, communicator
+
+        comm, mpi = communicator(rank, world)
     import torch
     import torch.distributed as dist
 
@@ -171,7 +177,8 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
     x_va, y_va = torch.from_numpy(x_va[rank::world]), torch.from_numpy(y_va[rank::world].astype(np.int64))
     x_te_t, y_te_t = torch.from_numpy(x_te), torch.from_numpy(y_te.astype(np.int64))
     model = _models(torch)[job["model"]]()
-    timing = _Timing(dist, world)
+    timing: Any = (MpiHook(torch, comm, mpi, crowded(world, len(container_cores))) if over_shm else
+                   _Timing(dist, world))
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(model)
@@ -206,9 +213,10 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
             raise RuntimeError(f"the ranks restored different epochs ({-int(seen[1])} to {int(seen[0])})")
 
     reporter.event(contract.EVENT_START, stage="training", steps_per_epoch=steps)
+    how = "serial" if world == 1 else "DDP over MPI's shared memory" if over_shm else f"DDP over gloo on {interface}"
     reporter.say(f"worker {rank}/{world}: {len(x_tr)} train samples, shard of {len(sampler)}, global batch "
                  f"{global_batch} ({per} per worker{', fixed by --batch-per-worker' if job['batch_per_worker'] else ''}),"
-                 f" {steps} steps per epoch, {'DDP over gloo on ' + str(interface) if world > 1 else 'serial'}, "
+                 f" {steps} steps per epoch, {how}, "
                  f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     resumed_from = first + 1 if first < job["epochs"] else None
     if first and resumed_from:
@@ -287,5 +295,7 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
     result = result_of(job, rank, world, per, steps, len(x_tr), len(x_te), epochs_log, resumed_from, train_seconds,
                        test_accuracy, cpus, batch_per_worker=job["batch_per_worker"], gloo_threads=len(gloo_threads),
                        gloo_threads_cpus=cores_of(gloo_threads), threads=torch.get_num_threads(),
-                       torch=torch.__version__, backend="gloo" if world > 1 else None, gloo_interface=interface)
+                       torch=torch.__version__, backend="gloo" if world > 1 else None, gloo_interface=interface,
+                       transport=("shm" if over_shm else "gloo") if world > 1 else None,
+                       weights_sha256=weights_digest(p.detach().numpy() for p in model.parameters()))
     leave(reporter, result, world)

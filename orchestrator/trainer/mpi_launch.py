@@ -1,4 +1,5 @@
-"""Start an MPI job's ranks, one per container, with MPICH's Hydra and no ssh (orchestrator/frameworks/mpi.py).
+"""Start an MPI job's ranks, one per container, with MPICH's Hydra and no ssh (orchestrator/frameworks/mpi_ranks.py): the
+ranks of --framework mpi, and of PyTorch's and JAX's trainers under --transport shm.
 
     python3 -m orch_trainer.mpi_launch RANK-COMMAND...
 
