@@ -78,7 +78,14 @@ FRAMEWORKS = {
     "mwms": ({"framework": "tensorflow", "strategy": "auto"}, "tensorflow", "tensorflow, tf_keras"),
     "torch": ({"framework": "torch"}, "torch", "torch, torch.distributed, torch._dynamo"),
     "jax": ({"framework": "jax"}, "jax", "jax, optax, flax.linen"),
+    # The same trainers with their gradients over MPI's shared memory (--transport shm), mpi4py beside.
+    "torch-shm": ({"framework": "torch", "transport": "shm"}, "torch", "torch, torch.distributed, torch._dynamo, mpi4py"),
+    "jax-shm": ({"framework": "jax", "transport": "shm"}, "jax", "jax, optax, flax.linen, mpi4py"),
 }
+# The host's physical floor takes the cheapest all-reduce this host can do between containers: MPI's over shared
+# memory, measured once per N in the run (and reused where a framework's own transport is it).
+HOST_TRANSPORT = "mpi-shm"
+_host_p50: dict[int, float] = {}
 CORES = os.cpu_count() or 1
 
 
@@ -168,6 +175,20 @@ def start_floor(image: str, module: str, n: int, volume: str = "") -> tuple[floa
     return wall, sum(cpu)
 
 
+def allreduce_p50(transport: str, n: int, iterations: int) -> float:
+    """The p50 of ``transport``'s all-reduce of the MLP's gradients between ``n`` containers, microseconds."""
+    [row] = [r for r in bench.run([GRADIENTS], [n], [transport], iterations, max(5, iterations // 10),
+                                  host=False, say=lambda line: log(f"  {line}")) if r.placement == "containers"]
+    return row.p50_us or 0.0
+
+
+def host_p50(n: int, iterations: int) -> float:
+    """The host's cheapest all-reduce at ``n`` ranks (``HOST_TRANSPORT``), measured once per N in the run."""
+    if n not in _host_p50:
+        _host_p50[n] = allreduce_p50(HOST_TRANSPORT, n, iterations) if n > 1 else 0.0
+    return _host_p50[n]
+
+
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path,
             start_repeats: int = START_REPEATS) -> dict:
     fields, package, module = FRAMEWORKS[name]
@@ -186,9 +207,7 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
         steps = together[0]["steps"]
         p50_us = 0.0
         if n > 1:
-            [row] = [r for r in bench.run([GRADIENTS], [n], [transport], iterations, max(5, iterations // 10),
-                                          host=False, say=lambda line: log(f"  {line}")) if r.placement == "containers"]
-            p50_us = row.p50_us or 0.0
+            p50_us = host_p50(n, iterations) if transport == HOST_TRANSPORT else allreduce_p50(transport, n, iterations)
         t_n = statistics.median(m["train_seconds"] for m in together)
         compute = statistics.median(m["train_seconds"] for m in alone) * share
         transport_s = p50_us * 1e-6 * steps
@@ -198,6 +217,8 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
                      "solo_seconds": compute / share, "solo_batch": solo_fields["global_batch"], "solo_cores": cores,
                      "ranks_per_core": share, "compute_floor": compute, "allreduce_p50_us": p50_us,
                      "transport_floor": transport_s, "floor": compute + transport_s,
+                     "host_allreduce_p50_us": host_p50(n, iterations),
+                     "host_floor": compute + host_p50(n, iterations) * 1e-6 * steps,
                      "accuracy": together[0]["accuracy"], "runs": together,
                      "container_memory_mb": max(m["container_memory_mb"] for m in together),
                      "in_place_ms": _medians([m.get("in_place") for m in together], IN_PLACE),
@@ -210,7 +231,10 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
     for r in rows:
         r["vs_one"] = r["train_seconds"] / one if one else None
         r["vs_floor"] = r["train_seconds"] / r["floor"] if r["floor"] else None
-    out = {"rows": rows}
+        r["vs_host_floor"] = r["train_seconds"] / r["host_floor"] if r["host_floor"] else None
+    out = {"rows": rows, "transport": transport}
+    if not start_repeats:  # the start's floors and ladder left out (--no-start)
+        return out
     three = next((r for r in rows if r["workers"] == 3), None) or rows[-1]
     n = three["workers"]
     image = frameworks.get(fields["framework"]).main_image()
@@ -260,13 +284,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=300, help="Timed all-reduces per transport and N.")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--no-start", action="store_true",
+                        help="Leave out the start's floors and ladder at N = 3 (minutes per framework): T(N) against "
+                             "the floors alone.")
     parser.add_argument("--out", type=Path, default=RESULTS,
                         help="Folder for floor.json and floor.md (a partial run need not replace the full table).")
     args = parser.parse_args()
     if args.tiny:
         args.frameworks, args.workers, args.repeats, args.iterations = ["mpi"], [1, 2], 1, 20
     workload = TINY if args.tiny else WORKLOAD
-    start_repeats = 1 if args.tiny else START_REPEATS
+    start_repeats = 0 if args.no_start else 1 if args.tiny else START_REPEATS
     report = {"workload": workload, "repeats": args.repeats, "start_repeats": start_repeats, "cores": CORES,
               "frameworks": {},
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -9,26 +9,38 @@ CORES = os.cpu_count() or 1
 ENDS = ("validation_seconds", "reduction_seconds", "checkpoint_seconds")  # what an epoch's end spends, apart
 
 
+def _host(r: dict) -> str:
+    """The host's floor and T(N) against it; dashes for a run from before floor.py measured it."""
+    if r.get("host_floor") is None:
+        return "— | —"
+    return f"{r['host_floor']:.2f} | {r['vs_host_floor']:.2f}"
+
+
 def markdown(report: dict) -> str:
     lines = ["# N containers against this machine's floor", "",
              f"`python benchmarks/floor.py`, {report['when']}, {CORES} cores, {report['repeats']} repeat(s) "
-             f"(medians; the start's floors and ladder at least {report.get('start_repeats', report['repeats'])}). "
+             + (f"(medians; the start's floors and ladder at least {report.get('start_repeats', report['repeats'])}). "
+                if report.get("start_repeats", 1) else "(medians; without the start's floors and ladder). ")
              f"Workload: "
              f"{json.dumps(report['workload'])}.", "",
              "T(N) is the slowest worker's train seconds. The compute floor is one rank alone at the per-rank batch "
              "on its shard (the same steps), pinned to the cores a rank gets, times the ranks that share a core; "
-             "the transport floor is the framework's all-reduce p50 at N ranks for 80 KB times the steps.", "",
+             "the transport floor is the framework's all-reduce p50 at N ranks for 80 KB times the steps. The host's "
+             "floor is the compute floor plus the cheapest all-reduce this host can do between containers (MPI's "
+             "over shared memory) at N ranks, times the steps.", "",
              "| framework | N | T(N) s | T(N)/T(1) | one rank s (batch, cores) | ranks per core | compute floor s | "
-             "all-reduce p50 µs | transport floor s | floor s | T(N)/floor | wall − train s | largest container "
-             "MiB | orch CPU s |",
-             "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "all-reduce p50 µs | transport floor s | floor s | T(N)/floor | host's floor s | T(N)/host's floor | "
+             "wall − train s | largest container MiB | orch CPU s |",
+             "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: |"]
     for name, result in report["frameworks"].items():
         for r in result["rows"]:
             vs_one = "—" if r["vs_one"] is None else f"{r['vs_one']:.2f}"  # no N = 1 in this run
             lines.append(f"| {name} | {r['workers']} | {r['train_seconds']:.2f} | {vs_one} | "
                          f"{r['solo_seconds']:.2f} ({r['solo_batch']}, {r['solo_cores']}) | {r['ranks_per_core']} | "
                          f"{r['compute_floor']:.2f} | {r['allreduce_p50_us']:.0f} | {r['transport_floor']:.2f} | "
-                         f"{r['floor']:.2f} | {r['vs_floor']:.2f} | {r['wall_seconds'] - r['train_seconds']:.1f} | "
+                         f"{r['floor']:.2f} | {r['vs_floor']:.2f} | {_host(r)} | "
+                         f"{r['wall_seconds'] - r['train_seconds']:.1f} | "
                          f"{r['container_memory_mb']:.0f} | {r['orch_cpu_seconds']:.1f} |")
     measured = [(name, r) for name, result in report["frameworks"].items() for r in result["rows"]
                 if r.get("in_place_ms")]
@@ -83,6 +95,8 @@ def markdown(report: dict) -> str:
             lines.append(f"| {name} | {r['workers']} | " + " | ".join(f"{here[k]:.3f}" for k in ENDS)
                          + f" | {sum(here.values()):.3f} | {sum(solo.values()):.3f} | "
                          + " | ".join(f"{solo[k]:.3f}" for k in ENDS) + " |")
+    if not all("overhead" in result for result in report["frameworks"].values()):
+        return "\n".join(lines) + "\n"  # a run without the start (--no-start)
     first = next(iter(report["frameworks"].values()))["overhead"]
     n = first["workers"]
     lines += ["", f"Where the wall time beyond training goes, {n} containers (seconds, the median of "

@@ -39,7 +39,16 @@ def test_one_and_three_processes_reach_the_same_model_each_on_its_share(jax_imag
         (i, 3, "gloo", "spmd") for i in range(3)]
     serial = json.loads((tmp_path / "runs" / "live-jax-1" / "worker-0" / "result.json").read_text())
     assert (serial["strategy"], serial["backend"], serial["devices"]) == ("serial", None, 1)
-    for run_id in ("live-jax-1", "live-jax-3"):
+    # --transport shm: the same job with the gradients summed by MPI between the step's halves, no coordinator.
+    cleanup.append("live-jax-shm-3")
+    shm = _up([*SMALL, "--workers", "3", "--transport", "shm"], orch_env, "live-jax-shm-3")
+    assert abs(shm[0]["test_accuracy"] - three[0]["test_accuracy"]) <= 0.005
+    over = [json.loads((tmp_path / "runs" / "live-jax-shm-3" / f"worker-{i}" / "result.json").read_text())
+            for i in range(3)]
+    assert [(r["transport"], r["backend"], r["devices"]) for r in over] == [("shm", None, 1)] * 3
+    assert len({r["weights_sha256"] for r in over}) == 1 and len({r["weights_sha256"] for r in results}) == 1
+    assert [w["samples_per_epoch"] for w in shm] == [[640, 640]] * 3 and all(r["allreduce_seconds"] > 0 for r in over)
+    for run_id in ("live-jax-1", "live-jax-3", "live-jax-shm-3"):
         assert orch_containers(run_id) == [] and orch_networks(run_id) == []
 
 

@@ -49,6 +49,24 @@ def test_one_and_two_ranks_reach_the_same_model_each_on_its_shard(torch_image, o
         assert orch_containers(run_id) == [] and orch_networks(run_id) == []
 
 
+def test_ddp_over_mpis_shared_memory_reaches_gloos_model_with_identical_ranks(torch_image, orch_env, tmp_path,
+                                                                               cleanup):
+    """--transport shm: 3 ranks on 2 cores (so they yield while waiting), the gradients through DDP's hook to MPI;
+    the serial run's model up to the order of sums, every rank's weights bit for bit the same."""
+    cleanup.extend(["live-torch-shm-1", "live-torch-shm-3"])
+    one = _up([*SMALL, "--workers", "1", "--transport", "shm"], orch_env, "live-torch-shm-1")
+    three = _up([*SMALL, "--workers", "3", "--transport", "shm"], orch_env, "live-torch-shm-3")
+    assert abs(one[0]["test_accuracy"] - three[0]["test_accuracy"]) <= 0.005 and one[0]["test_accuracy"] > 0.15
+    results = [json.loads((tmp_path / "runs" / "live-torch-shm-3" / f"worker-{i}" / "result.json").read_text())
+               for i in range(3)]
+    assert [(r["transport"], r["backend"], r["strategy"]) for r in results] == [("shm", "gloo", "ddp")] * 3
+    assert len({r["weights_sha256"] for r in results}) == 1 and len({r["test_accuracy"] for r in results}) == 1
+    assert all(r["epochs"][0]["allreduce_in_flight_seconds"] > 0 for r in results)  # timed by the MPI hook
+    assert "DDP over MPI's shared memory" in (tmp_path / "runs" / "live-torch-shm-3" / "logs" / "worker-0.log").read_text()
+    for run_id in ("live-torch-shm-1", "live-torch-shm-3"):
+        assert orch_containers(run_id) == [] and orch_networks(run_id) == []
+
+
 def test_a_killed_rank_restarts_the_group_from_rank_0s_checkpoint(torch_image, orch_env, tmp_path, cleanup):
     cleanup.append("live-torch-restart")
     kill_one_and_resume(LONG, "live-torch-restart", tmp_path / "runs" / "live-torch-restart", orch_env)

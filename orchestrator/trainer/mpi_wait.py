@@ -1,10 +1,12 @@
-"""How an MPI rank waits, in every trainer whose ranks meet over MPI (``--framework mpi``, and PyTorch's and JAX's
-under ``--transport shm``).
+"""How an MPI rank waits for its gradients' all-reduce in PyTorch's and JAX's trainers under ``--transport shm``.
 
 MPICH's blocking calls poll: a rank waiting for a slower one holds its core. With a core per rank that costs
 nothing, and polling answers soonest. Where ranks outnumber the cores, the rank being waited for may be the one
 that needs the core; there a waiting rank gives it up between its tests (``sched_yield``: the scheduler runs a
-neighbour that is ready, and comes back at once when there is none).
+neighbour that is ready, and comes back at once when there is none). ``ORCH_MPI_WAIT`` (poll or yield) overrides
+the choice, for measuring one against the other (benchmarks/investigations/shm_wait.py). (``--framework mpi``'s
+ranks block in their graph's all-reduce op, where yielding measured no better:
+benchmarks/investigations/results/mpi_wait.md.)
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Any
 
 def crowded(ranks: int, cores: int) -> bool:
     """Whether ``ranks`` ranks on ``cores`` cores outnumber them, so that a waiting rank should give up its core."""
-    return ranks > max(1, cores)
+    chosen = os.environ.get("ORCH_MPI_WAIT", "")
+    return chosen == "yield" if chosen in ("poll", "yield") else ranks > max(1, cores)
 
 
 def wait(request: Any, yielding: bool) -> None:
