@@ -21,8 +21,7 @@ def markdown(report: dict) -> str:
              f"`python benchmarks/floor.py`, {report['when']}, {CORES} cores, {report['repeats']} repeat(s) "
              + (f"(medians; the start's floors and ladder at least {report.get('start_repeats', report['repeats'])}). "
                 if report.get("start_repeats", 1) else "(medians; without the start's floors and ladder). ")
-             f"Workload: "
-             f"{json.dumps(report['workload'])}.", "",
+             + f"Workload: {json.dumps(report['workload'])}.", "",
              "T(N) is the slowest worker's train seconds. The compute floor is one rank alone at the per-rank batch "
              "on its shard (the same steps), pinned to the cores a rank gets, times the ranks that share a core; "
              "the transport floor is the framework's all-reduce p50 at N ranks for 80 KB times the steps. The host's "
