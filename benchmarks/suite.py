@@ -47,7 +47,7 @@ def _experiment(name: str, question: str, minutes: int) -> Bench:
 
 SUITE: tuple[Bench, ...] = (
     _experiment("headline", "How much does N containers cost against one, per framework, at equal work? (the README's "
-                "headline: each framework's T(3)/T(1), median and range of 5 repeats in rotated order, in one run)", 25),
+                "headline: each framework's T(3)/T(1), median and range of 5 repeats in rotated order, in one run)", 40),
     Bench("demo", "What does `make demo` print, and how long does it take once the images exist?",
           (*PY, "benchmarks/demo.py"), ("benchmarks/results/demo.json",), 5),
     Bench("floor", "How far is each framework's T(N) from the floor this machine allows N ranks, for N from 1 to 16, "
@@ -58,6 +58,12 @@ SUITE: tuple[Bench, ...] = (
           (*PY, "benchmarks/floor.py", "--frameworks", "jax", "--workers", "1", "2", "3", "4", "8", "--out",
            "benchmarks/results/floor-jax"),
           ("benchmarks/results/floor-jax/floor.json", "benchmarks/results/floor-jax/floor.md"), 30),
+    Bench("floor-transport", "What does each framework's own transport cost against MPI's shared memory? PyTorch's and "
+          "JAX's gloo beside their --transport shm, and MPI, against the host's physical floor, N from 1 to 8, in one "
+          "run.",
+          (*PY, "benchmarks/floor.py", "--frameworks", "mpi", "torch", "torch-shm", "jax", "jax-shm", "--workers", "1",
+           "2", "3", "4", "8", "--no-start", "--out", "benchmarks/results/floor-transport"),
+          ("benchmarks/results/floor-transport/floor.json", "benchmarks/results/floor-transport/floor.md"), 30),
     Bench("processes", "Do orch's containers, or the host, keep T(N) above its floor? N containers against N "
           "processes of one container.", (*PY, "benchmarks/processes.py"),
           ("benchmarks/results/processes.json", "benchmarks/results/processes.md"), 30),

@@ -19,13 +19,13 @@ this machine allows (floor.py), and start-up is wall − train.
 """
 from __future__ import annotations
 
-from figures.core import FLOOR, FLOOR_JAX, HEADLINE, FigureError, ROOT, data, emit, link, page, set_page  # noqa: F401
+from figures.core import FLOOR, FLOOR_JAX, FLOOR_TRANSPORT, HEADLINE, FigureError, ROOT, data, emit, link, page, set_page  # noqa: F401
 from figures.headline import (  # noqa: F401
     headline_floor_table, headline_plot, headline_ratio, headline_source, headline_table,
 )
 from figures.floor import (  # noqa: F401
     ALLREDUCE, allreduce_table, floor_accuracy_table, floor_detail_table, floor_source, floor_table,
-    processes_source, processes_table, start_table,
+    processes_source, processes_table, start_table, transport_table,
 )
 from figures.experiments import experiment_source, experiment_table  # noqa: F401
 from figures.costs import (  # noqa: F401

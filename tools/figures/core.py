@@ -27,8 +27,12 @@ HEADLINE_FILE = "experiments/headline.yaml"
 FLOOR = "benchmarks/results/floor.json"
 # JAX's floor.py run, its own: its image is built on demand (benchmarks/suite.py's floor-jax).
 FLOOR_JAX = "benchmarks/results/floor-jax/floor.json"
+# Each framework with its own transport and with MPI's shared memory, against the host's floor, in one run of its own.
+FLOOR_TRANSPORT = "benchmarks/results/floor-transport/floor.json"
 FRAMEWORK_TITLES = {"tensorflow": "TensorFlow, MultiWorkerMirrored", "mwms": "TensorFlow, MultiWorkerMirrored",
-                    "mpi": "MPI (mpi4py), shared memory", "torch": "PyTorch DDP (gloo)", "jax": "JAX (gloo)"}
+                    "mpi": "MPI (mpi4py), shared memory", "torch": "PyTorch DDP (gloo)",
+                    "torch-shm": "PyTorch DDP, MPI's shared memory", "jax": "JAX (gloo)",
+                    "jax-shm": "JAX, MPI's shared memory"}
 
 
 class FigureError(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from figures.core import FLOOR, FRAMEWORK_TITLES, data, emit, num, order, table
+from figures.core import FLOOR, FLOOR_TRANSPORT, FRAMEWORK_TITLES, data, emit, num, order, table
 
 
 # -- against the floor (benchmarks/floor.py) --------------------------------------------------------------
@@ -129,3 +129,26 @@ def allreduce_table(size: int = 81920) -> None:
                          (f" ({num(r['vs_host'], '.1f')}× the host)" if r.get("vs_host") else ""))
         body.append([f"`{transport}`", *cells])
     emit(table(["transport", *[f"{n} ranks" for n in ranks]], body, right=tuple(range(1, len(ranks) + 1))))
+
+
+# -- the transport: each framework's own against MPI's shared memory (floor.py --out .../floor-transport) ----------
+def transport_table(workers: Sequence[int] = (2, 3, 4, 8), rel: str = FLOOR_TRANSPORT) -> None:
+    """Each framework with its own transport and over MPI's shared memory, measured in one run: T(N) against the
+    host's physical floor (the compute floor plus MPI's shared-memory all-reduce at N, times the steps), with
+    T(N)/T(1) and T(N) against the framework's own floor in brackets."""
+    d = _floor(rel)
+    heads = ["framework", *[f"N = {n}" for n in workers]]
+    rows = []
+    for name in order(d["frameworks"]):
+        by_n = {r["workers"]: r for r in d["frameworks"][name]["rows"]}
+        one = by_n.get(1, {}).get("train_seconds")
+        cells = []
+        for n in workers:
+            r = by_n.get(n)
+            if r is None or not r.get("host_floor") or not one:
+                cells.append("—")
+                continue
+            cells.append(f"**{r['train_seconds'] / r['host_floor']:.2f}** ({r['train_seconds'] / one:.2f}x; "
+                         f"{r['train_seconds'] / r['floor']:.2f})")
+        rows.append([FRAMEWORK_TITLES.get(name, name), *cells])
+    emit(table(heads, rows, right=tuple(range(1, len(heads)))))

@@ -9,6 +9,13 @@ from orchestrator.analysis import metrics
 
 
 # -- the headline: one container against N, per framework ------------------------------------------------
+def setup_name(fields: dict[str, Any]) -> str:
+    """A setup's name in the figures: its framework, and ``-shm`` where its gradients cross MPI's shared memory
+    though its framework's own transport is another (``--transport shm`` of PyTorch and JAX)."""
+    name = fields["framework"]
+    return f"{name}-shm" if fields.get("transport") == "shm" and name != "mpi" else name
+
+
 def _headline() -> dict[str, Any]:
     """The headline experiment, per framework: each repeat's T(1), T(N), their ratio, the floor and accuracies."""
     cells = data(HEADLINE)
@@ -17,7 +24,7 @@ def _headline() -> dict[str, Any]:
         if record.get("state") != "succeeded":
             raise FigureError(f"{HEADLINE}: cell {record.get('run_id')} did not succeed; run the headline again")
         fields = record["fields"]
-        f = by.setdefault(fields["framework"], {"runs": {}, "fields": fields, "records": []})
+        f = by.setdefault(setup_name(fields), {"runs": {}, "fields": fields, "records": []})
         f["records"].append(record)
         f["runs"].setdefault(record["repeat"], {})[int(fields["workers"])] = record
     out = {}
