@@ -6,7 +6,6 @@ report.md is written atomically (``safeio``): an interrupted or failed write lea
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from datetime import datetime
@@ -236,8 +235,7 @@ def title(experiment: Any, rows: list[dict[str, Any]]) -> str:
     axis (``{workers}``: "1 vs 3" for a sweep of 1 and 3), so that a quick sweep's title names its own grid; a name
     no row sets stays as written."""
     def values(match: re.Match[str]) -> str:
-        found = {json.dumps(r["params"][match.group(1)], default=str): r["params"][match.group(1)]
-                 for r in rows if match.group(1) in r["params"]}
+        found = {(type(v).__name__, str(v)): v for r in rows if (v := r["params"].get(match.group(1))) is not None}
         ordered = sorted(found.values(), key=lambda v: (not isinstance(v, (int, float)), v if isinstance(
             v, (int, float)) else str(v)))
         return " vs ".join(str(v) for v in ordered) if ordered else match.group(0)
