@@ -574,4 +574,9 @@ def test_the_html_reports_core_limit_is_min_of_n_and_the_hosts_cores_at_each_n()
 
     assert html.core_limit([1, 3, 3, None, 0], 2) == [[1, 1], [3, 2]]
     assert html.core_limit([1, 2, 4, 8], 16) == [[1, 1], [2, 2], [4, 4], [8, 8]]
-    assert "data.core_limit" in (ROOT / "orchestrator" / "analysis" / "report.js").read_text()  # what the charts draw
+    from orchestrator.analysis import charts  # what the charts draw
+
+    rows = [{"params": {"workers": n}, "n": n, "train_seconds": (t, t, t), "speedup_range": None,
+             "efficiency_range": None} for n, t in ((1, 2.0), (3, 4.0))]
+    [limit] = [t for t in charts.against_n(rows, "workers", "containers", 2)[1]["data"] if t["name"].startswith("core")]
+    assert [[x, y] for x, y in zip(limit["x"], limit["y"])] == html.core_limit([1, 3], 2)
