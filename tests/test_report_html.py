@@ -190,3 +190,22 @@ def test_the_png_plots_have_the_repeats_ranges_and_whole_worker_ticks(swept, mon
     for name in ("speedup.png", "efficiency.png", "training-comparison.png"):
         ticks, ranged = drawn[name]
         assert ticks and all(t.is_integer() for t in ticks) and ranged, name
+
+
+def test_a_committed_sweeps_page_is_drawn_again_from_the_runs_it_holds_and_its_cells(swept, tmp_path):
+    import shutil
+
+    out, cells, _text, data = swept
+    shutil.rmtree(out / "runs")  # as in a committed sweep: cells.json and the reports, no collected runs
+    page = out / "report.html"
+    page.write_text(page.read_text().replace('"net_mb": 2.0', '"net_mb": 0.0'))  # a figure as an older page held it
+    said = []
+    experiments.rewrite_report(parse(SWEEP), paths=Paths(runs=tmp_path / "runs", cache=tmp_path / "cache",
+                                                         results=out.parent), say=said.append)
+    assert any("report.html drawn again from the runs it holds" in line for line in said), said
+    again = page_data(page.read_text())
+    assert [r["run"] for r in again["runs"]] == [r["run"] for r in data["runs"]]
+    assert again["sections"] == data["sections"] and again["containers"] == data["containers"]
+    by_id = {c["run_id"]: c["summary"] for c in cells.values()}
+    for run in again["runs"]:  # each run's own figures from its cell's summary
+        assert run["net_mb"] == by_id[run["run_id"]]["net_bytes"] / 1e6

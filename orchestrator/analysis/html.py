@@ -49,13 +49,16 @@ def _run(fig: read_figures.RunFigures, label: Optional[str] = None) -> dict[str,
             system.setdefault(name, {}).setdefault(who, []).append([p.step, p.value])
         elif "/" not in p.name:
             curves.setdefault(p.name, []).append([p.step, p.value])
+    return {"run": label or fig.run_id, "run_id": fig.run_id, "framework": fig.tags.get("framework"),
+            "strategy": fig.tags.get("strategy"), **_figures_of(s), "curves": curves, "system": system}
+
+
+def _figures_of(s: dict[str, Any]) -> dict[str, Any]:
+    """A run's own figures in the table, from its summary."""
     net = s.get("net_bytes")
-    return {"run": label or fig.run_id, "run_id": fig.run_id, "state": s.get("state"),
-            "framework": fig.tags.get("framework"), "strategy": fig.tags.get("strategy"),
-            "workers": metrics.run_workers(s), **{k: s.get(k) for k in (
-                "train_seconds", "wall_seconds", "test_accuracy", "samples_per_second", "cpu_mean_percent")},
-            "net_mb": net / 1e6 if isinstance(net, (int, float)) else None,
-            "curves": curves, "system": system}
+    return {"state": s.get("state"), "workers": metrics.run_workers(s), **{k: s.get(k) for k in (
+        "train_seconds", "wall_seconds", "test_accuracy", "samples_per_second", "cpu_mean_percent")},
+        "net_mb": net / 1e6 if isinstance(net, (int, float)) and not isinstance(net, bool) else None}
 
 
 MAX_POINTS = 2000  # per series in the page: a day of samples a second is thinned to every 44th
@@ -218,13 +221,18 @@ def embedded(page: Path) -> dict[str, Any]:
 
 
 def rerender(page: Path, title: str, note: str, rows: list[dict[str, Any]], axis: Optional[str], scale: str,
-             cores: Optional[int] = None) -> Path:
-    """Draw ``page`` again as this orch draws it, from the runs it embeds (their curves, timelines and table
-    figures as they were reckoned) and ``rows`` (the grid points, from the cells recorded beside it): for a sweep
-    whose collected runs are gone, as a committed one's are."""
+             cores: Optional[int] = None, summaries: Optional[dict[str, dict[str, Any]]] = None) -> Path:
+    """Draw ``page`` again as this orch draws it, from the runs it embeds (their curves, timelines and scaling as
+    they were reckoned; their own figures from ``summaries``, by run id, where given) and ``rows`` (the grid
+    points, from the cells recorded beside it): for a sweep whose collected runs are gone, as a committed one's
+    are."""
     data = embedded(page)
-    runs = [{k: v for k, v in r.items() if k != "text"} for r in data["runs"]
-            if isinstance(r, dict) and isinstance(r.get("run"), str)]
+    runs = []
+    for r in data["runs"]:
+        if isinstance(r, dict) and isinstance(r.get("run"), str):
+            summary = (summaries or {}).get(str(r.get("run_id")))
+            runs.append({**{k: v for k, v in r.items() if k != "text"},
+                         **(_figures_of(summary) if isinstance(summary, dict) else {})})
     known = data.get("cores")
     return render(page, title, note, runs, rows, axis, scale,
                   cores or (known if isinstance(known, int) and known > 0 else None) or os.cpu_count() or 1)

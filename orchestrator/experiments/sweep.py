@@ -148,7 +148,9 @@ def _reports(experiment: Experiment, quick: bool, cells: dict[str, Any], out: Pa
         why = f"the collected runs of {len(missing)} cells are not in {out / 'runs'}"
         try:
             html.rerender(out / "report.html", _title(experiment, quick, rows), _note(experiment), rows,
-                          _axis(experiment), experiment.report.scale, metrics.cells_cores(cells))
+                          _axis(experiment), experiment.report.scale, metrics.cells_cores(cells),
+                          {str(c["run_id"]): c["summary"] for c in cells.values() if isinstance(c, dict)
+                           and c.get("run_id") and isinstance(c.get("summary"), dict)})
             say(f"report.html drawn again from the runs it holds: {why}")
         except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
             say(f"report.html left as it was: {why}, and it holds none to draw again ({_reason(exc)})")
