@@ -199,10 +199,11 @@ def test_the_report_has_the_floor_table_and_says_why_a_row_has_none(tmp_path, mo
     text = report.write_experiment_report(exp, False, cells, metrics.aggregate(cells), tmp_path).read_text()
     section = text.split("## Against this machine's floor")[1]
     row = next(line for line in section.splitlines() if line.startswith("| 3 |"))
-    assert "| 2.00 |" in row and "| 1.50 |" in row and "| 0.50 |" in row  # floor, T(N)/floor, T(1)/floor
+    # floor, T(N)/floor, T(1)/floor, to three significant digits
+    assert "| 2.00 | 1.50 | 0.500 |" in row
     assert "8 workers, all: no floor: the swarm backend" in section
     scaling = text.split("## Scaling")[1].split("##")[0]
-    assert "| 0.50 |" in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))  # the bound
+    assert "| 0.500 |" in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))  # the bound
     # The row with no floor has the CPU bound, marked as such beside the floors, as in the results table.
     assert "(CPU)" in next(line for line in scaling.splitlines() if line.startswith("| 8 |")) and "marked CPU" in scaling
     assert "(CPU)" not in next(line for line in scaling.splitlines() if line.startswith("| 3 |"))
@@ -573,4 +574,9 @@ def test_the_html_reports_core_limit_is_min_of_n_and_the_hosts_cores_at_each_n()
 
     assert html.core_limit([1, 3, 3, None, 0], 2) == [[1, 1], [3, 2]]
     assert html.core_limit([1, 2, 4, 8], 16) == [[1, 1], [2, 2], [4, 4], [8, 8]]
-    assert "data.core_limit" in (ROOT / "orchestrator" / "analysis" / "report.js").read_text()  # what the charts draw
+    from orchestrator.analysis import charts  # what the charts draw
+
+    rows = [{"params": {"workers": n}, "n": n, "train_seconds": (t, t, t), "speedup_range": None,
+             "efficiency_range": None} for n, t in ((1, 2.0), (3, 4.0))]
+    [limit] = [t for t in charts.against_n(rows, "workers", "containers", 2)[1]["data"] if t["name"].startswith("core")]
+    assert [[x, y] for x, y in zip(limit["x"], limit["y"])] == html.core_limit([1, 3], 2)

@@ -176,9 +176,9 @@ def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
     # 2 workers: train 8.5 s (8 to 9) against 10.5 s: speedup 1.24, efficiency 0.62; 200 steps over 2 epochs.
     # The speedup's range is each repeat against the median one-worker time: 10.5/9 to 10.5/8.
     # One worker used 125% of a core: 2 cores allow a speedup of 1.6 at most, however many workers.
-    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 (1.17–1.31) | 1.60 | 0.62 (0.58–0.66) | 756 (711–800) | "
-            "0.9000 | 31.88 (30.00–33.75) | 10.62 (10.00–11.25) | 25% |") in text
-    assert "| 4 | global_batch 64 | 64 | 20.50 (20.00–21.00) | 0.51 (0.50–0.53) | 1.60 |" in text
+    assert ("| 2 | global_batch 64 | 64 | 8.50 (8.00–9.00) | 1.24 (1.17–1.31) | 1.60 | 0.618 (0.583–0.656) | 756 (711–800) | "
+            "0.900 | 31.9 (30.0–33.8) | 10.6 (10.0–11.2) | 25% |") in text
+    assert "| 4 | global_batch 64 | 64 | 20.5 (20.0–21.0) | 0.512 (0.500–0.525) | 1.60 |" in text
     assert "| 4 | batch_per_worker 64 | 256 |" in text
     # A batch per worker makes every step bigger: its extra step time is not called synchronisation.
     by = {(tuple(r["params"]), r["params"]["workers"]): r for r in rows}

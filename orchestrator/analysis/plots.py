@@ -97,18 +97,31 @@ def prediction_grid(images: np.ndarray, truth: np.ndarray, predicted: np.ndarray
     return _save(fig, path)
 
 
-def line_plot(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str, title: str,
-              path: Path, dotted: Optional[dict[str, str]] = None) -> Path:
-    """One line per named (x, y) series; those named in ``dotted`` (bounds, not measurements) dotted, each in the
-    colour of the series it names."""
+def whole_ticks(ax: Any) -> None:
+    """Ticks at whole numbers only on ``ax``'s x axis: a count of workers or replicas has no 1.25."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+Series = tuple[Sequence[float], ...]  # (x, y), or (x, y, low, high): the repeats' min and max as error bars
+
+
+def line_plot(series: Mapping[str, Series], xlabel: str, ylabel: str, title: str, path: Path,
+              dotted: Optional[dict[str, str]] = None, whole_x: bool = False) -> Path:
+    """One line per named series; those named in ``dotted`` (bounds, not measurements) dotted, each in the colour
+    of the series it names; a series with a low and a high per point has them as error bars; ``whole_x``: ticks at
+    whole numbers."""
     dotted = dotted or {}
     fig, ax = _pyplot().subplots(figsize=(7, 4))
     colours = {name: f"C{i}" for i, name in enumerate(n for n in series if n not in dotted)}
-    for name, (x, y) in series.items():
-        if name in dotted:
-            ax.plot(x, y, marker=".", label=name, linestyle=":", color=colours.get(dotted[name], "grey"))
-        else:
-            ax.plot(x, y, marker="o", label=name, color=colours[name])
+    for name, (x, y, *span) in series.items():
+        colour = colours.get(dotted[name], "grey") if name in dotted else colours[name]
+        bars = [[m - lo for m, lo in zip(y, span[0])], [hi - m for m, hi in zip(y, span[1])]] if span else None
+        ax.errorbar(x, y, yerr=bars, marker="." if name in dotted else "o", label=name,
+                    linestyle=":" if name in dotted else "-", color=colour, capsize=3 if bars else 0)
+    if whole_x:
+        whole_ticks(ax)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -195,36 +208,44 @@ def _scaling_plots(rows: list[dict[str, Any]], axis: str, out: Path, cores: int)
                     ax.plot(xs, ys, linestyle=":", color=bar[0].get_color(),
                             label=f"this machine's bound ({what}), {label}")
         ax.set(xlabel=axis, ylabel=ylabel, title=f"{name.capitalize()} against {axis}")
+        whole_ticks(ax)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         paths.append(_save(fig, out / f"{name}.png"))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for label, group in lines.items():
         scale = [metrics.point_scale(r, axis) for r in group]
-        line = left.plot(scale, [r["train_seconds"][0] for r in group], marker="o", label=label)
+        line = left.errorbar(scale, [r["train_seconds"][0] for r in group], yerr=_bars(group, "train_seconds"),
+                             marker="o", capsize=3, label=label)
         floored = [(x, r["floor_seconds"][0]) for x, r in zip(scale, group) if r.get("floor_seconds")]
         if floored:  # the floor measured beside each point, in the line's colour
             left.plot(*zip(*floored), marker=".", linestyle=":", color=line[0].get_color(),
                       label=f"{FLOOR_LABEL}, {label}")
         if all(r["samples_per_second"] for r in group):
-            right.plot(scale, [r["samples_per_second"][0] for r in group], marker="o", label=label)
-    left.set(xlabel=axis, ylabel="train time, s (median)", title="Training time")
+            right.errorbar(scale, [r["samples_per_second"][0] for r in group], yerr=_bars(group, "samples_per_second"),
+                           marker="o", capsize=3, label=label)
+    left.set(xlabel=axis, ylabel="train time, s (median, min–max of repeats)", title="Training time")
     right.set(xlabel=axis, ylabel="samples per second (all workers)", title="Throughput")
     for ax in (left, right):
+        whole_ticks(ax)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     paths.append(_save(fig, out / "training-comparison.png"))
     return paths
 
 
-def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str,
-            axis: str) -> dict[str, tuple[list[float], list[float]]]:
-    """Per line of the plot, the median of ``metric`` against the scaling ``axis``."""
-    out: dict[str, tuple[list[float], list[float]]] = {}
+def _bars(group: list[dict[str, Any]], metric: str) -> list[list[float]]:
+    """The repeats' min and max of ``metric`` about each row's median, as matplotlib's yerr."""
+    return [[r[metric][0] - r[metric][1] for r in group], [r[metric][2] - r[metric][0] for r in group]]
+
+
+def _series(by_line: Mapping[str, list[dict[str, Any]]], metric: str, axis: str) -> dict[str, Series]:
+    """Per line of the plot, the median of ``metric`` against the scaling ``axis``, with the repeats' min and max."""
+    out: dict[str, Series] = {}
     for label, group in by_line.items():
-        points = sorted((metrics.point_scale(r, axis), r[metric][0]) for r in group if r.get(metric))
+        points = sorted((metrics.point_scale(r, axis), *r[metric]) for r in group if r.get(metric))
         if points:
-            out[label] = ([float(p[0]) for p in points], [float(p[1]) for p in points])
+            out[label] = tuple([float(p[i]) for p in points] for i in range(4))
     return out
 
 
@@ -249,6 +270,7 @@ def _plots(rows: list[dict[str, Any]], axes: list[str], axis: str, out: Path, na
     floors = _series(by_line, "floor_seconds", axis)
     bounds = {(f"{FLOOR_LABEL}, {label}" if len(by_line) > 1 else FLOOR_LABEL): label for label in floors}
     return [line_plot({**times, **{name: floors[label] for name, label in bounds.items()}}, axis,
-                      "train time, s (median)", f"Time vs {axis}", out / f"time-vs-{axis}.png", dotted=bounds),
-            line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median)", f"Accuracy vs {axis}",
-                      out / f"accuracy-vs-{axis}.png")]
+                      "train time, s (median, min–max of repeats)", f"Time vs {axis}", out / f"time-vs-{axis}.png",
+                      dotted=bounds, whole_x=True),
+            line_plot(_series(by_line, "test_accuracy", axis), axis, "test accuracy (median, min–max of repeats)",
+                      f"Accuracy vs {axis}", out / f"accuracy-vs-{axis}.png", whole_x=True)]

@@ -7,11 +7,13 @@ report.md is written atomically (``safeio``): an interrupted or failed write lea
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from orchestrator.analysis import metrics
+from orchestrator.analysis.numbers import median_range, sig, with_unit
 from orchestrator.analysis.plots import _line_of, _plots, _scaling_plots, _setup_label
 from orchestrator.safeio import atomic_write
 from orchestrator.safetext import markdown
@@ -40,13 +42,13 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
         share = wait / (wait + compute) if wait is not None and compute else None
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), _line_of(r, axis), str(r["global_batch"] or "-"),
-            _median_range(r["train_seconds"], ".2f"), _median_range(r["speedup_range"], ".2f"),
-            _bound(r, mixed), _median_range(r["efficiency_range"], ".2f"),
-            _median_range(r["samples_per_second"], ".0f"),
-            _median_range(r["test_accuracy"], ".4f"),
-            _median_range(r["compute_seconds"], ".2f", per_step) if per_step else "-",
-            _median_range(r["allreduce_wait_seconds"], ".2f", per_step) if per_step else "-",
-            _opt(share, ".0%")]) + " |")
+            median_range(r["train_seconds"]), median_range(r["speedup_range"]),
+            _bound(r, mixed), median_range(r["efficiency_range"]),
+            median_range(r["samples_per_second"]),
+            median_range(r["test_accuracy"]),
+            median_range(r["compute_seconds"], per_step) if per_step else "-",
+            median_range(r["allreduce_wait_seconds"], per_step) if per_step else "-",
+            "-" if share is None else f"{share:.0%}"]) + " |")
     return lines + ["", "Speedup is T(1)/T(N) against the same setup's one-process run; bound is the best speedup "
                     "this machine allows at equal work: T(1) over the floor measured beside the cell where the "
                     "experiment asks for it (`report: {floor: true}`, see the floor's section), else its cores over "
@@ -58,19 +60,6 @@ def _scaling_section(rows: list[dict[str, Any]], axis: str, cells: Mapping[str, 
                     "first worker's training steps less the time it waited for the gradients' all-reduce "
                     "(with PyTorch, the part backward could not overlap with computing; with MPI, the whole "
                     "blocking call), per step, where the trainer measures them.", ""]
-
-
-def _median_range(value: Optional[metrics.MedianRange], spec: str, scale: float = 1.0) -> str:
-    if value is None:
-        return "-"
-    med, lo, hi = (v * scale for v in value)
-    if lo == hi:
-        return f"{med:{spec}}"
-    return f"{med:{spec}} ({lo:{spec}}–{hi:{spec}})"
-
-
-def _opt(value: Optional[float], spec: str, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
 def _measured_on(cells: Mapping[str, Mapping[str, Any]]) -> str:
@@ -126,7 +115,7 @@ def _mixed(rows: list[dict[str, Any]]) -> bool:
 def _bound(r: Mapping[str, Any], mixed: bool) -> str:
     """The bound of a row, marked as the CPU bound where others in the table are floors."""
     value, kind = metrics.machine_bound(r)
-    return _opt(value, ".2f") + (" (CPU)" if mixed and kind == "cpu" else "")
+    return sig(value) + (" (CPU)" if mixed and kind == "cpu" else "")
 
 
 def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named: bool = False) -> list[str]:
@@ -140,14 +129,14 @@ def _results_table(rows: list[dict[str, Any]], axes: list[str], axis: str, named
     lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for r in rows:
         runs = f"{r['runs'] - r['failed']}/{r['runs']}" + (" (failed: " + str(r["failed"]) + ")" if r["failed"] else "")
-        figures = [_opt(r["speedup"], ".3f"), _bound(r, mixed), _opt(r["efficiency"], ".3f")]
+        figures = [sig(r["speedup"]), _bound(r, mixed), sig(r["efficiency"])]
         lines.append("| " + " | ".join([
             str(metrics.point_scale(r, axis)), *(str(r["params"].get(a, "-")) for a in axes), runs,
-            _median_range(r["test_accuracy"], ".4f"), _median_range(r.get("val_loss"), ".4f"),
-            _median_range(r.get("val_accuracy"), ".4f"), _median_range(r["train_seconds"], ".2f"),
-            _median_range(r.get("epoch_seconds"), ".2f"), _median_range(r["wall_seconds"], ".1f"),
-            _opt(r["time_ratio"], ".2f", "x"), *(figures if parallel else []),
-            _median_range(r["cpu_mean_percent"], ".0f"), _median_range(r["net_bytes_per_worker"], ".1f", 1e-6),
+            median_range(r["test_accuracy"]), median_range(r.get("val_loss")),
+            median_range(r.get("val_accuracy")), median_range(r["train_seconds"]),
+            median_range(r.get("epoch_seconds")), median_range(r["wall_seconds"]),
+            with_unit(r["time_ratio"], "x"), *(figures if parallel else []),
+            median_range(r["cpu_mean_percent"]), median_range(r["net_bytes_per_worker"], 1e-6),
         ]) + " |")
     return lines
 
@@ -189,10 +178,10 @@ def _floor_section(rows: list[dict[str, Any]], axis: str) -> list[str]:
                              f"{markdown(r['floor_note'])}")
             continue
         lines.append("| " + " | ".join([
-            str(metrics.point_scale(r, axis)), _line_of(r, axis), _median_range(r["train_seconds"], ".2f"),
-            _opt(r["time_ratio"], ".2f"), _median_range(r["compute_floor"], ".2f"),
-            _median_range(r["transport_floor"], ".2f"), _median_range(r["floor_seconds"], ".2f"),
-            _opt(r.get("vs_floor"), ".2f"), _opt(r.get("floor_bound"), ".2f")]) + " |")
+            str(metrics.point_scale(r, axis)), _line_of(r, axis), median_range(r["train_seconds"]),
+            sig(r["time_ratio"]), median_range(r["compute_floor"]),
+            median_range(r["transport_floor"]), median_range(r["floor_seconds"]),
+            sig(r.get("vs_floor")), sig(r.get("floor_bound"))]) + " |")
     if len(lines) == 4 and not notes:
         return []
     return lines + ["", "The compute floor is one rank alone at the per-rank batch (global batch / N) on its shard, "
@@ -223,12 +212,12 @@ def _why(rows: list[dict[str, Any]], axes: list[str], axis: str, baseline: Mappi
         against = f"the baseline's ({_setup_label({'params': baseline})})" if baseline else f"with one {one}"
         why.append(
             f"- **{metrics.point_scale(r, axis)} {axis}{', ' + label if label else ''}:** a training step takes "
-            f"{r['step_seconds'][0] * 1000:.1f} ms against {base['step_seconds'][0] * 1000:.1f} ms {against}. "
+            f"{sig(r['step_seconds'][0] * 1000)} ms against {sig(base['step_seconds'][0] * 1000)} ms {against}. "
             f"The same global batch means the same arithmetic per step, shared over the same cores, so the extra "
-            f"{r['sync_seconds_per_step'] * 1000:.1f} ms ({r['sync_share']:.0%} of the step) is synchronisation: "
+            f"{sig(r['sync_seconds_per_step'] * 1000)} ms ({r['sync_share']:.0%} of the step) is synchronisation: "
             f"exchanging the gradients (an all-reduce, or the parameter servers' reads and writes) and the wait "
             f"for the slowest replica."
-            + (f" Each worker moved {r['net_bytes_per_worker'][0] / 1e6:.1f} MB." if r["net_bytes_per_worker"] else "")
+            + (f" Each worker moved {sig(r['net_bytes_per_worker'][0] / 1e6)} MB." if r["net_bytes_per_worker"] else "")
         )
     larger = sum(1 for r in rows if r.get("same_work") is False)
     if why and larger:
@@ -236,6 +225,22 @@ def _why(rows: list[dict[str, Any]], axes: list[str], axis: str, baseline: Mappi
                    "their steps do more arithmetic and the difference is not synchronisation alone; where the "
                    "workers time their all-reduce, the Scaling table above splits their steps.")
     return ["## Why", "", "Estimated from the measured step times (train time / steps):", "", *why, ""] if why else []
+
+
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+def title(experiment: Any, rows: list[dict[str, Any]]) -> str:
+    """The report's title: the file's (its name if none), each ``{axis}`` in it the values the sweep ran on that
+    axis (``{workers}``: "1 vs 3" for a sweep of 1 and 3), so that a quick sweep's title names its own grid; a name
+    no row sets stays as written."""
+    def values(match: re.Match[str]) -> str:
+        found = {(type(v).__name__, str(v)): v for r in rows if (v := r["params"].get(match.group(1))) is not None}
+        ordered = sorted(found.values(), key=lambda v: (not isinstance(v, (int, float)), v if isinstance(
+            v, (int, float)) else str(v)))
+        return " vs ".join(str(v) for v in ordered) if ordered else match.group(0)
+
+    return PLACEHOLDER.sub(values, experiment.report.title or experiment.name)
 
 
 def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Mapping[str, Any]],
@@ -252,7 +257,7 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     cores = metrics.cells_cores(cells) or os.cpu_count() or 1
     plots = _scaling_plots(rows, axis, out, cores) if scaling else _plots(rows, axes, axis, out, named=bool(baseline))
     spec_fields = next(iter(cells.values()))["fields"] if cells else {}
-    lines = [f"# {experiment.report.title or experiment.name}", ""]
+    lines = [f"# {title(experiment, rows)}", ""]
     if experiment.description:
         lines += [experiment.description.strip(), ""]
     lines += [
@@ -279,7 +284,7 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     if experiment.report.reference:
         lines += [f"## {experiment.report.reference_title or 'Reference'}", "",
                   "| setup | data | accuracy | time |", "| --- | --- | --- | --- |"]
-        lines += [f"| {r.setup} | {r.data} | {_opt(r.accuracy, '.2f', '%')} | {_opt(r.seconds, '.2f', ' s')} |"
+        lines += [f"| {r.setup} | {r.data} | {with_unit(r.accuracy, '%')} | {with_unit(r.seconds, ' s')} |"
                   for r in experiment.report.reference]
         lines += [""]
     if experiment.report.notes:
@@ -293,8 +298,8 @@ def write_experiment_report(experiment: Any, quick: bool, cells: Mapping[str, Ma
     lines += ["## Cells", "", "| cell | state | run | test accuracy | train s | wall s |", "| --- | --- | --- | --- | --- | --- |"]
     for key, c in cells.items():
         s = c.get("summary") or {}
-        lines.append(f"| {key} | {c.get('state')} | {c.get('run_id')} | {_opt(s.get('test_accuracy'), '.4f')} | "
-                     f"{_opt(s.get('train_seconds'), '.2f')} | {_opt(s.get('wall_seconds'), '.1f')} |")
+        lines.append(f"| {key} | {c.get('state')} | {c.get('run_id')} | {sig(s.get('test_accuracy'))} | "
+                     f"{sig(s.get('train_seconds'))} | {sig(s.get('wall_seconds'))} |")
     path = out / "report.md"
     atomic_write(path, "\n".join(lines) + "\n")
     return path

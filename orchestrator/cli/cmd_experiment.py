@@ -95,7 +95,7 @@ def experiment_report(env: Environment, file: str, quick: bool, out_dir: Optiona
     """Write the report of the experiment in FILE again from the cells it recorded, running none.
 
     report.md and its plots are drawn from cells.json as this orch draws them (after an upgrade, say);
-    report.html too where the sweep's collected runs are still in its folder.
+    report.html too, from the sweep's collected runs, or from the runs the page holds where those are gone.
     """
     from orchestrator import api
     from orchestrator.paths import default_paths

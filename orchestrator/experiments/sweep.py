@@ -135,36 +135,58 @@ def rewrite_report(experiment: Experiment, quick: bool = False, root: Optional[P
 
 def _reports(experiment: Experiment, quick: bool, cells: dict[str, Any], out: Path, say: Callable[[str], None],
              rewrite: bool) -> None:
-    """report.md, its plots and report.html of ``cells``. Written again (``rewrite``), report.html is left as it is
-    where a collected run is missing (a committed sweep keeps its cells.json, not its runs), rather than written
-    without it."""
+    """report.md, its plots and report.html of ``cells``. Written again (``rewrite``) where a collected run is
+    missing (a committed sweep keeps its cells.json, not its runs), report.html is drawn again from the runs it
+    embeds, and left as it is if it holds none that can be read."""
     rows = metrics.aggregate(cells, experiment.report.scale, experiment.report.baseline)
     report.write_experiment_report(experiment, quick, cells, rows, out)
     missing = [key for key, c in cells.items() if isinstance(c, dict) and c.get("summary")
                and not (out / "runs" / str(c.get("run_id")) / "summary.json").is_file()]
     if rewrite and missing and (out / "report.html").is_file():
-        say(f"report.html left as it was: the collected runs of {len(missing)} cells are not in {out / 'runs'}")
+        from orchestrator.analysis import html
+
+        why = f"the collected runs of {len(missing)} cells are not in {out / 'runs'}"
+        try:
+            html.rerender(out / "report.html", _title(experiment, quick, rows), _note(experiment), rows,
+                          _axis(experiment), experiment.report.scale, metrics.cells_cores(cells),
+                          {str(c["run_id"]): c["summary"] for c in cells.values() if isinstance(c, dict)
+                           and c.get("run_id") and isinstance(c.get("summary"), dict)})
+            say(f"report.html drawn again from the runs it holds: {why}")
+        except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
+            say(f"report.html left as it was: {why}, and it holds none to draw again ({_reason(exc)})")
         return
     _html_report(experiment, quick, cells, rows, out, say)
+
+
+def _title(experiment: Experiment, quick: bool, rows: list[dict[str, Any]]) -> str:
+    return report.title(experiment, rows) + (" (quick mode)" if quick else "")
+
+
+def _note(experiment: Experiment) -> str:
+    return experiment.description.strip()[:2000]
+
+
+def _axis(experiment: Experiment) -> Optional[str]:
+    """What N counts in report.html's charts against it: None for setups against a named one."""
+    return None if experiment.report.baseline else "containers" if experiment.report.scale == metrics.SCALE \
+        else experiment.report.scale
 
 
 def _html_report(experiment: Experiment, quick: bool, cells: dict[str, Any], rows: list[dict[str, Any]], out: Path,
                  say: Callable[[str], None]) -> None:
     """report.html beside report.md: every collected cell, interactive, its N, speedup and bound reckoned as
-    report.md's (``rows``, from ``metrics.aggregate``); skipped (with report.md intact) if a cell's folder cannot be
-    read."""
+    report.md's (``rows``, from ``metrics.aggregate``), which its charts against N draw; skipped (with report.md
+    intact) if a cell's folder cannot be read."""
     from orchestrator.analysis import html
 
     folders = [(out / "runs" / str(c["run_id"]), key) for key, c in sorted(cells.items())
                if isinstance(c, dict) and c.get("run_id") and (out / "runs" / str(c["run_id"]) / "summary.json").is_file()]
-    title = (experiment.report.title or experiment.name) + (" (quick mode)" if quick else "")
-    axis = None if experiment.report.baseline else "containers" if experiment.report.scale == metrics.SCALE \
-        else experiment.report.scale
     try:
         floors = {str(c["run_id"]): c["floor"]["floor"] for c in cells.values() if isinstance(c, dict)
                   and isinstance(c.get("floor"), dict) and metrics.is_seconds(c["floor"].get("floor"))}
-        html.write(out / "report.html", title, folders, note=experiment.description.strip()[:2000], floors=floors,
-                   against=against(cells, rows), axis=axis)
+        html.write(out / "report.html", _title(experiment, quick, rows), folders, note=_note(experiment),
+                   floors=floors, against=against(cells, rows), axis=_axis(experiment), rows=rows,
+                   scale=experiment.report.scale)
     except Exception as exc:  # noqa: BLE001 - report.md is the report of record; the HTML view is extra
         (out / "report.html").unlink(missing_ok=True)
         say(f"no HTML report: {_reason(exc)}")

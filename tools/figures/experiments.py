@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from figures.core import ROOT, data, emit, num, table, machine_line, link
+from figures.core import ROOT, data, emit, table, machine_line, link
 from orchestrator.analysis import metrics
+from orchestrator.analysis.numbers import median_range, sig, with_unit
 
 
 # -- the seeds' studies (experiments/results/<name>/cells.json) -----------------------------------------
@@ -18,12 +19,9 @@ def _experiment(name: str) -> tuple[list[dict], dict, Any]:
     return metrics.aggregate(cells, experiment.report.scale, experiment.report.baseline), cells, experiment
 
 
-def _mr(value: Optional[tuple], spec: str = ".2f", scale: float = 1.0) -> str:
-    if not value:
-        return "—"
-    middle, low, high = (v * scale for v in value)
-    text = num(middle, spec)
-    return text if num(low, spec) == num(high, spec) else f"{text} ({num(low, spec)}–{num(high, spec)})"
+def _mr(value: Optional[tuple], scale: float = 1.0) -> str:
+    """A (median, min, max) as orch's reports write it (``numbers.median_range``), with the pages' dash for none."""
+    return median_range(value, scale, none="—")
 
 
 def experiment_source(name: str) -> None:
@@ -42,20 +40,20 @@ def experiment_table(name: str, columns: Sequence[str], params: Sequence[str] = 
     rows, _cells, experiment = _experiment(name)
     baseline = experiment.report.baseline
     shown: dict[str, tuple[str, Callable[[dict], str]]] = {
-        "test_accuracy": ("test accuracy", lambda r: _mr(r["test_accuracy"], ".4f")),
-        "val_loss": ("val loss", lambda r: _mr(r["val_loss"], ".4f")),
+        "test_accuracy": ("test accuracy", lambda r: _mr(r["test_accuracy"])),
+        "val_loss": ("val loss", lambda r: _mr(r["val_loss"])),
         "train": ("train s", lambda r: _mr(r["train_seconds"])),
         "epoch": ("s per epoch", lambda r: _mr(r["epoch_seconds"])),
         "ratio": ("T(N)/T(1)" if not baseline else
                   "T/T(" + ", ".join(f"{k} {v}" for k, v in baseline.items()) + ")",
-                  lambda r: num(r["time_ratio"], ".2f", "x")),
+                  lambda r: with_unit(r["time_ratio"], "x", none="—")),
         "floor": ("floor s", lambda r: _mr(r["floor_seconds"])),
-        "vs_floor": ("T(N)/floor(N)", lambda r: num(r["vs_floor"], ".2f")),
-        "bound": ("best speedup this machine allows", lambda r: num(metrics.machine_bound(r)[0], ".2f")),
-        "speedup": ("speedup", lambda r: num(r["speedup"], ".2f")),
-        "cpu": ("CPU % per container", lambda r: _mr(r["cpu_mean_percent"], ".0f")),
-        "net": ("network MB per worker", lambda r: _mr(r["net_bytes_per_worker"], ".1f", 1e-6)),
-        "samples_per_second": ("samples/s", lambda r: _mr(r["samples_per_second"], ",.0f")),
+        "vs_floor": ("T(N)/floor(N)", lambda r: sig(r["vs_floor"], none="—")),
+        "bound": ("best speedup this machine allows", lambda r: sig(metrics.machine_bound(r)[0], none="—")),
+        "speedup": ("speedup", lambda r: sig(r["speedup"], none="—")),
+        "cpu": ("CPU % per container", lambda r: _mr(r["cpu_mean_percent"])),
+        "net": ("network MB per worker", lambda r: _mr(r["net_bytes_per_worker"], 1e-6)),
+        "samples_per_second": ("samples/s", lambda r: _mr(r["samples_per_second"])),
     }
     def param(r: dict, name: str) -> str:
         if name == "setup":  # every field the row sets, as the report names a setup
