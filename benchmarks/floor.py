@@ -81,6 +81,8 @@ FRAMEWORKS = {
     # The same trainers with their gradients over MPI's shared memory (--transport shm), mpi4py beside.
     "torch-shm": ({"framework": "torch", "transport": "shm"}, "torch", "torch, torch.distributed, torch._dynamo, mpi4py"),
     "jax-shm": ({"framework": "jax", "transport": "shm"}, "jax", "jax, optax, flax.linen, mpi4py"),
+    # MPI with its ranks yielding in their wait where they outnumber the cores (orch's poll: transport.md says why).
+    "mpi-yield": ({"framework": "mpi", "_env": {"ORCH_MPI_WAIT": "yield"}}, "tensorflow", "tensorflow, tf_keras, mpi4py"),
 }
 # The host's physical floor takes the cheapest all-reduce this host can do between containers: MPI's over shared
 # memory, measured once per N in the run (and reused where a framework's own transport is it).
@@ -100,9 +102,14 @@ def run(fields: dict, workers: int, runs: Path, host_cpus: int = CORES, sample: 
     CPU seconds orch itself used; with ``sample``, each container sampled each second as `orch up` does, and the
     largest memory a container used. Without ``venv``, the replicas read the image's Python environment from its
     layers, as before orch served it from a volume (images/venv_volume.py)."""
+    fields = dict(fields)
+    env = fields.pop("_env", {})  # variables for the replicas beside the spec's (a setting under measure)
     spec = make_spec(**fields, workers=workers, run_id=f"floor-{int(time.time() * 1000) % 10**10}-{workers}")
     paths = Paths(runs=runs, cache=default_paths().cache)
     p = plan(spec, paths, user=container_user(), host_cpus=host_cpus)
+    if env:
+        p = dataclasses.replace(p, replicas=tuple(dataclasses.replace(r, env={**r.env, **env}) for r in p.replicas))
+        p = dataclasses.replace(p, artifact=backends.get(p.backend).render(p))
     if not venv:
         p = dataclasses.replace(p, replicas=tuple(dataclasses.replace(r, mounts=tuple(m for m in r.mounts
                                                                                       if not m.volume))
@@ -192,7 +199,9 @@ def host_p50(n: int, iterations: int) -> float:
 def measure(name: str, workload: dict, counts: list[int], repeats: int, iterations: int, runs: Path,
             start_repeats: int = START_REPEATS) -> dict:
     fields, package, module = FRAMEWORKS[name]
-    transport = frameworks.get(fields["framework"]).floor_transport(make_spec(**fields, workers=2, run_id="transport"))
+    spec_fields = {k: v for k, v in fields.items() if not k.startswith("_")}
+    transport = frameworks.get(fields["framework"]).floor_transport(make_spec(**spec_fields, workers=2,
+                                                                                run_id="transport"))
     rows = []
     for n in counts:
         cores, share = rank_cores(n, CORES)
@@ -250,7 +259,7 @@ def measure(name: str, workload: dict, counts: list[int], repeats: int, iteratio
         volume_floors.append(start_floor(image, module, n, volume))
         package_floors.append(start_floor(image, package, n, volume))
         for mode in LADDER:  # an orch run of the probe as the run's script (run() plans it as `orch up --script`)
-            probe = script_fields({**workload, **fields, "script": str(PROBE), "script_args": (mode, name, module)})
+            probe = script_fields({**workload, **spec_fields, "script": str(PROBE), "script_args": (mode, name, module)})
             ladder[mode].append(run(probe, n, runs)["wall_seconds"])
         trainer.append(run({**workload, **fields}, n, runs))
         log(f"{name}, the start at N={n}, repeat {r + 1}: floor {volume_floors[-1][0]:.2f} s, orch importing "

@@ -1,12 +1,12 @@
-"""How an MPI rank waits for its gradients' all-reduce in PyTorch's and JAX's trainers under ``--transport shm``.
+"""How an MPI rank waits for its gradients' all-reduce in PyTorch's and JAX's trainers under ``--transport shm``
+(``--framework mpi``'s graph op polls at every N unless ORCH_MPI_WAIT=yield: yielding measured no better there,
+benchmarks/investigations/transport.md).
 
 MPICH's blocking calls poll: a rank waiting for a slower one holds its core. With a core per rank that costs
 nothing, and polling answers soonest. Where ranks outnumber the cores, the rank being waited for may be the one
 that needs the core; there a waiting rank gives it up between its tests (``sched_yield``: the scheduler runs a
 neighbour that is ready, and comes back at once when there is none). ``ORCH_MPI_WAIT`` (poll or yield) overrides
-the choice, for measuring one against the other (benchmarks/investigations/shm_wait.py). (``--framework mpi``'s
-ranks block in their graph's all-reduce op, where yielding measured no better:
-benchmarks/investigations/results/mpi_wait.md.)
+the choice, for measuring one against the other (benchmarks/floor.py's ``_env``).
 """
 from __future__ import annotations
 

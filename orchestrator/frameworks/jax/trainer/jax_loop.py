@@ -261,5 +261,6 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
                        test_accuracy, cpus, jax=jax.__version__, backend="gloo" if world > 1 and not over_shm else None,
                        devices=jax.device_count(), transport=("shm" if over_shm else "gloo") if world > 1 else None,
                        allreduce_seconds=group.allreduce_seconds if over_shm else None,
+                       allreduce_wait=("yield" if group.yielding else "poll") if over_shm else None,
                        weights_sha256=weights_digest(jax.tree.leaves(final)))
     leave(reporter, result, world)

@@ -2,6 +2,7 @@
 ranks train with TensorFlow, all-reducing through MPI (``mpi_loop``)."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .reporter import Reporter
@@ -12,4 +13,5 @@ def run(reporter: Reporter, job: dict[str, Any], worker: int, num_workers: int, 
     from .mpi_loop import communicator, train_with_mpi
 
     comm, mpi = communicator(num_workers)
-    train_with_mpi(start(reporter, job, worker, num_workers, data_dir), comm, mpi)
+    cores = len(os.sched_getaffinity(0))  # the container's, before the session pins the rank to its share
+    train_with_mpi(start(reporter, job, worker, num_workers, data_dir), comm, mpi, cores)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import contract
+from .mpi_wait import crowded
 from .session import Session, floats
 
 CHECKPOINT_SUBDIR = "mpi"
@@ -80,12 +81,12 @@ def allreduce_op(tf: Any) -> Any:
 
     It blocks in MPI_Allreduce, which MPICH polls, as mpi4py's call did when the gradients left the graph for it
     through tf.numpy_function: leaving cost 0.16-0.24 ms of a 0.28-0.37 ms step
-    (benchmarks/investigations/results/mpi_step.md). (Waiting with sched_yield between tests of a non-blocking
-    Iallreduce, to give a core-mate the core, measured no better: benchmarks/investigations/results/mpi_wait.md.)"""
+    (benchmarks/investigations/results/mpi_step.md). Told to yield (``yielding``, ORCH_MPI_WAIT=yield), it starts
+    MPI_Iallreduce and gives up the core between tests of it, which measured no better."""
     return tf.load_op_library(ALLREDUCE_OP).orch_mpi_allreduce
 
 
-def train_with_mpi(s: Session, comm: Any, mpi: Any) -> None:
+def train_with_mpi(s: Session, comm: Any, mpi: Any, cores: int) -> None:
     """Train with the MPI loop; write the result from this rank's own weights (never returns)."""
     tf, keras, job, reporter = s.tf, s.keras, s.job, s.reporter
     if comm.size != s.num_workers or comm.rank != s.worker:
@@ -121,6 +122,9 @@ def train_with_mpi(s: Session, comm: Any, mpi: Any) -> None:
     x_va, y_va = (tf.constant(a[comm.rank::comm.size]) for a in (s.validation[0], s.validation[1].astype(np.int64)))
     totals = tf.Variable(tf.zeros([6], tf.float64), trainable=False)  # train loss, correct, samples; validation's
     allreduce = allreduce_op(tf) if comm.size > 1 else None
+    # The op waits in MPICH's polling wait at every N: yielding between tests of a non-blocking all-reduce measured
+    # no better at 3 to 16 ranks on 2 cores (benchmarks/investigations/transport.md); ORCH_MPI_WAIT=yield asks for it.
+    yielding = crowded(comm.size, cores) and os.environ.get("ORCH_MPI_WAIT") == "yield"
     allreduce_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # this rank's, over the run
 
     def correct_of(out: Any, y: Any) -> Any:
@@ -138,7 +142,7 @@ def train_with_mpi(s: Session, comm: Any, mpi: Any) -> None:
                 loss = tf.reduce_sum(losses) / global_batch
             flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)], 0)
             if allreduce is not None:
-                flat, seconds = allreduce(flat)
+                flat, seconds = allreduce(flat, yielding=yielding)
                 allreduce_seconds.assign_add(seconds)
             grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat, sizes), shapes)]
             optimizer.apply_gradients(zip(grads, variables))
@@ -199,5 +203,6 @@ def train_with_mpi(s: Session, comm: Any, mpi: Any) -> None:
         if mpi is not None:
             mpi.Finalize()
 
-    s.finish(net, started, extra={"replicas": comm.size, "mpi": None if mpi is None else mpi.Get_library_version()
-                                  .splitlines()[0][:200]}, wait=leave)
+    version = None if mpi is None else mpi.Get_library_version().splitlines()[0][:200]
+    s.finish(net, started, extra={"replicas": comm.size, "allreduce_wait": "yield" if yielding else "poll",
+                                  "mpi": version}, wait=leave)

@@ -297,5 +297,6 @@ def run(reporter: Reporter, job: dict[str, Any], rank: int, world: int, data_dir
                        gloo_threads_cpus=cores_of(gloo_threads), threads=torch.get_num_threads(),
                        torch=torch.__version__, backend="gloo" if world > 1 else None, gloo_interface=interface,
                        transport=("shm" if over_shm else "gloo") if world > 1 else None,
+                       allreduce_wait=("yield" if timing.yielding else "poll") if over_shm else None,
                        weights_sha256=weights_digest(p.detach().numpy() for p in model.parameters()))
     leave(reporter, result, world)

@@ -6,9 +6,15 @@
 // TensorFlow's threads, as mpi4py's blocking call did, and returns the seconds the call took beside the sum: the
 // all-reduce with any wait for a rank still computing, measured by each rank.
 //
+// With ``yielding`` (the loop sets it where the ranks outnumber the cores) the op starts MPI_Iallreduce and gives up
+// its core between tests of it (sched_yield), so that a rank sharing the core, which the others wait for, computes;
+// MPICH's own blocking wait polls and holds the core.
+//
 // MPI must be initialised (mpi4py does, with MPI_THREAD_MULTIPLE) before the op first runs; the loop loads the
 // library after. Built by the image's deps stage against the lock's TensorFlow and MPICH (see the Dockerfile).
 #include <mpi.h>
+
+#include <sched.h>
 
 #include <chrono>
 #include <cstdint>
@@ -28,7 +34,9 @@ using tensorflow::TensorShape;
 
 class OrchMpiAllreduceOp : public OpKernel {
  public:
-  explicit OrchMpiAllreduceOp(OpKernelConstruction* context) : OpKernel(context) {}
+  explicit OrchMpiAllreduceOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("yielding", &yielding_));
+  }
 
   void Compute(OpKernelContext* context) override {
     const Tensor& values = context->input(0);
@@ -39,11 +47,27 @@ class OrchMpiAllreduceOp : public OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(0, values.shape(), &summed));
     OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({}), &seconds));
     const auto began = std::chrono::steady_clock::now();
-    const int code = MPI_Allreduce(values.flat<float>().data(), summed->flat<float>().data(),
-                                   static_cast<int>(values.NumElements()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    const int count = static_cast<int>(values.NumElements());
+    int code = MPI_SUCCESS;
+    if (yielding_) {
+      MPI_Request request;
+      code = MPI_Iallreduce(values.flat<float>().data(), summed->flat<float>().data(), count, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD, &request);
+      int done = 0;
+      while (code == MPI_SUCCESS && !done) {
+        code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (!done) sched_yield();
+      }
+    } else {
+      code = MPI_Allreduce(values.flat<float>().data(), summed->flat<float>().data(), count, MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD);
+    }
     seconds->scalar<double>()() = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     OP_REQUIRES(context, code == MPI_SUCCESS, tensorflow::errors::Internal("MPI_Allreduce failed, code ", code));
   }
+
+ private:
+  bool yielding_ = false;
 };
 
 }  // namespace
@@ -52,6 +76,7 @@ REGISTER_OP("OrchMpiAllreduce")
     .Input("values: float")
     .Output("summed: float")
     .Output("seconds: double")
+    .Attr("yielding: bool = false")
     .SetIsStateful()  // a collective: never folded, pruned, merged or reordered
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
