@@ -102,3 +102,10 @@ def test_up_collect_ps_and_down_as_a_library(images, paths, cleanup, tmp_path):
                         run_id="api-bad")
     assert orchestrator.ps("api-bad")[0].state.value == "failed"
     assert not orch_containers("api-bad")
+
+
+def test_an_unknown_framework_is_a_problem_of_its_field():
+    with pytest.raises(InvalidSpec) as caught:
+        orchestrator.make_spec(framework="pytorch")
+    assert [(p.field, p.example) for p in caught.value.problems] == [("framework", "tensorflow")]
+    assert "choose tensorflow or mpi or torch or jax" in caught.value.problems[0].text

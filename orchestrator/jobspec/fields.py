@@ -161,7 +161,8 @@ def _nest(fields: dict[str, Any], spec_model: Any = None) -> dict[str, Any]:
     options = dict(framework) if isinstance(framework, dict) else {"name": framework or frameworks.DEFAULT}
     model = frameworks.find_options(options.get("name"))
     if model is None:
-        raise InvalidSpec(_unknown_framework(options.get("name")))
+        message = _unknown_framework(options.get("name"))
+        raise InvalidSpec(message, problems=(Problem("framework", message.split(": ", 1)[1], frameworks.DEFAULT),))
     for name in set(model.model_fields) - {"name"}:
         if name in fields:
             options[name] = fields.pop(name)
