@@ -140,6 +140,16 @@ class ClusterRefused(ClusterError):
     exit_code = EXIT_USAGE
 
 
+class SlurmError(OrchError):
+    """A Slurm command (sbatch, squeue, scancel, ...) failed or is not there; the message gives Slurm's own words."""
+
+
+class SlurmUnreachable(SlurmError):
+    """Slurm's commands are missing here, or its controller does not answer."""
+
+    exit_code = EXIT_USAGE
+
+
 class Stopped(KeyboardInterrupt):
     """A run's supervisor was told to stop the run (SIGTERM: `orch down`, or a client's cancel): it finishes the run
     as an interrupt does, and records it stopped."""
@@ -147,7 +157,7 @@ class Stopped(KeyboardInterrupt):
 
 _KINDS: dict[str, type[OrchError]] = {cls.__name__: cls for cls in (
     OrchError, InvalidSpec, EngineUnreachable, ComposeMissing, ImageMissing, DataError, BuildError, DockerError,
-    WorkerFailed, JobTimedOut, DiskFull, ContractMismatch, ClusterError, ClusterRefused)}
+    WorkerFailed, JobTimedOut, DiskFull, ContractMismatch, ClusterError, ClusterRefused, SlurmError, SlurmUnreachable)}
 
 
 def to_record(exc: BaseException, message: str) -> dict[str, Any]:

@@ -37,9 +37,10 @@ def test_floor_benchmark_prints_t_n_against_the_floor_and_the_start_up_split_on_
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| mpi |")]
-    by_n = {int(r[1]): r for r in rows if len(r) == 14}
+    by_n = {int(r[1]): r for r in rows if len(r) == 16}
     assert set(by_n) == {1, 2}, proc.stdout
-    assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0  # a measured all-reduce, and T(N)/floor
+    # A measured all-reduce, T(N)/floor, and the host's floor with T(N) against it.
+    assert float(by_n[2][7]) > 0 and float(by_n[2][10]) > 0 and float(by_n[2][11]) > 0 and float(by_n[2][12]) > 0
     # The start-up's stages, and its floors read both ways, then the floor of importing the package alone.
     def section(start: str, end: str) -> list[list[str]]:
         text = proc.stdout.split(start)[1].split(end)[0]

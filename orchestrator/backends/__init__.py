@@ -14,7 +14,7 @@ __all__ = ["Backend", "Key", "ReplicaState", "Status", "BACKENDS", "get"]
 
 # name -> (module, class)
 BACKENDS: dict[str, tuple[str, str]] = {"compose": ("compose", "ComposeBackend"), "k8s": ("k8s", "KubernetesBackend"),
-                                        "swarm": ("swarm", "SwarmBackend")}
+                                        "swarm": ("swarm", "SwarmBackend"), "slurm": ("slurm", "SlurmBackend")}
 
 
 def get(name: str, engine: Any = None) -> Backend:

@@ -95,6 +95,11 @@ class Backend:
         """Where each replica can be reached by its peers, as host:port, in the order of ``keys``."""
         raise NotImplementedError
 
+    def replica_user(self, spec: "JobSpec", user: str) -> str:
+        """The uid:gid the replicas run as, given the one orch chose (``user``); a backend whose container runtime
+        runs them as the user who started them, whatever it is asked, says so here."""
+        return user
+
     def engine_name(self, run_id: str) -> str:
         """What the engine calls the run (a Compose project, a stack, a Job)."""
         raise NotImplementedError

@@ -129,6 +129,74 @@ class KubernetesOptions(_PulledOptions):
                              "--k8s-checkpoint-claim NAME (a ReadWriteMany PersistentVolumeClaim) or --max-restarts 0")
 
 
+SLURM_TIME_PATTERN = r"(\d{1,5}-)?\d{1,5}(:\d{1,2}){0,2}|UNLIMITED|INFINITE"
+SLURM_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+SLURM_RUNTIMES = ("charliecloud", "docker")
+
+
+class SlurmOptions(BackendOptions):
+    """A Slurm batch job of one task per replica, each in a container: the job's place on the cluster and the
+    container runtime the nodes have."""
+
+    slurm_partition: Optional[str] = Field(
+        default=None, json_schema_extra=_FLAG,
+        description="With --backend slurm: the partition (queue) the job goes to; the cluster's default if left out.")
+    slurm_account: Optional[str] = Field(
+        default=None, json_schema_extra=_FLAG,
+        description="With --backend slurm: the account the job is charged to, where the cluster asks for one.")
+    slurm_time: str = Field(
+        default="1:00:00",
+        description="With --backend slurm: the job's time limit in Slurm's form (MINUTES, HOURS:MINUTES:SECONDS or "
+                    "DAYS-HOURS); Slurm ends the job when it is reached.")
+    slurm_nodes: int = Field(
+        default=1, ge=1, le=1024,
+        description="With --backend slurm: the nodes the job's tasks are spread over, in blocks: worker i runs on "
+                    "node i // tasks-per-node.")
+    slurm_tasks_per_node: Optional[int] = Field(
+        default=None, ge=1, le=1024, json_schema_extra={"default_text": "workers / nodes, rounded up"},
+        description="With --backend slurm: the workers on each node.")
+    slurm_runtime: Literal["charliecloud", "docker"] = Field(
+        default="charliecloud",
+        description="With --backend slurm: how each task runs orch's image. charliecloud: ch-run, unprivileged, "
+                    "from a directory of the image on the shared folder (made once per image); docker: `docker run` "
+                    "on each node, where the cluster lets users reach a Docker engine (the image is loaded once per "
+                    "node from an archive on the shared folder).")
+
+    @field_validator("slurm_partition", "slurm_account")
+    @classmethod
+    def _slurm_name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.fullmatch(SLURM_NAME_PATTERN, value):
+            raise ValueError(f"{value!r} is not a Slurm name (letters, digits, _, . and -)")
+        return value
+
+    @field_validator("slurm_time")
+    @classmethod
+    def _slurm_time(cls, value: str) -> str:
+        if not re.fullmatch(SLURM_TIME_PATTERN, value):
+            raise ValueError(f"{value!r} is not a Slurm time limit; e.g. 30 (minutes), 2:00:00 or 1-12")
+        return value
+
+    def tasks_per_node(self, workers: int) -> int:
+        """The workers on each node: as given, or the job's workers spread evenly over its nodes."""
+        return self.slurm_tasks_per_node or -(-workers // self.slurm_nodes)
+
+    def check_job(self, spec: Job) -> None:
+        if spec.network != "bridge":
+            raise ValueError(f"network: on Slurm every task uses its node's network; --network {spec.network} is "
+                             "for --backend compose; leave --network out")
+        if spec.gpus:
+            raise ValueError("gpus: orch does not request GPUs from Slurm; use --backend compose or --gpus 0")
+        replicas = sum(count for _name, count in spec.framework.roles(spec.workers))
+        per = self.tasks_per_node(replicas)
+        if per * self.slurm_nodes < replicas:
+            raise ValueError(f"slurm_tasks_per_node: {self.slurm_nodes} node(s) of {per} task(s) hold "
+                             f"{per * self.slurm_nodes}, and this job has {replicas} replicas; raise "
+                             "--slurm-tasks-per-node or --slurm-nodes")
+        if (self.slurm_nodes - 1) * per >= replicas:
+            raise ValueError(f"slurm_nodes: {replicas} replicas at {per} per node fill "
+                             f"{-(-replicas // per)} node(s), not {self.slurm_nodes}; lower --slurm-nodes")
+
+
 B = TypeVar("B", bound=BackendOptions)
 
 
@@ -151,11 +219,16 @@ def kubernetes(spec: Any) -> KubernetesOptions:
     return of(spec, KubernetesOptions)
 
 
+def slurm(spec: Any) -> SlurmOptions:
+    """A Slurm job's own options."""
+    return of(spec, SlurmOptions)
+
+
 # name -> options model; the names are those of ``backends.BACKENDS``.
 OPTIONS: dict[str, type[BackendOptions]] = {"compose": ComposeOptions, "swarm": SwarmOptions,
-                                            "k8s": KubernetesOptions}
+                                            "k8s": KubernetesOptions, "slurm": SlurmOptions}
 DEFAULT = "compose"
-TITLES = {"compose": "Compose", "swarm": "Swarm", "k8s": "Kubernetes"}  # as the help's headings write them
+TITLES = {"compose": "Compose", "swarm": "Swarm", "k8s": "Kubernetes", "slurm": "Slurm"}  # as the help's headings write them
 
 
 def option_names() -> dict[str, list[str]]:

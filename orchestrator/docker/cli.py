@@ -151,6 +151,28 @@ class CliOps(EngineBase):
                 raise DockerError(f"loading {image} on context {context} failed: {last_line(exc.text)}",
                                   details=exc.text) from None
 
+    def save_image(self, image: str, tar: Path) -> None:
+        """`docker save` of ``image``, all its layers, into the file ``tar``, within COPY_TIMEOUT."""
+        try:
+            self._run(f"docker save {image}", COPY_TIMEOUT, lambda d: d.image.save(image, output=tar))
+        except _Failed as exc:
+            raise DockerError(f"docker save {image} failed: {last_line(exc.text)}", details=exc.text) from None
+
+    def export_image(self, image: str, tar: Path) -> None:
+        """The files of ``image``, flattened, into the file ``tar`` (`docker export` of a container made from it and
+        never started), within COPY_TIMEOUT."""
+        def export(d: Any) -> None:
+            container = d.container.create(image, ["true"], networks=["none"])
+            try:
+                d.container.export(container, tar)
+            finally:
+                d.container.remove(container, force=True)
+
+        try:
+            self._run(f"docker export of {image}", COPY_TIMEOUT, export)
+        except _Failed as exc:
+            raise DockerError(f"docker export of {image} failed: {last_line(exc.text)}", details=exc.text) from None
+
     def _docker(self, what: str, seconds: float, call: Callable[[Any], Any]) -> Any:
         """A `docker stack` call through ``_run``; what it returns, or a translated error."""
         try:

@@ -26,6 +26,10 @@ class ImageOps(EngineBase):
         """Id of image ``ref``; ImageMissing if absent."""
         return str(self._call("inspect image", lambda: self.client.images.get(ref)).id)
 
+    def image_config(self, ref: str) -> dict[str, Any]:
+        """Image ``ref``'s configuration (Env, Entrypoint, Cmd, WorkingDir, User); ImageMissing if absent."""
+        return dict(self._call("inspect image", lambda: self.client.api.inspect_image(ref)).get("Config") or {})
+
     def remove_image_if_unused(self, image_id: str) -> None:
         """Remove an untagged image; leave it if a container or another tag still uses it."""
         import docker

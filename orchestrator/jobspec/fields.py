@@ -19,7 +19,7 @@ SCRIPT_PATTERN = r"/[^\x00-\x1f\x7f]*[^/\x00-\x1f\x7f]\.py"
 ROLE_PATTERN = r"^[a-z][a-z0-9]{0,15}$"
 # The choices of what exists, written out so that a type checker sees them: the backends' registry and the data sets
 # the contract names (tests/test_typing.py fails when either differs from these).
-BackendName = Literal["compose", "swarm", "k8s"]
+BackendName = Literal["compose", "swarm", "k8s", "slurm"]
 DatasetName = Literal["mnist", "fashion-mnist", "vader-reviews", "synthetic"]
 DEFAULT_ROLE = "worker"
 # A size in MiB that also takes Docker's units (``2g``, ``512m``): every size field of the spec is one.

@@ -15,9 +15,10 @@ class SpecFields(TypedDict, total=False):
     # The framework the replicas run: tensorflow, mpi, torch, jax. [default: 'tensorflow']
     framework: Literal['tensorflow', 'mpi', 'torch', 'jax']
     # Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm stack, one service
-    # per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied with the kubeconfig's context;
-    # without one, `orch render --backend k8s | kubectl apply -f -`). [default: 'compose']
-    backend: Literal['compose', 'swarm', 'k8s']
+    # per replica, on this engine's swarm), k8s (an Indexed Job or JobSet, applied with the kubeconfig's context;
+    # without one, `orch render --backend k8s | kubectl apply -f -`), or slurm (a batch job of one task per replica,
+    # each in a container, submitted with sbatch). [default: 'compose']
+    backend: Literal['compose', 'swarm', 'k8s', 'slurm']
     # Data set, prepared on the host once and mounted read-only: mnist (60,000 images), fashion-mnist (70,000), vader-
     # reviews (13,056 review snippets, tokenized, for --model text), synthetic (made in the trainer, for tests).
     # [default: 'mnist']
@@ -152,3 +153,20 @@ class SpecFields(TypedDict, total=False):
     # With --backend k8s: a PersistentVolumeClaim (ReadWriteMany) every pod mounts for checkpoints, so a restarted
     # group resumes; needed for restarts. [default: None]
     k8s_checkpoint_claim: Optional[str]
+    # With --backend slurm: the partition (queue) the job goes to; the cluster's default if left out. [default: None]
+    slurm_partition: Optional[str]
+    # With --backend slurm: the account the job is charged to, where the cluster asks for one. [default: None]
+    slurm_account: Optional[str]
+    # With --backend slurm: the job's time limit in Slurm's form (MINUTES, HOURS:MINUTES:SECONDS or DAYS-HOURS); Slurm
+    # ends the job when it is reached. [default: '1:00:00']
+    slurm_time: str
+    # With --backend slurm: the nodes the job's tasks are spread over, in blocks: worker i runs on node i // tasks-
+    # per-node. [default: 1]
+    slurm_nodes: int
+    # With --backend slurm: the workers on each node. [default: workers / nodes, rounded up]
+    slurm_tasks_per_node: Optional[int]
+    # With --backend slurm: how each task runs orch's image. charliecloud: ch-run, unprivileged, from a directory of
+    # the image on the shared folder (made once per image); docker: `docker run` on each node, where the cluster lets
+    # users reach a Docker engine (the image is loaded once per node from an archive on the shared folder). [default:
+    # 'charliecloud']
+    slurm_runtime: Literal['charliecloud', 'docker']

@@ -62,8 +62,9 @@ class JobSpec(BaseModel):
     backend: BackendName = Field(
         default="compose",
         description="Engine that runs the replicas: compose (Docker Compose on this host), swarm (a Docker Swarm "
-                    "stack, one service per replica, on this engine's swarm), or k8s (an Indexed Job or JobSet, applied "
-                    "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`).",
+                    "stack, one service per replica, on this engine's swarm), k8s (an Indexed Job or JobSet, applied "
+                    "with the kubeconfig's context; without one, `orch render --backend k8s | kubectl apply -f -`), "
+                    "or slurm (a batch job of one task per replica, each in a container, submitted with sbatch).",
     )
     backend_options: SerializeAsAny[BackendOptions] = Field(
         default_factory=backend_options.ComposeOptions, json_schema_extra=NO_FLAG,

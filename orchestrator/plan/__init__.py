@@ -54,6 +54,7 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
     host_cpus = host_cpus or os.cpu_count() or 1
     framework = frameworks.get(spec.framework.name)
     backend = backends.get(spec.backend)
+    user = backend.replica_user(spec, user)
     image = base_image = framework.image(spec)
     run_dir = paths.runs / spec.run_id
     data_dir = dataset_dir(paths.data, spec.dataset)

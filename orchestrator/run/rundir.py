@@ -148,10 +148,13 @@ class RunDir:
             raise self._create_error(exc) from None
         try:
             (self.path / LOGS_DIR).mkdir()
+            # A root host hands the replicas their folders: to the user they run as (plan.user, uid:gid).
+            uid, _, gid = plan.user.partition(":")
+            owner = (int(uid), int(gid)) if uid.isdigit() and gid.isdigit() else (CONTAINER_UID, CONTAINER_UID)
             for folder in [self.shared, *(self.replica_dir(r.key) for r in plan.replicas)]:
                 folder.mkdir()
                 if os.getuid() == 0:
-                    os.chown(folder, CONTAINER_UID, CONTAINER_UID)
+                    os.chown(folder, *owner)
             atomic_write(self.path / plan.artifact_name, plan.artifact)
             write_json(self.path / PLAN_FILE, {k: v for k, v in plan.to_dict().items() if k != "artifact"})
         except OSError as exc:
