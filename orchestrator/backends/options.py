@@ -150,11 +150,12 @@ class SlurmOptions(BackendOptions):
                     "DAYS-HOURS); Slurm ends the job when it is reached.")
     slurm_nodes: int = Field(
         default=1, ge=1, le=1024,
-        description="With --backend slurm: the nodes the job's tasks are spread over, in blocks: worker i runs on "
-                    "node i // tasks-per-node.")
+        description="With --backend slurm: the nodes the job's tasks are spread over, in blocks: consecutive "
+                    "workers share a node, at most --slurm-tasks-per-node on each.")
     slurm_tasks_per_node: Optional[int] = Field(
         default=None, ge=1, le=1024, json_schema_extra={"default_text": "workers / nodes, rounded up"},
-        description="With --backend slurm: the workers on each node.")
+        description="With --backend slurm: the most workers on one node (Slurm's --ntasks-per-node where they "
+                    "fill every node exactly).")
     slurm_runtime: Literal["charliecloud", "docker"] = Field(
         default="charliecloud",
         description="With --backend slurm: how each task runs orch's image. charliecloud: ch-run, unprivileged, "

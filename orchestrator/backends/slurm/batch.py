@@ -1,6 +1,6 @@
 """The batch script of a run on Slurm: pure, plan in, text out; exactly what ``apply`` gives sbatch.
 
-One job of N tasks, one per replica, placed in blocks (worker i on node i // tasks-per-node). The script writes
+One job of N tasks, one per replica, placed in blocks over its nodes (at most tasks-per-node on each). The script writes
 what its tasks need into the run's folder on the shared storage, then starts them with one srun: each runs
 ``task.sh`` (this package's), which runs its replica in orch's image with the chosen container runtime. Every value
 is written quoted (``shlex.quote``) or inside a quoted here-document, whose end marker no value can hold: a value
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 NAME_LIMIT = 64  # characters of a job's name that every Slurm shows in full
 JOB_FOLDER = "slurm"  # the job's own folder in the run's: the batch script's working folder, the tasks' files
 IMAGES = "slurm-images"  # orch's images as the nodes run them, under orch's cache folder (on the shared storage)
-NODE = "@ORCH_NODE_{}@"  # in a task's environment: the allocation's node K, filled in by the task
-PORT_BLOCK = 32  # ports a run takes on each node, from a base derived from its id
+HOST = "orch-task-{}"  # the name of the host task T runs on, in every replica's /etc/hosts (task.sh)
+PORT_BLOCK = 128  # ports a run takes, one per task, from a base derived from its id
 _PATH = re.compile(r"/[\x21-\x7e]*")  # an absolute path without spaces: #SBATCH lines and binds take no quotes
 
 
@@ -41,15 +41,14 @@ def job_name(run_id: str) -> str:
 def port_base(run_id: str) -> int:
     """The first port of a run's tasks on each node: every task uses its node's network, which other jobs share, so
     each run takes a block derived from its id (deterministic, so the plan stays pure)."""
-    return 20_000 + int(hashlib.sha256(run_id.encode()).hexdigest(), 16) % 1000 * PORT_BLOCK
+    return 20_000 + int(hashlib.sha256(run_id.encode()).hexdigest(), 16) % 300 * PORT_BLOCK
 
 
 def addresses(spec: "JobSpec", keys: list[Key]) -> dict[Key, str]:
-    """host:port of each replica: its node's name (filled in by the task) and a port of the run's block, one per
-    task on the node."""
-    per = options.slurm(spec).tasks_per_node(len(keys))
+    """host:port of each replica: the name of the host Slurm places its task on (each task's /etc/hosts has it), and
+    a port of the run's block of its own, so that tasks sharing a node never meet on one."""
     base = port_base(spec.run_id)
-    return {key: f"{NODE.format(i // per)}:{base + i % per}" for i, key in enumerate(keys)}
+    return {key: f"{HOST.format(i)}:{base + i}" for i, key in enumerate(keys)}
 
 
 def image_path(cache: Path, image: str, runtime: str) -> str:
@@ -111,7 +110,8 @@ def render(plan: "Plan") -> str:
     _path(image, "the image's place")
     cpus = math.ceil(spec.cpus) if spec.cpus else 1  # whole CPUs per task, rounded up
     sbatch = [f"--job-name={job_name(spec.run_id)}", f"--ntasks={len(replicas)}", f"--nodes={opts.slurm_nodes}",
-              f"--ntasks-per-node={per}", f"--cpus-per-task={cpus}", f"--mem={per * spec.memory_mb}M",
+              *([f"--ntasks-per-node={per}"] if per * opts.slurm_nodes == len(replicas) else []),
+              f"--cpus-per-task={cpus}", f"--mem={per * spec.memory_mb}M",
               f"--time={opts.slurm_time}", f"--chdir={folder}", f"--output={folder}/job.out", "--open-mode=append",
               "--no-requeue"]
     if spec.cpus is None:
@@ -140,7 +140,7 @@ def render(plan: "Plan") -> str:
         parts += [f"# Task {position}: {replica.name}.", _here(f"task-{position}.vars", _task(plan, replica), "ORCH_END"),
                   _here(f"task-{position}.env", env, "ORCH_END")]
     parts += ["# One srun: every task at once, each its replica; one that fails ends the others.",
-              "exec srun --kill-on-bad-exit=1 --distribution=block --cpu-bind=none bash task.sh", ""]
+              "exec srun --kill-on-bad-exit=1 --distribution=block bash task.sh", ""]
     return "\n".join(parts)
 
 

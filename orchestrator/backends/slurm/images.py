@@ -81,5 +81,6 @@ def ensure(engine: "Engine", image: str, runtime: str, cache: Path, mount_points
             os.replace(tree, built)
     for point in mount_points:  # ch-run binds onto folders the image has
         (built / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (built / "etc" / "hosts").touch()  # and onto a file: each task's hosts file (task.sh)
     _link(link, built)
     return link

@@ -2,8 +2,8 @@
 #
 # The batch script writes this file, job.vars (what every task shares) and each task's own two files into the run's
 # folder on the shared storage (its working folder), then runs this once per task with srun. Task SLURM_PROCID runs
-# replica SLURM_PROCID: its variables (task-N.vars) and its environment (task-N.env), in which @ORCH_NODE_K@ stands
-# for the host name of the allocation's node K, known only now. Its output goes to NAME.out and NAME.err, each line
+# replica SLURM_PROCID: its variables (task-N.vars) and its environment (task-N.env), in which orch-task-T names the
+# host of task T, known only now (the task writes it into the replica's /etc/hosts). Its output goes to NAME.out and NAME.err, each line
 # after the time it was read; its start to NAME.started; its end to NAME.exit (exit code, time, 1 if it went over its
 # memory). orch reads those files as it reads anything a run's folder holds: bounded, and checked.
 set -uo pipefail
@@ -17,13 +17,30 @@ fail() {
     exit "$2"
 }
 
-mapfile -t nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST:?}")
-subst=()
+# Each task's host, as the name orch-task-T: its node's address as Slurm's own daemons reach it (NodeAddr, or the
+# node's name where the cluster gives none), looked up here. The step's tasks lie in blocks over its nodes, as many on
+# each as SLURM_STEP_TASKS_PER_NODE says ("2(x3),1": two on each of three nodes, then one). A name per task, not per
+# node, so that MPI's launcher sees one host per replica, as on Compose.
+mapfile -t nodes < <(scontrol show hostnames "${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:?}}")
+ips=()
 for k in "${!nodes[@]}"; do
-    [[ ${nodes[$k]} =~ ^[A-Za-z0-9][A-Za-z0-9.-]*$ ]] || fail "node name '${nodes[$k]}' is not a host name" 2
-    subst+=(-e "s/@ORCH_NODE_${k}@/${nodes[$k]}/g")
+    addr=$(scontrol show node --oneliner "${nodes[$k]}" | sed -n 's/.* NodeAddr=\([^ ]*\).*/\1/p')
+    ips[k]=$(getent ahostsv4 "${addr:-${nodes[$k]}}" | awk 'NR == 1 {print $1}')
+    [[ ${ips[k]} =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "node ${nodes[$k]}'s address '${addr:-}' has no IPv4 address here" 2
 done
-[[ ${#subst[@]} -gt 0 ]] || fail "scontrol gave no nodes for '$SLURM_JOB_NODELIST'" 2
+hosts=()
+k=0
+IFS=, read -ra groups <<<"${SLURM_STEP_TASKS_PER_NODE:-${SLURM_TASKS_PER_NODE:?}}"
+for g in "${groups[@]}"; do
+    count=${g%%(*}
+    times=1
+    [[ $g == *"(x"* ]] && times=${g#*(x} && times=${times%)}
+    for ((r = 0; r < times; r++)); do
+        for ((c = 0; c < count; c++)); do hosts+=("${ips[k]}"); done
+        k=$((k + 1))
+    done
+done
+[[ ${#hosts[@]} -eq $SLURM_NTASKS ]] || fail "the step's tasks per node (${SLURM_STEP_TASKS_PER_NODE:-}) are not its $SLURM_NTASKS tasks" 2
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orch-task.XXXXXX") || fail "cannot make a folder under ${TMPDIR:-/tmp}" 2
 child=""
@@ -33,7 +50,10 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-sed "${subst[@]}" "task-$i.env" >"$tmp/env" || fail "cannot write this task's environment" 2
+{
+    cat /etc/hosts
+    for t in "${!hosts[@]}"; do printf '%s orch-task-%s\n' "${hosts[t]}" "$t"; done
+} >"$tmp/hosts" || fail "cannot write this task's hosts file" 2
 
 stamp() {
     local line
@@ -50,8 +70,9 @@ case $runtime in
 charliecloud)
     export USER=${USER:-$(id -un)}  # ch-run will not start without it
     for b in "${mounts[@]}"; do binds+=(-b "${b%:ro}"); done
-    argv=(ch-run --unset-env='*' --set-env="$image/ch/environment" --set-env="$tmp/env" --env-no-expand
-          --private-tmp --no-passwd -c "${workdir:-/tmp}" "${binds[@]}" "$image" -- "${command[@]}")
+    argv=(ch-run --unset-env='*' --set-env="$image/ch/environment" --set-env="task-$i.env" --env-no-expand
+          --private-tmp --no-passwd -b "$tmp/hosts:/etc/hosts" -c "${workdir:-/tmp}" "${binds[@]}" "$image" --
+          "${command[@]}")
     ;;
 docker)
     image_id=$(cat "$archive.id") || fail "$archive.id is missing; orch makes it with the archive" 2
@@ -63,10 +84,11 @@ docker)
             || fail "docker load of $archive failed: $(tail -n 1 "$tmp/load")" 125
     fi
     for b in "${mounts[@]}"; do binds+=(-v "$b"); done
+    for t in "${!hosts[@]}"; do binds+=(--add-host "orch-task-$t:${hosts[t]}"); done
     container="orch-$SLURM_JOB_ID-$name"
     argv=(docker run --name "$container" --network host --ipc host --init --read-only --tmpfs /tmp:size=512m
           --cap-drop ALL --security-opt no-new-privileges:true --memory "${memory_mb}m"
-          --pids-limit "$pids_limit" --user "$user" --env-file "$tmp/env" --label "orch.run=$run"
+          --pids-limit "$pids_limit" --user "$user" --env-file "task-$i.env" --label "orch.run=$run"
           --label "orch.role=$role" --label "orch.index=$index" "${binds[@]}")
     [[ -n $cpus ]] && argv+=(--cpus "$cpus")
     [[ $file_size_blocks -gt 0 ]] && argv+=(--ulimit "fsize=$((file_size_blocks * 1024))")
@@ -79,7 +101,7 @@ docker)
     ;;
 esac
 
-printf '%s\n' "$EPOCHREALTIME" >"$name.started.tmp" && mv "$name.started.tmp" "$name.started"
+printf "%s %s\n" "$EPOCHREALTIME" "${SLURM_NODEID:-0}" >"$name.started.tmp" && mv "$name.started.tmp" "$name.started"
 # The replica in a session of its own: its processes' memory is summed by session, and a kill reaches them all.
 (
     [[ $runtime == charliecloud && $file_size_blocks -gt 0 ]] && ulimit -f "$file_size_blocks"
