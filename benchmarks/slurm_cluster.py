@@ -95,6 +95,7 @@ KillWait=5
 MinJobAge=300
 {nodes}
 PartitionName=debug Nodes={','.join(self.node_names)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
+PartitionName=head Nodes={self.head} MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 """
 
     def __enter__(self) -> "Cluster":

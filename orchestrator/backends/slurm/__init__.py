@@ -163,6 +163,11 @@ class SlurmBackend(Backend):
             for mount in replica.mounts:
                 if not mount.volume:
                     Path(mount.source).mkdir(parents=True, exist_ok=True)
+                # A mount inside another's folder binds onto a folder there, which ch-run will not make itself.
+                for outer in replica.mounts:
+                    if mount.target.startswith(outer.target.rstrip("/") + "/"):
+                        (Path(outer.source) / mount.target[len(outer.target):].lstrip("/")).mkdir(
+                            parents=True, exist_ok=True)
         (folder / TASKS_FILE).write_text("".join(f"{r.role} {r.index}\n" for r in plan.replicas))
         job = self.slurm.submit(artifact.read_text())
         (folder / "job-id").write_text(job + "\n")
