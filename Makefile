@@ -80,9 +80,13 @@ docs: $(TOOLS)
 bench: $(TOOLS) images
 	$(BIN)/python benchmarks/suite.py
 
-# Debian's headless Chromium, which the tests use to open the interactive HTML reports.
+# Debian's headless Chromium, which the tests use to open the interactive HTML reports, and a Slurm cluster's
+# parts (munge, slurmctld, slurmd, the clients and Charliecloud), which the Slurm tests start on this machine
+# from a folder of their own (benchmarks/slurm_cluster.py): installing them starts no daemon.
+TEST_PACKAGES := chromium slurm-wlm munge charliecloud
 test-deps:
-	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+	@command -v chromium >/dev/null && command -v slurmctld >/dev/null && command -v ch-run >/dev/null \
+	  || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(TEST_PACKAGES); }
 
 # The fast tier, before each commit: every test that needs no engine, no image and no network (marked neither
 # `docker` nor `network`) (the spec, the plan,

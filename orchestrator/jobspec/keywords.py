@@ -160,10 +160,11 @@ class SpecFields(TypedDict, total=False):
     # With --backend slurm: the job's time limit in Slurm's form (MINUTES, HOURS:MINUTES:SECONDS or DAYS-HOURS); Slurm
     # ends the job when it is reached. [default: '1:00:00']
     slurm_time: str
-    # With --backend slurm: the nodes the job's tasks are spread over, in blocks: worker i runs on node i // tasks-
-    # per-node. [default: 1]
+    # With --backend slurm: the nodes the job's tasks are spread over, in blocks: consecutive workers share a node, at
+    # most --slurm-tasks-per-node on each. [default: 1]
     slurm_nodes: int
-    # With --backend slurm: the workers on each node. [default: workers / nodes, rounded up]
+    # With --backend slurm: the most workers on one node (Slurm's --ntasks-per-node where they fill every node
+    # exactly). [default: workers / nodes, rounded up]
     slurm_tasks_per_node: Optional[int]
     # With --backend slurm: how each task runs orch's image. charliecloud: ch-run, unprivileged, from a directory of
     # the image on the shared folder (made once per image); docker: `docker run` on each node, where the cluster lets

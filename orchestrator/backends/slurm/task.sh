@@ -20,7 +20,7 @@ fail() {
 # Each task's host, as the name orch-task-T: its node's address as Slurm's own daemons reach it (NodeAddr, or the
 # node's name where the cluster gives none), looked up here. The step's tasks lie in blocks over its nodes, as many on
 # each as SLURM_STEP_TASKS_PER_NODE says ("2(x3),1": two on each of three nodes, then one). A name per task, not per
-# node, so that MPI's launcher sees one host per replica, as on Compose.
+# node, so that a launcher that starts one process per host (Hydra's) sees one host per replica.
 mapfile -t nodes < <(scontrol show hostnames "${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:?}}")
 ips=()
 for k in "${!nodes[@]}"; do
