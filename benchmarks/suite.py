@@ -120,6 +120,10 @@ SUITE: tuple[Bench, ...] = (
     Bench("swarm-nodes", "Does a job run across a two-node swarm, and how long does each step take?",
           (*PY, "benchmarks/swarm_nodes.py"), ("benchmarks/results/swarm-nodes.json", "benchmarks/results/swarm-nodes.md"),
           3, root=True),
+    Bench("slurm", "What does a run cost beyond training on Slurm against Compose? The same 3-worker job on Compose, on a "
+          "two-node Slurm cluster and on one of its nodes, in turn.",
+          (*PY, "benchmarks/slurm_vs_compose.py"), ("benchmarks/results/slurm.json", "benchmarks/results/slurm.md"),
+          5, root=True),
     Bench("mutation", "Can the tests of orch's pure core fail? mutmut's mutants of each module against the tests that "
           "exercise it: how many are killed, and why each survivor makes no difference.",
           (*PY, "benchmarks/mutation.py"), ("benchmarks/results/mutation.json",), 30),

@@ -61,8 +61,8 @@ def test_each_task_gets_its_replicas_environment_with_peers_named_by_task_and_a_
     assert "exec srun --kill-on-bad-exit=1 --distribution=block bash task.sh" in p.artifact
 
 
-def test_whole_nodes_get_tasks_per_node_and_cpus_and_memory_come_from_the_flags():
-    p = slurm_plan(workers=4, slurm_nodes=2, cpus=1.5, memory_mb=3072)
+def test_tasks_per_node_as_asked_where_they_fill_the_nodes_and_cpus_and_memory_come_from_the_flags():
+    p = slurm_plan(workers=4, slurm_nodes=2, slurm_tasks_per_node=2, cpus=1.5, memory_mb=3072)
     header = set(re.findall(r"^#SBATCH (\S+)$", p.artifact, re.M))
     assert {"--ntasks-per-node=2", "--cpus-per-task=2", "--mem=6144M"} <= header
     assert "--overcommit" not in header and "cpus=1.5" in p.artifact

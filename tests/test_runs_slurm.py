@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, orch_containers, run_orch
+from tests.conftest import ROOT, made, orch_containers, run_orch
+from tests.conftest import SMALL as COMPOSE_TWIN
 
 pytestmark = pytest.mark.docker
 
@@ -71,14 +72,13 @@ def test_the_rendered_batch_script_is_one_sbatch_accepts(slurm_env):
     assert _queue(slurm_env) == []
 
 
-def test_tensorflow_pytorch_and_mpi_train_across_both_nodes_as_on_compose(images, torch_image, slurm_env, tmp_path):
-    """3 workers over 2 nodes with MultiWorkerMirrored (the same accuracy on every worker as Compose's run of the same
-    job), 2 with PyTorch DDP (identical weights), 3 with MPI; then `orch collect` of the TensorFlow run."""
-    compose, compose_info = _up({k: v for k, v in slurm_env.items() if k != "SLURM_CONF"}, "compose-3", "--backend",
-                                "compose", "--workers", "3", *SMALL)
-    assert compose.returncode == 0, compose.stderr
-    expected = {w["test_accuracy"] for w in compose_info["workers"]}
-    proc, info = _up(slurm_env, "slurm-tf-3", "--workers", "3", "--slurm-nodes", "2", *SMALL)
+def test_tensorflow_pytorch_mpi_and_jax_train_across_both_nodes_as_on_compose(small_runs, torch_image, jax_image,
+                                                                              slurm_env, tmp_path):
+    """3 workers over 2 nodes with orch's TensorFlow job (the same accuracy on every worker as the shared Compose
+    run of the same job), 2 with PyTorch DDP (identical weights), 3 with MPI, 2 with JAX; then `orch collect` of the
+    first."""
+    expected = {w["test_accuracy"] for w in made(small_runs, "live-w3")["info"]["workers"]}
+    proc, info = _up(slurm_env, "slurm-tf-3", "--workers", "3", "--slurm-nodes", "2", *COMPOSE_TWIN)
     assert proc.returncode == 0, proc.stderr
     assert {w["test_accuracy"] for w in info["workers"]} == expected and len(expected) == 1, (info, expected)
     assert _nodes(slurm_env, "slurm-tf-3") == {0, 1}
@@ -96,6 +96,10 @@ def test_tensorflow_pytorch_and_mpi_train_across_both_nodes_as_on_compose(images
     assert len({w["test_accuracy"] for w in info["workers"]}) == 1
     assert _nodes(slurm_env, "slurm-mpi-3") == {0, 1}
 
+    proc, info = _up(slurm_env, "slurm-jax-2", "--framework", "jax", "--workers", "2", "--slurm-nodes", "2", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    assert len({w["test_accuracy"] for w in info["workers"]}) == 1 and _nodes(slurm_env, "slurm-jax-2") == {0, 1}
+
     out = tmp_path / "collected"
     collected = run_orch(["collect", "slurm-tf-3", "--out", str(out)], slurm_env)
     assert collected.returncode == 0, collected.stderr
@@ -103,21 +107,29 @@ def test_tensorflow_pytorch_and_mpi_train_across_both_nodes_as_on_compose(images
     assert _queue(slurm_env) == []
 
 
+def _trainers(run_id: str) -> dict[int, int]:
+    """The host PID of each running trainer process of ``run_id`` (on either node: both are this machine), by worker."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        index = [e.split(b"=", 1)[1] for e in environ if e.startswith(b"ORCH_WORKER_INDEX=")]
+        if b"orch_trainer" in cmdline and f"ORCH_RUN_ID={run_id}".encode() in environ and index:
+            found[int(index[0])] = int(entry)
+    return found
+
+
 def _trainer_pid(run_id: str, index: int, timeout: float = 300) -> int:
-    """The host PID of the trainer of worker ``index`` of ``run_id``, once it trains."""
+    """The host PID of the trainer of worker ``index`` of ``run_id``, once it runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if (b"orch_trainer" in cmdline and f"ORCH_RUN_ID={run_id}".encode() in environ
-                    and f"ORCH_WORKER_INDEX={index}".encode() in environ):
-                return int(entry)
+        if index in (found := _trainers(run_id)):
+            return found[index]
         time.sleep(0.5)
     raise AssertionError(f"worker {index} of {run_id} never started")
 
@@ -135,13 +147,13 @@ def test_a_killed_task_and_one_over_its_memory_end_the_job_naming_the_worker(ima
             up.kill()
     errors = [line for line in err.splitlines() if line.startswith("orch: error:")]
     assert up.returncode == 1 and len(errors) == 1 and "worker-1" in errors[0], err
-    assert _queue(slurm_env) == []
+    assert _queue(slurm_env) == [] and _trainers(run_id) == {}  # nothing left in the queue or on the nodes
 
     proc, _info = _up(slurm_env, "slurm-memory", "--workers", "2", "--memory", "300", *SMALL)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("orch: error:")]
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr
     assert "was killed for exceeding its memory limit (exit 137); raise --memory" in errors[0], errors
-    assert _queue(slurm_env) == []
+    assert _queue(slurm_env) == [] and _trainers("slurm-memory") == {}
 
 
 def test_orch_down_cancels_a_detached_job_and_the_docker_runtime_runs_a_job(images, slurm_env):
@@ -152,7 +164,7 @@ def test_orch_down_cancels_a_detached_job_and_the_docker_runtime_runs_a_job(imag
     _trainer_pid(run_id, 0)
     down = run_orch(["down", run_id], slurm_env)
     assert down.returncode == 0, down.stderr
-    assert _queue(slurm_env) == []
+    assert _queue(slurm_env) == [] and _trainers(run_id) == {}
     ps = run_orch(["ps", run_id, "--format", "json"], slurm_env)
     assert json.loads(ps.stdout)[0]["state"] == "stopped", ps.stdout
 

@@ -155,7 +155,7 @@ class SlurmOptions(BackendOptions):
     slurm_tasks_per_node: Optional[int] = Field(
         default=None, ge=1, le=1024, json_schema_extra={"default_text": "workers / nodes, rounded up"},
         description="With --backend slurm: the most workers on one node (Slurm's --ntasks-per-node where they "
-                    "fill every node exactly).")
+                    "fill every node exactly; without it, Slurm places them in blocks).")
     slurm_runtime: Literal["charliecloud", "docker"] = Field(
         default="charliecloud",
         description="With --backend slurm: how each task runs orch's image. charliecloud: ch-run, unprivileged, "

@@ -164,7 +164,7 @@ class SpecFields(TypedDict, total=False):
     # most --slurm-tasks-per-node on each. [default: 1]
     slurm_nodes: int
     # With --backend slurm: the most workers on one node (Slurm's --ntasks-per-node where they fill every node
-    # exactly). [default: workers / nodes, rounded up]
+    # exactly; without it, Slurm places them in blocks). [default: workers / nodes, rounded up]
     slurm_tasks_per_node: Optional[int]
     # With --backend slurm: how each task runs orch's image. charliecloud: ch-run, unprivileged, from a directory of
     # the image on the shared folder (made once per image); docker: `docker run` on each node, where the cluster lets

@@ -56,6 +56,20 @@ def swarm_nodes_table() -> None:
     emit(table(["step", "seconds"], [[step, num(seconds, ".1f")] for step, seconds in d["steps"]], right=(1,)))
 
 
+def slurm_table() -> None:
+    """wall − train of the same 3-worker job on Compose and on Slurm, in turn (benchmarks/slurm_vs_compose.py)."""
+    d = data("benchmarks/results/slurm.json")
+    w = d["workload"]
+    rows = [[name, num(r["wall_p50"], ".1f"), num(r["train_p50"], ".1f"),
+             f"**{r['overhead_p50']:.1f}** ({r['overhead_min']:.1f}–{r['overhead_max']:.1f})", num(r["accuracy"], ".4f")]
+            for name, r in d["setups"].items()]
+    emit(table(["setup", "wall s", "train s", "wall − train s (range)", "test accuracy"], rows, right=(1, 2, 3, 4)))
+    emit("")
+    emit(f"Medians of {d['repeats']} repeats of {w['workers']} workers, {w['samples']:,} MNIST images, "
+         f"{w['epochs']} epoch(s), on {d['cores']} cores. Charliecloud's folder of the image is made once per "
+         f"build, in {d['stage_seconds']:.0f} s here.")
+
+
 # -- what `make demo` prints (benchmarks/demo.py) ------------------------------------------------------------
 DEMO = "benchmarks/results/demo.json"
 

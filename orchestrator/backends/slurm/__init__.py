@@ -20,7 +20,7 @@ from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState,
 from orchestrator.backends.slurm import batch
 from orchestrator.backends.slurm.commands import Job, Slurm
 from orchestrator.docker.engine import Engine
-from orchestrator.errors import InvalidSpec, SlurmError, SlurmUnreachable
+from orchestrator.errors import SlurmError
 from orchestrator.safeio import Unsafe, read_bounded
 
 __all__ = ["SlurmBackend", "task_state"]
@@ -57,6 +57,11 @@ def _marker(path: Path) -> Optional[list[str]]:
     return words if words and all(re.fullmatch(r"-?[0-9]{1,12}(\.[0-9]{1,9})?", w) for w in words) else None
 
 
+def _job_state(job: Job) -> str:
+    """The job's state word (squeue may add a reason after it)."""
+    return (job.state.split() or [""])[0]
+
+
 def task_state(job: Job, folder: Path, run_id: str, position: int, key: Key) -> ReplicaState:
     """Replica ``key``, task ``position`` of ``job``, from the job's state and its task's own files in ``folder``."""
     name = f"{key[0]}-{key[1]}"
@@ -68,7 +73,7 @@ def task_state(job: Job, folder: Path, run_id: str, position: int, key: Key) -> 
         oom = len(ended) > 2 and ended[2] == "1"
         return ReplicaState(status=Status.SUCCEEDED if code == 0 else Status.FAILED, exit_code=code,
                             oom_killed=oom, finished_at=float(ended[1]), **common)
-    state = job.state.split()[0] if job.state else ""
+    state = _job_state(job)
     if state in _ACTIVE:
         started = state not in ("PENDING", "CONFIGURING") and _marker(folder / f"{name}.started") is not None
         return ReplicaState(status=Status.RUNNING if started else Status.PENDING, **common)
@@ -168,6 +173,9 @@ class SlurmBackend(Backend):
                     if mount.target.startswith(outer.target.rstrip("/") + "/"):
                         (Path(outer.source) / mount.target[len(outer.target):].lstrip("/")).mkdir(
                             parents=True, exist_ok=True)
+        for replica in plan.replicas:  # a restart's new job: the last attempt's files were read and its logs saved
+            for suffix in ("started", "exit", "out", "err"):
+                (folder / f"{replica.name}.{suffix}").unlink(missing_ok=True)
         (folder / TASKS_FILE).write_text("".join(f"{r.role} {r.index}\n" for r in plan.replicas))
         job = self.slurm.submit(artifact.read_text())
         (folder / "job-id").write_text(job + "\n")
@@ -264,30 +272,17 @@ class SlurmBackend(Backend):
 
     def cancel(self, run_id: str, artifact: Optional[Path], grace: int, clock: Any = None) -> None:
         clock = clock or time
-        jobs = [j for j in self._jobs(run_id) if j.state.split()[0] in _ACTIVE] if self._reachable() else []
+        jobs = [j for j in self._jobs(run_id) if _job_state(j) in _ACTIVE]
         for job in jobs:
             self.slurm.cancel(job.id, signal=None if grace else "KILL")
             if not grace:
                 self.slurm.cancel(job.id)
         deadline = clock.monotonic() + grace + REMOVAL_WAIT
         while jobs:
-            left = [j for j in self._jobs(run_id) if j.state.split()[0] in _ACTIVE]
+            left = [j for j in self._jobs(run_id) if _job_state(j) in _ACTIVE]
             if not left:
                 return
             if clock.monotonic() > deadline:
                 raise SlurmError(f"Slurm job {left[0].id} of run {run_id} was still {left[0].state} "
                                  f"{grace + REMOVAL_WAIT} s after scancel; `orch down {run_id}` tries again")
             clock.sleep(0.5)
-
-    def _reachable(self) -> bool:
-        try:
-            self.slurm.ping()
-        except SlurmUnreachable:
-            return False
-        return True
-
-
-def check_runs_folder(path: Path) -> None:
-    """InvalidSpec where Slurm's options could not name the runs folder."""
-    if not re.fullmatch(r"/[\x21-\x7e]*", str(path)):
-        raise InvalidSpec(f"backend: the runs folder {path} has a space or a character Slurm's options cannot take")

@@ -110,7 +110,9 @@ def render(plan: "Plan") -> str:
     _path(image, "the image's place")
     cpus = math.ceil(spec.cpus) if spec.cpus else 1  # whole CPUs per task, rounded up
     sbatch = [f"--job-name={job_name(spec.run_id)}", f"--ntasks={len(replicas)}", f"--nodes={opts.slurm_nodes}",
-              *([f"--ntasks-per-node={per}"] if per * opts.slurm_nodes == len(replicas) else []),
+              # Only where asked: Slurm refuses more tasks on a node than its CPUs even with --overcommit.
+              *([f"--ntasks-per-node={per}"] if opts.slurm_tasks_per_node and per * opts.slurm_nodes == len(replicas)
+                else []),
               f"--cpus-per-task={cpus}", f"--mem={per * spec.memory_mb}M",
               f"--time={opts.slurm_time}", f"--chdir={folder}", f"--output={folder}/job.out", "--open-mode=append",
               "--no-requeue"]

@@ -53,6 +53,7 @@ trap cleanup EXIT
 {
     cat /etc/hosts
     for t in "${!hosts[@]}"; do printf '%s orch-task-%s\n' "${hosts[t]}" "$t"; done
+    printf '%s %s\n' "${hosts[i]}" "$(hostname)"  # a process may look its own host name up
 } >"$tmp/hosts" || fail "cannot write this task's hosts file" 2
 
 stamp() {
