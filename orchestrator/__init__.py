@@ -1,7 +1,7 @@
 """orch: run and measure distributed training in containers.
 
-The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``run`` (a function as the job),
-``render``, ``dry_run``, ``collect``, ``experiment``, ``ps`` and ``down``, plus ``job_spec`` and ``doctor``. They load on first use, since they
+The verbs are functions of keyword arguments (``orchestrator.api``): ``up``, ``run`` (a function as the job), ``start``
+and ``submit`` (the same, returning a handle at once), ``render``, ``dry_run``, ``collect``, ``experiment``, ``ps`` and ``down``, plus ``job_spec`` and ``doctor``. They load on first use, since they
 import engine clients. ``orchestrator.plan`` is the planning package; ``render`` returns a plan.
 """
 from __future__ import annotations
@@ -15,17 +15,17 @@ from orchestrator.jobspec import JobSpec, SpecFields, make_spec  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names below are, for a type checker; at run time they load on first use
     from orchestrator.api import (Collected, ExperimentRun, Run, RunResult, collect, down, dry_run, experiment,
-                                  job_spec, ps, render, run, up)
+                                  job_spec, ps, render, run, start, submit, up)
     from orchestrator.docker.doctor import doctor
 
 __all__ = ["__version__", "OrchError", "InvalidSpec", "WorkerFailed", "FunctionFailed", "Run", "RunResult", "Collected",
            "ExperimentRun", "JobSpec", "SpecFields", "make_spec", "job_spec", "render", "dry_run", "up",
-           "run", "collect", "experiment", "ps", "down", "doctor"]
+           "start", "submit", "run", "collect", "experiment", "ps", "down", "doctor"]
 
 # name -> module that defines it; no name here is also a subpackage's, so each is always the function. ``run`` is
 # the subpackage orchestrator.run, which is callable as api.run (run/__init__.py): a subpackage import would rebind it.
 _LAZY = {"Run": "api", "RunResult": "api", "Collected": "api", "ExperimentRun": "api", "job_spec": "api",
-         "render": "api", "dry_run": "api", "up": "api", "collect": "api", "experiment": "api",
+         "render": "api", "dry_run": "api", "up": "api", "start": "api", "submit": "api", "collect": "api", "experiment": "api",
          "ps": "api", "down": "api", "doctor": "docker.doctor"}
 
 

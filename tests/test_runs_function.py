@@ -74,7 +74,7 @@ def test_a_function_that_raises_names_the_worker_with_its_traceback(images, path
 
 def test_a_handle_waits_collects_and_cancels(images, paths, cleanup):
     cleanup += ["fn-handle", "fn-cancel"]
-    run = orchestrator.run(sleeps, args=(3,), workers=2, wait=False, run_id="fn-handle", paths=paths, **SMALL)
+    run = orchestrator.submit(sleeps, args=(3,), workers=2, run_id="fn-handle", paths=paths, **SMALL)
     assert run.status() == RunState.RUNNING and len(orch_containers("fn-handle")) == 2
     assert "fn-handle" in run._repr_html_()
     result = run.wait(timeout=300)
@@ -82,7 +82,7 @@ def test_a_handle_waits_collects_and_cancels(images, paths, cleanup):
     assert not orch_containers("fn-handle") and not orch_networks("fn-handle")
     collected = run.collect()
     assert [s["run_id"] for s in collected.summaries] == ["fn-handle"]
-    stopped = orchestrator.run(sleeps, args=(600,), workers=2, wait=False, run_id="fn-cancel", paths=paths, **SMALL)
+    stopped = orchestrator.submit(sleeps, args=(600,), workers=2, run_id="fn-cancel", paths=paths, **SMALL)
     with pytest.raises(TimeoutError):
         stopped.wait(timeout=2)
     stopped.cancel()
@@ -90,9 +90,9 @@ def test_a_handle_waits_collects_and_cancels(images, paths, cleanup):
     assert not orch_containers("fn-cancel") and not orch_networks("fn-cancel")
 
 
-def test_up_without_waiting_returns_a_handle(images, paths, cleanup):
+def test_start_returns_a_handle(images, paths, cleanup):
     cleanup.append("up-handle")
-    run = orchestrator.up(wait=False, workers=1, samples=3000, epochs=1, run_id="up-handle", paths=paths, **SMALL)
+    run = orchestrator.start(workers=1, samples=3000, epochs=1, run_id="up-handle", paths=paths, **SMALL)
     result = run.wait(timeout=600)
     assert result.state == RunState.SUCCEEDED and result.returns == [] and result.test_accuracy is not None
     assert not orch_containers("up-handle")

@@ -119,8 +119,8 @@ def train(n: int) -> int:
 
 def typed_only() -> None:  # checked, never called
     result: RunResult = orchestrator.run(train, args=(1,), workers=2, memory="2g")
-    handle: Run = orchestrator.run(train, wait=False, workers=2)
-    started: Run = orchestrator.up(wait=False, workers=2)
+    handle: Run = orchestrator.submit(train, workers=2)
+    started: Run = orchestrator.start(workers=2)
     print(result.returns, handle.status(), started.wait(timeout=1.0).returns)
 """
 USERS_BAD = """\

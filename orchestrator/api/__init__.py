@@ -1,5 +1,5 @@
 """orch as a library: the CLI's verbs as typed functions of keyword arguments (verbs.py), what ``collect`` returns
-(collected.py), and the handle of a run started without waiting (handle.py).
+(collected.py), and the handle of a run started without waiting (handle.py: ``start``, ``submit``).
 
     import orchestrator as orch
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from orchestrator.api.collected import Collected, collect
 from orchestrator.api.handle import Run, RunResult
 from orchestrator.api.verbs import (ExperimentRun, down, dry_run, experiment, experiment_report, job_spec, ps, render,
-                                    run, up)
+                                    run, start, submit, up)
 
 __all__ = ["Collected", "ExperimentRun", "Run", "RunResult", "collect", "down", "dry_run", "experiment",
-           "experiment_report", "job_spec", "ps", "render", "run", "up"]
+           "experiment_report", "job_spec", "ps", "render", "run", "start", "submit", "up"]

@@ -1,4 +1,4 @@
-"""A run under way as an object (``up(wait=False)``, ``run(wait=False)``), and a finished run with what its function
+"""A run under way as an object (``start``, ``submit``), and a finished run with what its function
 returned (``RunResult``).
 
 ``Run`` is the detached run of `orch up --detach` with the verbs a terminal would use on it: ``status`` is `orch ps`,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Sequence, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
@@ -140,75 +140,39 @@ def dry_run(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, sa
     return check(_plan(_spec(spec, fields), paths), paths=paths, say=say)
 
 
-@overload
-def up(spec: Optional[JobSpec] = None, *, wait: Literal[True] = True, detach: bool = False,
-       paths: Optional[Paths] = None, say: Optional[Say] = None,
-       on_event: Optional[Callable[[tuple[str, int], Any], None]] = None, stats_interval: Optional[float] = 1.0,
-       **fields: Unpack[SpecFields]) -> RunInfo: ...
-
-
-@overload
-def up(spec: Optional[JobSpec] = None, *, wait: Literal[False], detach: bool = False, paths: Optional[Paths] = None,
-       say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
-       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> Run: ...
-
-
-@overload
-def up(spec: Optional[JobSpec] = None, *, wait: bool, detach: bool = False, paths: Optional[Paths] = None,
-       say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
-       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> Union[RunInfo, Run]: ...
-
-
 @with_spec_keywords
-def up(spec: Optional[JobSpec] = None, *, wait: bool = True, detach: bool = False, paths: Optional[Paths] = None,
+def up(spec: Optional[JobSpec] = None, *, detach: bool = False, paths: Optional[Paths] = None,
        say: Optional[Say] = None, on_event: Optional[Callable[[tuple[str, int], Any], None]] = None,
-       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> Union[RunInfo, Run]:
-    """Run a job to its end and return its record; with ``wait=False``, start it and return a ``Run`` handle
-    (``status``, ``logs``, ``stats``, ``wait``, ``collect``, ``cancel``). ``detach`` returns the record once its
-    replicas have started, as `orch up --detach` does.
+       stats_interval: Optional[float] = 1.0, **fields: Unpack[SpecFields]) -> RunInfo:
+    """Run a job to its end and return its record; ``detach`` returns the record once its replicas have started, as
+    `orch up --detach` does (``start`` returns a handle to the run instead).
 
     ``say`` receives orch's progress lines; ``on_event`` each replica's events. A run that fails raises
     WorkerFailed or JobTimedOut after its record is written and its replicas are removed.
     """
     from orchestrator.run.start import up as run_up
 
-    paths = paths or default_paths()
-    info = run_up(_spec(spec, fields), detach=detach or not wait, paths=paths, say=say, on_event=on_event,
+    return run_up(_spec(spec, fields), detach=detach, paths=paths or default_paths(), say=say, on_event=on_event,
                   stats_interval=stats_interval)
-    return info if wait else Run(info.run_id, paths=paths)
-
-
-@overload
-def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
-        wait: Literal[True] = True, paths: Optional[Paths] = None, say: Optional[Say] = None,
-        **fields: Unpack[SpecFields]) -> RunResult: ...
-
-
-@overload
-def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
-        wait: Literal[False], paths: Optional[Paths] = None, say: Optional[Say] = None,
-        **fields: Unpack[SpecFields]) -> Run: ...
-
-
-@overload
-def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
-        wait: bool, paths: Optional[Paths] = None, say: Optional[Say] = None,
-        **fields: Unpack[SpecFields]) -> Union[RunResult, Run]: ...
 
 
 @with_spec_keywords
-def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
-        wait: bool = True, paths: Optional[Paths] = None, say: Optional[Say] = None,
-        **fields: Unpack[SpecFields]) -> Union[RunResult, Run]:
-    """Run ``fn(*args, **kwargs)`` on every replica as the job, and return the run's record with ``returns``, what
-    each replica returned (worker-0 first); with ``wait=False``, a ``Run`` whose ``wait()`` gives the same.
+def start(spec: Optional[JobSpec] = None, *, paths: Optional[Paths] = None, say: Optional[Say] = None,
+          **fields: Unpack[SpecFields]) -> Run:
+    """Start a job and return at once a ``Run`` handle to it (``status``, ``logs``, ``stats``, ``wait``, ``collect``,
+    ``cancel``; a context manager that cancels the run on an exception): its supervisor keeps every guard of
+    ``up``'s while nothing waits for it."""
+    from orchestrator.run.start import up as run_up
 
-    ``fn`` travels as source, as a ``--script`` does (its snapshot is hashed into run.json), so it must stand alone:
-    a def, no closure or decorator, its imports inside it. ``args``, ``kwargs`` and the return value travel as JSON
-    (an array is returned as its list). Each replica gets what its framework's launcher would give (TF_CONFIG, RANK,
-    ...) and its own folder as ``ORCH_OUTPUT_DIR``. If the function raised on a replica, FunctionFailed names it and
-    carries its traceback; InvalidSpec (one line) for a function or arguments that cannot travel.
-    """
+    paths = paths or default_paths()
+    info = run_up(_spec(spec, fields), detach=True, paths=paths, say=say)
+    return Run(info.run_id, paths=paths)
+
+
+def _function_run(fn: Callable[..., Any], args: Sequence[Any], kwargs: Optional[Mapping[str, Any]],
+                  fields: dict[str, Any], paths: Paths, go: Callable[[JobSpec], Any]) -> tuple[JobSpec, Any]:
+    """The job of ``fn(*args, **kwargs)`` on every replica, and what ``go`` returned for it; a replica's exception
+    raised as FunctionFailed, naming it and carrying its traceback."""
     import shutil
     import tempfile
 
@@ -224,11 +188,9 @@ def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Ma
     folder = Path(tempfile.mkdtemp(prefix="orch-function-"))
     try:
         entry = function.write_folder(fn, args, kwargs, folder)
-        fields["script"] = str(entry)
-        spec = job_spec(**fields)
-        paths = paths or default_paths()
+        spec = job_spec(**{**fields, "script": str(entry)})
         try:
-            info = up(spec, paths=paths, say=say, wait=wait)
+            return spec, go(spec)
         except WorkerFailed as exc:  # the run is over and its record written: say what the function raised
             raised = function.failure(paths.runs / spec.run_id, spec.replica_keys(), fn.__name__,
                                       first=("worker", exc.worker))
@@ -237,10 +199,37 @@ def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Ma
             raise raised  # its cause is the replica's traceback, which says more than the exit code behind it
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # the run has its own copy (runs/<id>/source/)
-    if isinstance(info, Run):
-        return info
+
+
+@with_spec_keywords
+def run(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
+        paths: Optional[Paths] = None, say: Optional[Say] = None, **fields: Unpack[SpecFields]) -> RunResult:
+    """Run ``fn(*args, **kwargs)`` on every replica as the job, and return the run's record with ``returns``, what
+    each replica returned (worker-0 first); ``submit`` starts it and returns a handle instead.
+
+    ``fn`` travels as source, as a ``--script`` does (its snapshot is hashed into run.json), so it must stand alone:
+    a def, no closure or decorator, its imports inside it. ``args``, ``kwargs`` and the return value travel as JSON
+    (an array is returned as its list). Each replica gets what its framework's launcher would give (TF_CONFIG, RANK,
+    ...) and its own folder as ``ORCH_OUTPUT_DIR``. If the function raised on a replica, FunctionFailed names it and
+    carries its traceback; InvalidSpec (one line) for a function or arguments that cannot travel.
+    """
+    from orchestrator.run import function
+
+    paths = paths or default_paths()
+    spec, info = _function_run(fn, args, kwargs, dict(fields), paths, lambda job: up(job, paths=paths, say=say))
     return RunResult.of(info, function.returns(Path(info.run_dir or paths.runs / spec.run_id), spec.replica_keys(),
                                                fn.__name__))
+
+
+@with_spec_keywords
+def submit(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional[Mapping[str, Any]] = None,
+           paths: Optional[Paths] = None, say: Optional[Say] = None, **fields: Unpack[SpecFields]) -> Run:
+    """Start ``fn(*args, **kwargs)`` on every replica as ``run`` does, and return at once a ``Run`` whose ``wait()``
+    gives what ``run`` returns."""
+    paths = paths or default_paths()
+    _job, handle = _function_run(fn, args, kwargs, dict(fields), paths, lambda job: start(job, paths=paths, say=say))
+    assert isinstance(handle, Run)
+    return handle
 
 
 def experiment(file: Union[str, Path], *, quick: bool = False, force: bool = False,
