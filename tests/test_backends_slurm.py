@@ -192,3 +192,14 @@ def test_slurms_commands_missing_or_failing_say_what_to_do(tmp_path, monkeypatch
     fake.chmod(0o755)
     with pytest.raises(SlurmError, match="Access/permission denied"):
         Slurm().cancel("7")
+
+
+def test_no_cluster_configuration_is_one_line_saying_where_slurm_looks(tmp_path, monkeypatch):
+    fake = tmp_path / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'scontrol: error: fetch_config: DNS SRV lookup failed' >&2\n"
+                    "echo 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SlurmUnreachable) as exc:
+        Slurm().ping()
+    assert "finds no cluster here (no slurm.conf); set SLURM_CONF" in exc.value.message and not exc.value.details

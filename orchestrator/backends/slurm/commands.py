@@ -64,10 +64,12 @@ class Slurm:
                                    "controller (slurmctld) up? `scontrol ping` tells") from None
         if proc.returncode != 0:
             said = one_line(proc.stderr or proc.stdout)
+            if "Could not establish a configuration source" in said:
+                raise SlurmUnreachable(f"{what}: Slurm finds no cluster here (no slurm.conf); set SLURM_CONF to the "
+                                       "cluster's, or run orch on a login node of the cluster")
             if "Unable to contact slurm controller" in said or "Connection refused" in said or \
-                    "Could not establish a configuration source" in said or "Zero Bytes were transmitted" in said:
-                raise SlurmUnreachable(f"{what}: Slurm's controller does not answer ({said}); `scontrol ping` tells",
-                                       details=proc.stderr)
+                    "Zero Bytes were transmitted" in said:
+                raise SlurmUnreachable(f"{what}: Slurm's controller does not answer ({said}); `scontrol ping` tells")
             raise SlurmError(f"{what} failed: {said}", details=proc.stderr)
         return proc.stdout
 
