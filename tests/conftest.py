@@ -173,6 +173,16 @@ def jax_image(images):
         return built, before, _image_ids()
 
 
+def load_file(name: str, path: Path):
+    """The Python file ``path`` as a module called ``name`` (a benchmark's or a tool's, which is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def orch_environment(root: Path) -> dict[str, str]:
     """Environment for an `orch` subprocess whose runs go to ``root``/runs and whose results (collect's default)
     to ``root``/results, not the checkout's results/."""

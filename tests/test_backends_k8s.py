@@ -24,12 +24,12 @@ from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from tests.test_cli_inprocess import one_line_error, orch
 from tests.test_trainer_reports import trainer  # noqa: F401 (a fixture)
+from tests.goldens import golden
 
 # kubernetes-validate reads its schemas (the definitions file is megabytes of JSON) at every call; read once here, as
 # they never change within a run, its checks cost a few milliseconds a manifest instead of tens.
 kubernetes_validate.utils.schema_contents = functools.cache(kubernetes_validate.utils.schema_contents)
 K8S_VERSION = "1.37.0"  # the newest schema kubernetes-validate ships (see pyproject.toml's pin)
-GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 KINDS = ("job", "jobset")
@@ -125,22 +125,15 @@ def test_a_jobset_that_its_crd_refuses_is_caught(path, value):
         validate_crd(broken)
 
 
-def _golden(name: str, text: str) -> str:
-    path = GOLDEN / name
-    if os.environ.get("ORCH_UPDATE_GOLDEN"):
-        path.write_text(text)
-    return path.read_text()
-
-
 # -- validation and golden files ----------------------------------------------------------------------
 @pytest.mark.parametrize("framework", sorted(frameworks.BUILTIN))
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("workers", range(1, 9))
-def test_manifests_validate_and_match_golden(framework, kind, workers):
+def test_manifests_validate_and_matchgolden(framework, kind, workers):
     p = k8s_plan(framework=framework, workers=workers, k8s_kind=kind, global_batch=840)
     validate(p.artifact)
     # Regenerate after an intended change with ORCH_UPDATE_GOLDEN=1, and review the diff.
-    assert p.artifact == _golden(f"k8s-{kind}-{framework}-{workers}-workers.yml", p.artifact)
+    assert p.artifact == golden(f"k8s-{kind}-{framework}-{workers}-workers.yml", p.artifact)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -498,7 +491,7 @@ def test_a_trainjob_and_its_runtime_validate_against_trainers_crds(framework, wo
     rules = node["template"]["spec"]["podFailurePolicy"]["rules"]
     assert rules[1]["onExitCodes"]["containerName"] == "node"
     if workers == 3:
-        assert p.artifact == _golden(f"k8s-trainjob-{framework}-3-workers.yml", p.artifact)
+        assert p.artifact == golden(f"k8s-trainjob-{framework}-3-workers.yml", p.artifact)
 
 
 def test_each_trainjob_pod_meets_its_peers_where_trainer_names_them():

@@ -19,8 +19,8 @@ from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
 from tests.test_cli_inprocess import orch
+from tests.goldens import golden
 
-GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 
 
@@ -28,17 +28,10 @@ def slurm_plan(**fields):
     return plan(make_spec(backend="slurm", **{"run_id": "golden", **fields}), PATHS, user="1000:1000")
 
 
-def _golden(name: str, text: str) -> str:
-    path = GOLDEN / name
-    if os.environ.get("ORCH_UPDATE_GOLDEN"):
-        path.write_text(text)
-    return path.read_text()
-
-
 def test_the_batch_script_matches_golden_and_bash_parses_it():
     p = slurm_plan(workers=3, slurm_nodes=2, slurm_partition="gpu-a", slurm_account="lab1", slurm_time="30",
                    slurm_runtime="docker")
-    assert p.artifact == _golden("slurm-3-workers.sbatch", p.artifact)
+    assert p.artifact == golden("slurm-3-workers.sbatch", p.artifact)
     assert subprocess.run(["bash", "-n"], input=p.artifact, text=True).returncode == 0
     header = re.findall(r"^#SBATCH (\S+)$", p.artifact, re.M)
     assert {"--ntasks=3", "--nodes=2", "--partition=gpu-a", "--account=lab1", "--time=30", "--overcommit",

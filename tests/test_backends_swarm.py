@@ -4,7 +4,6 @@ stack` command lines themselves: test_docker_cli.py)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,8 +27,8 @@ from orchestrator.plan import plan
 from orchestrator.run.supervisor import describe_exit
 from tests.fakes import FakeClock
 from tests.test_cli_inprocess import orch
+from tests.goldens import golden
 
-GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 LOCK_DOWN = {"user": "1000:1000", "init": True, "read_only": True, "cap_drop": ["ALL"], "stop_grace_period": "10s"}
 # The keys of the stack file format 3.9 that orch writes (docker/cli's schema allows these and more).
@@ -46,22 +45,15 @@ def stack(text: str) -> dict:
     return yaml.safe_load(text)
 
 
-def _golden(name: str, text: str) -> str:
-    path = GOLDEN / name
-    if os.environ.get("ORCH_UPDATE_GOLDEN"):
-        path.write_text(text)
-    return path.read_text()
-
-
 # -- the stack file -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, fields", [
     *[(f"swarm-{n}-workers.yml", {"workers": n, "global_batch": 840}) for n in range(1, 5)],
     ("swarm-ps-2-workers.yml", {"workers": 2, "strategy": "ps"}),
 ])
-def test_stack_files_match_golden(name, fields):
+def test_stack_files_matchgolden(name, fields):
     p = swarm_plan(**fields)
     # Regenerate after an intended change with ORCH_UPDATE_GOLDEN=1, and review the diff.
-    assert p.artifact == _golden(name, p.artifact)
+    assert p.artifact == golden(name, p.artifact)
 
 
 @pytest.mark.parametrize("fields", [

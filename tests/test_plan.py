@@ -13,22 +13,15 @@ from orchestrator.images.venv_volume import volume_name
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
+from tests.goldens import golden
 
-GOLDEN = Path(__file__).parent / "golden"
 PATHS = Paths(runs=Path("/srv/orch/runs"), cache=Path("/srv/orch/cache"))
 
 
-def _golden(name: str, text: str) -> str:
-    path = GOLDEN / name
-    if os.environ.get("ORCH_UPDATE_GOLDEN"):
-        path.write_text(text)
-    return path.read_text()
-
-
-def test_three_worker_compose_matches_golden():
+def test_three_worker_compose_matchesgolden():
     p = plan(make_spec(run_id="golden", workers=3), PATHS, user="1000:1000")
     # Regenerate after an intended change with ORCH_UPDATE_GOLDEN=1, and review the diff.
-    assert p.artifact == _golden("compose-3-workers.yml", p.artifact)
+    assert p.artifact == golden("compose-3-workers.yml", p.artifact)
 
 
 def test_rendered_compose_is_what_the_plan_says():

@@ -2,7 +2,6 @@
 the second in a network namespace with a host name of its own), with orch's jobs in containers on its nodes. The
 runs are small (3,000 MNIST images, one epoch): each test shows one behaviour. The cluster stops, and its namespace
 and folder go, when the module ends, whatever happened; every test leaves Slurm's queue empty."""
-import importlib.util
 import json
 import os
 import signal
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, made, orch_containers, run_orch
+from tests.conftest import ROOT, load_file, made, orch_containers, run_orch
 from tests.conftest import SMALL as COMPOSE_TWIN
 
 pytestmark = pytest.mark.docker
@@ -21,14 +20,7 @@ pytestmark = pytest.mark.docker
 SMALL = ["--samples", "3000", "--epochs", "1"]
 
 
-def _load_cluster():
-    spec = importlib.util.spec_from_file_location("slurm_cluster", ROOT / "benchmarks" / "slurm_cluster.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-slurm_cluster = _load_cluster()
+slurm_cluster = load_file("slurm_cluster", ROOT / "benchmarks" / "slurm_cluster.py")
 
 
 @pytest.fixture(scope="module")

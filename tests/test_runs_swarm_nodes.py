@@ -3,26 +3,17 @@ this engine's swarm over a veth pair. The nodes share nothing but that network: 
 set inside) reaches the second node by `orch push`, and the replicas' records come back over the engine's log
 API. The fixture restores everything it changed, even when a test fails: both engines leave the swarm, the
 second engine stops, its namespace (and veth pair), context and files are removed."""
-import importlib.util
 import json
 import threading
 
 import pytest
 
-from tests.conftest import ENGINE, ROOT, orch_containers, orch_networks, run_orch
+from tests.conftest import ENGINE, ROOT, load_file, orch_containers, orch_networks, run_orch
 
 pytestmark = pytest.mark.docker
 
 
-def _load_nodes():
-    """benchmarks/swarm_nodes.py, which makes the second engine for the benchmark too."""
-    spec = importlib.util.spec_from_file_location("swarm_nodes", ROOT / "benchmarks" / "swarm_nodes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-swarm_nodes = _load_nodes()
+swarm_nodes = load_file("swarm_nodes", ROOT / "benchmarks" / "swarm_nodes.py")  # it makes the benchmark's nodes too
 UNDERLAY_MTU = swarm_nodes.UNDERLAY_MTU
 
 
