@@ -196,3 +196,30 @@ def test_no_cluster_configuration_is_one_line_saying_where_slurm_looks(tmp_path,
     with pytest.raises(SlurmUnreachable) as exc:
         Slurm().ping()
     assert "finds no cluster here (no slurm.conf); set SLURM_CONF" in exc.value.message and not exc.value.details
+
+
+class AccountedSlurm(FakeSlurm):
+    """A cluster whose squeue no longer lists the job, and whose accounting (sacct) has it, or is off."""
+
+    def __init__(self, sacct: str) -> None:
+        super().__init__([])
+        self.sacct = sacct
+
+    def run(self, argv, what, seconds=30.0, stdin=None):
+        if argv[0] == "sacct":
+            self.calls.append(list(argv))
+            if self.sacct == "disabled":
+                raise SlurmError("sacct failed: Slurm accounting storage is disabled")
+            return self.sacct
+        return super().run(argv, what, seconds, stdin)
+
+
+def test_a_job_squeue_forgot_is_read_from_the_accounting_and_none_without_one(tmp_path):
+    folder = tmp_path / "r1" / "slurm"
+    folder.mkdir(parents=True)
+    (folder / "job-id").write_text("42\n")
+    (folder / "tasks").write_text("worker 0\n")
+    (folder / "worker-0.exit").write_text("0 1796218970.5 0\n")
+    states = SlurmBackend(slurm=AccountedSlurm(f"42|orch-r1|COMPLETED|{folder}\n")).states("r1")
+    assert [(s.label, s.status, s.exit_code) for s in states] == [("worker-0", Status.SUCCEEDED, 0)]
+    assert SlurmBackend(slurm=AccountedSlurm("disabled")).states("r1") == []

@@ -3,7 +3,7 @@
 The run's folder sits on storage every node shares (the runs folder, ORCH_RUNS_DIR), as does orch's cache (the
 data set, and the image as the nodes run it: ``images.py``). So the replicas write their records into the run's
 folder as on Compose, and each task writes its own start, end and output beside the batch script (``task.sh``).
-A replica's state is the job's (squeue) with its task's own files: the exit code a task recorded, or, for a task
+A replica's state is the job's (squeue, or sacct once squeue no longer lists it) with its task's own files: the exit code a task recorded, or, for a task
 that could record none, the job's end in Slurm's words (its time limit, its node's failure, a cancel).
 """
 from __future__ import annotations
@@ -181,8 +181,12 @@ class SlurmBackend(Backend):
         (folder / "job-id").write_text(job + "\n")
 
     def _jobs(self, run_id: Optional[str]) -> list[Job]:
-        jobs = self.slurm.jobs(batch.job_name(run_id) if run_id is not None else None)
-        return [j for j in jobs if run_id is not None or j.name.startswith("orch-")]
+        """The run's jobs (every orch job where None): squeue's, else, for a run whose job Slurm no longer lists
+        (past its MinJobAge), its accounting's."""
+        if run_id is None:
+            return [j for j in self.slurm.jobs() if j.name.startswith("orch-")]
+        name = batch.job_name(run_id)
+        return self.slurm.jobs(name) or self.slurm.ended_jobs(name)
 
     def states(self, run_id: Optional[str] = None) -> list[ReplicaState]:
         out: list[ReplicaState] = []

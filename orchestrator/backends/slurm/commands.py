@@ -113,6 +113,20 @@ class Slurm:
             argv.append(f"--name={name}")
         return parse_jobs(self.run(argv, "squeue"))
 
+    def ended_jobs(self, name: str) -> list[Job]:
+        """The jobs of the name ``name`` from Slurm's accounting (sacct), for one that squeue no longer lists; [] where
+        the cluster keeps no accounting."""
+        argv = ["sacct", "--noheader", "--allocations", "--parsable2", f"--name={name}",
+                "--format=JobID,JobName,State,WorkDir"]
+        try:
+            text = self.run(argv, "sacct")
+        except SlurmError as exc:
+            if "accounting storage is disabled" in exc.message or isinstance(exc, SlurmUnreachable):
+                return []
+            raise
+        lines = [FIELD_SEP.join([*line.split("|")[:4], ""]) for line in text.splitlines() if line.count("|") == 3]
+        return parse_jobs("\n".join(lines))
+
     def cancel(self, job_id: str, signal: Optional[str] = None) -> None:
         """scancel the job (with ``signal`` to its steps' tasks, e.g. KILL); one already ended is no error."""
         argv = ["scancel", *([f"--signal={signal}", "--full"] if signal else []), job_id]
