@@ -14,7 +14,7 @@ from orchestrator.backends import Status
 from orchestrator.backends.slurm import SlurmBackend, task_state
 from orchestrator.backends.slurm.batch import HOST, job_name, port_base
 from orchestrator.backends.slurm.commands import FIELD_SEP, Job, Slurm, parse_jobs
-from orchestrator.errors import InvalidSpec, SlurmError, SlurmUnreachable
+from orchestrator.errors import DockerError, InvalidSpec, SlurmError, SlurmUnreachable
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import plan
@@ -223,3 +223,65 @@ def test_a_job_squeue_forgot_is_read_from_the_accounting_and_none_without_one(tm
     states = SlurmBackend(slurm=AccountedSlurm(f"42|orch-r1|COMPLETED|{folder}\n")).states("r1")
     assert [(s.label, s.status, s.exit_code) for s in states] == [("worker-0", Status.SUCCEEDED, 0)]
     assert SlurmBackend(slurm=AccountedSlurm("disabled")).states("r1") == []
+
+
+class ImageEngine:
+    """The Docker engine's part images.ensure uses: an image of two files and an environment."""
+
+    def __init__(self) -> None:
+        self.exports = self.saves = 0
+
+    def image_id(self, ref):
+        return "sha256:" + "ab" * 32
+
+    def image_config(self, ref):
+        return {"Env": ["PATH=/opt/venv/bin:/usr/bin", "BAD=a\nb"]}
+
+    def export_image(self, ref, tar):
+        import io
+        import tarfile
+
+        self.exports += 1
+        with tarfile.open(tar, "w") as archive:
+            for name, data in (("etc/os-release", b"debian\n"), ("opt/venv/bin/python3", b"#!\n")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+            escape = tarfile.TarInfo("../outside")
+            escape.size = 0
+            archive.addfile(escape, io.BytesIO(b""))
+
+    def save_image(self, ref, tar):
+        self.saves += 1
+        tar.write_bytes(b"archive")
+
+
+def test_the_image_reaches_the_shared_cache_once_per_build_for_either_runtime(tmp_path):
+    from orchestrator.backends.slurm import images
+
+    engine, said = ImageEngine(), []
+    with pytest.raises(DockerError, match="unpacking orch-trainer:x for charliecloud failed"):
+        images.ensure(engine, "orch-trainer:x", "charliecloud", tmp_path, ["/orch/run/worker-0"], said.append)
+    assert not (tmp_path / "outside").exists() and not list((tmp_path / "slurm-images").glob("*@*"))
+
+    class Contained(ImageEngine):
+        def export_image(self, ref, tar):
+            super().export_image(ref, tar)
+            import tarfile
+            kept = tar.with_suffix(".kept")
+            with tarfile.open(tar) as src, tarfile.open(kept, "w") as dst:
+                for member in src:
+                    if not member.name.startswith(".."):
+                        dst.addfile(member, src.extractfile(member))
+            kept.replace(tar)
+
+    engine = Contained()
+    for _ in range(2):
+        link = images.ensure(engine, "orch-trainer:x", "charliecloud", tmp_path, ["/orch/run/worker-0"], said.append)
+    assert engine.exports == 1 and link.is_symlink() and (link / "orch" / "run" / "worker-0").is_dir()
+    assert (link / "ch" / "environment").read_text() == "PATH=/opt/venv/bin:/usr/bin\n"  # a line break is dropped
+    assert (link / "etc" / "hosts").is_file() and (link / "etc" / "os-release").read_text() == "debian\n"
+    for _ in range(2):
+        archive = images.ensure(engine, "orch-trainer:x", "docker", tmp_path, [], said.append)
+    assert engine.saves == 1 and archive.read_bytes() == b"archive"
+    assert Path(f"{archive}.id").read_text() == "sha256:" + "ab" * 32 + "\n"

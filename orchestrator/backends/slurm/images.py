@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from orchestrator.backends.slurm.batch import image_path
 from orchestrator.errors import DockerError
+from orchestrator.safeio import waiting_for
 
 if TYPE_CHECKING:
     from orchestrator.docker.engine import Engine
@@ -49,38 +50,40 @@ def ensure(engine: "Engine", image: str, runtime: str, cache: Path, mount_points
     image_id = engine.image_id(image)
     built = link.with_name(f"{link.name.removesuffix('.tar')}@{image_id.split(':')[-1][:12]}"
                            + (".tar" if runtime == "docker" else ""))
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if runtime == "docker":
-        if not built.is_file():
-            say(f"saving {image} to {built} for the nodes (once per build; each node loads it once)")
-            with tempfile.TemporaryDirectory(prefix=".orch-save-", dir=link.parent) as scratch:
-                tar = Path(scratch) / "image.tar"
-                engine.save_image(image, tar)
-                os.replace(tar, built)
-        id_file = built.with_name(built.name + ".id")
-        id_file.write_text(image_id + "\n")
-        _link(link.with_name(link.name + ".id"), id_file)
+    # One orch at a time makes an image's files (the others wait, then find them made); a made one is never
+    # replaced, since a running job may be reading it.
+    with waiting_for(link.parent):
+        if runtime == "docker":
+            if not built.is_file():
+                say(f"saving {image} to {built} for the nodes (once per build; each node loads it once)")
+                with tempfile.TemporaryDirectory(prefix=".orch-save-", dir=link.parent) as scratch:
+                    tar = Path(scratch) / "image.tar"
+                    engine.save_image(image, tar)
+                    os.replace(tar, built)
+            id_file = built.with_name(built.name + ".id")
+            id_file.write_text(image_id + "\n")
+            _link(link.with_name(link.name + ".id"), id_file)
+            _link(link, built)
+            return link
+        if not (built / ENV_FILE).is_file():
+            say(f"unpacking {image} into {built} for charliecloud (once per build)")
+            with tempfile.TemporaryDirectory(prefix=".orch-export-", dir=link.parent) as scratch:
+                tar, tree = Path(scratch) / "image.tar", Path(scratch) / "tree"
+                engine.export_image(image, tar)
+                tree.mkdir()
+                try:
+                    _unpack(tar, tree)
+                except (tarfile.TarError, OSError) as exc:
+                    raise DockerError(f"unpacking {image} for charliecloud failed: {exc}") from None
+                tar.unlink()
+                env = [line for line in engine.image_config(image).get("Env") or [] if "\n" not in line]
+                (tree / "ch").mkdir(exist_ok=True)
+                (tree / ENV_FILE).write_text("".join(f"{line}\n" for line in env))
+                if built.exists():  # a half-made one (no environment file yet): no job can have run it
+                    shutil.rmtree(built)
+                os.replace(tree, built)
+        for point in mount_points:  # ch-run binds onto folders the image has
+            (built / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        (built / "etc" / "hosts").touch()  # and onto a file: each task's hosts file (task.sh)
         _link(link, built)
         return link
-    if not (built / ENV_FILE).is_file():
-        say(f"unpacking {image} into {built} for charliecloud (once per build)")
-        with tempfile.TemporaryDirectory(prefix=".orch-export-", dir=link.parent) as scratch:
-            tar, tree = Path(scratch) / "image.tar", Path(scratch) / "tree"
-            engine.export_image(image, tar)
-            tree.mkdir()
-            try:
-                _unpack(tar, tree)
-            except (tarfile.TarError, OSError) as exc:
-                raise DockerError(f"unpacking {image} for charliecloud failed: {exc}") from None
-            tar.unlink()
-            env = [line for line in engine.image_config(image).get("Env") or [] if "\n" not in line]
-            (tree / "ch").mkdir(exist_ok=True)
-            (tree / ENV_FILE).write_text("".join(f"{line}\n" for line in env))
-            if built.exists():
-                shutil.rmtree(built)
-            os.replace(tree, built)
-    for point in mount_points:  # ch-run binds onto folders the image has
-        (built / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
-    (built / "etc" / "hosts").touch()  # and onto a file: each task's hosts file (task.sh)
-    _link(link, built)
-    return link
