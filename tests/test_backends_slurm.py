@@ -92,6 +92,13 @@ def test_an_environment_value_with_a_line_break_is_refused():
         slurm_plan(script="/srv/x/train.py", script_args=("a\nORCH_END",))
 
 
+def test_every_tasks_port_lies_below_the_ephemeral_ports_an_outgoing_connection_may_hold():
+    from orchestrator.backends.slurm.batch import PORT_BLOCK
+
+    bases = {port_base(f"run-{i}") for i in range(2000)}
+    assert min(bases) >= 20_000 and max(bases) + PORT_BLOCK <= 32_768 and len(bases) > 90
+
+
 def test_job_names_are_bounded_and_distinct():
     long = "a" * 63
     assert job_name("r1") == "orch-r1" and len(job_name(long)) <= 64 and job_name(long) != job_name(long[:-1] + "b")

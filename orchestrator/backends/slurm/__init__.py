@@ -20,7 +20,8 @@ from orchestrator.backends.base import REMOVAL_WAIT, Backend, Key, ReplicaState,
 from orchestrator.backends.slurm import batch
 from orchestrator.backends.slurm.commands import Job, Slurm
 from orchestrator.docker.engine import Engine
-from orchestrator.errors import SlurmError
+from orchestrator.docker.base import engine_address
+from orchestrator.errors import OrchError, SlurmError
 from orchestrator.safeio import Unsafe, read_bounded
 
 __all__ = ["SlurmBackend", "task_state"]
@@ -285,8 +286,21 @@ class SlurmBackend(Backend):
         while jobs:
             left = [j for j in self._jobs(run_id) if _job_state(j) in _ACTIVE]
             if not left:
-                return
+                break
             if clock.monotonic() > deadline:
                 raise SlurmError(f"Slurm job {left[0].id} of run {run_id} was still {left[0].state} "
                                  f"{grace + REMOVAL_WAIT} s after scancel; `orch down {run_id}` tries again")
             clock.sleep(0.5)
+        self._remove_containers(run_id)
+
+    def _remove_containers(self, run_id: str) -> None:
+        """The Docker runtime's containers of the run that this host's engine still has (a task killed before it could
+        remove its own); nothing where there is no engine here."""
+        if self._engine is None and not os.path.exists(engine_address().removeprefix("unix://")):
+            return
+        try:
+            for leftover in self.engine.containers(run_id):
+                self.engine.remove_container(leftover.id)
+        except OrchError:
+            pass  # no engine here: the nodes' engines are the tasks' to clean
+

@@ -30,6 +30,9 @@ JOB_FOLDER = "slurm"  # the job's own folder in the run's: the batch script's wo
 IMAGES = "slurm-images"  # orch's images as the nodes run them, under orch's cache folder (on the shared storage)
 HOST = "orch-task-{}"  # the name of the host task T runs on, in every replica's /etc/hosts (task.sh)
 PORT_BLOCK = 128  # ports a run takes, one per task, from a base derived from its id
+# The blocks lie below Linux's ephemeral ports (32768 and up by default), which any outgoing connection on the node
+# may hold, and which a task's server then could not take.
+PORT_FIRST, PORT_BLOCKS = 20_000, 99
 _PATH = re.compile(r"/[\x21-\x7e]*")  # an absolute path without spaces: #SBATCH lines and binds take no quotes
 
 
@@ -40,8 +43,8 @@ def job_name(run_id: str) -> str:
 
 def port_base(run_id: str) -> int:
     """The first port of a run's tasks on each node: every task uses its node's network, which other jobs share, so
-    each run takes a block derived from its id (deterministic, so the plan stays pure)."""
-    return 20_000 + int(hashlib.sha256(run_id.encode()).hexdigest(), 16) % 300 * PORT_BLOCK
+    each run takes a block derived from its id (deterministic, so the plan stays pure), below the ephemeral ports."""
+    return PORT_FIRST + int(hashlib.sha256(run_id.encode()).hexdigest(), 16) % PORT_BLOCKS * PORT_BLOCK
 
 
 def addresses(spec: "JobSpec", keys: list[Key]) -> dict[Key, str]:
@@ -141,8 +144,11 @@ def render(plan: "Plan") -> str:
         env = "\n".join(f"{k}={_checked(v, k)}" for k, v in replica.env.items())
         parts += [f"# Task {position}: {replica.name}.", _here(f"task-{position}.vars", _task(plan, replica), "ORCH_END"),
                   _here(f"task-{position}.env", env, "ORCH_END")]
-    parts += ["# One srun: every task at once, each its replica; one that fails ends the others.",
-              "exec srun --kill-on-bad-exit=1 --distribution=block bash task.sh", ""]
+    # Under Charliecloud a task that fails ends the others at once (srun kills their processes); a Docker container
+    # would outlive its killed client, so there orch's supervisor cancels the job, and each task removes its own.
+    kill = 1 if opts.slurm_runtime == "charliecloud" else 0
+    parts += ["# One srun: every task at once, each its replica.",
+              f"exec srun --kill-on-bad-exit={kill} --distribution=block bash task.sh", ""]
     return "\n".join(parts)
 
 

@@ -86,7 +86,7 @@ docker)
     fi
     for b in "${mounts[@]}"; do binds+=(-v "$b"); done
     for t in "${!hosts[@]}"; do binds+=(--add-host "orch-task-$t:${hosts[t]}"); done
-    container="orch-$SLURM_JOB_ID-$name"
+    container="orch-$run-$name-$SLURM_JOB_ID"
     argv=(docker run --name "$container" --network host --ipc host --init --read-only --tmpfs /tmp:size=512m
           --cap-drop ALL --security-opt no-new-privileges:true --memory "${memory_mb}m"
           --pids-limit "$pids_limit" --user "$user" --env-file "task-$i.env" --label "orch.run=$run"
@@ -109,7 +109,8 @@ printf "%s %s\n" "$EPOCHREALTIME" "${SLURM_NODEID:-0}" >"$name.started.tmp" && m
     exec setsid "${argv[@]}"
 ) >"$tmp/out" 2>"$tmp/err" &
 child=$!
-trap '[[ -n $child ]] && kill -TERM -- "-$child" "$child" 2>/dev/null; [[ -n $container ]] && docker stop -t 10 "$container" >/dev/null 2>&1' TERM INT
+# Slurm's SIGKILL follows its SIGTERM after KillWait: the container goes at once, before that.
+trap '[[ -n $child ]] && kill -TERM -- "-$child" "$child" 2>/dev/null; [[ -n $container ]] && docker rm -f "$container" >/dev/null 2>&1' TERM INT
 
 # Where the runtime sets no memory limit of its own (charliecloud), the task keeps the replica to --memory: its
 # processes' resident memory, summed about once a second, ends it as the kernel's limit would, with 137.
