@@ -164,12 +164,19 @@ class FakeSlurm(Slurm):
         raise AssertionError(argv)
 
 
-def test_states_come_from_the_jobs_folder_and_an_earlier_attempts_job_is_left_out(tmp_path):
+def _job_folder(tmp_path: Path, tasks: str, files: dict[str, str]) -> Path:
+    """Run r1's job folder as apply and its tasks leave it: job 42, the tasks' keys, and each task file given."""
     folder = tmp_path / "r1" / "slurm"
     folder.mkdir(parents=True)
     (folder / "job-id").write_text("42\n")
-    (folder / "tasks").write_text("worker 0\nworker 1\n")
-    (folder / "worker-0.started").write_text("1 0\n")
+    (folder / "tasks").write_text(tasks)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_states_come_from_the_jobs_folder_and_an_earlier_attempts_job_is_left_out(tmp_path):
+    folder = _job_folder(tmp_path, "worker 0\nworker 1\n", {"worker-0.started": "1 0\n"})
     jobs = [Job("41", "orch-r1", "CANCELLED", str(folder), ""), Job("42", "orch-r1", "RUNNING", str(folder), "")]
     states = SlurmBackend(slurm=FakeSlurm(jobs)).states("r1")
     assert [(s.id, s.run, s.label, s.status) for s in states] == [
@@ -222,11 +229,7 @@ class AccountedSlurm(FakeSlurm):
 
 
 def test_a_job_squeue_forgot_is_read_from_the_accounting_and_none_without_one(tmp_path):
-    folder = tmp_path / "r1" / "slurm"
-    folder.mkdir(parents=True)
-    (folder / "job-id").write_text("42\n")
-    (folder / "tasks").write_text("worker 0\n")
-    (folder / "worker-0.exit").write_text("0 1796218970.5 0\n")
+    folder = _job_folder(tmp_path, "worker 0\n", {"worker-0.exit": "0 1796218970.5 0\n"})
     states = SlurmBackend(slurm=AccountedSlurm(f"42|orch-r1|COMPLETED|{folder}\n")).states("r1")
     assert [(s.label, s.status, s.exit_code) for s in states] == [("worker-0", Status.SUCCEEDED, 0)]
     assert SlurmBackend(slurm=AccountedSlurm("disabled")).states("r1") == []
