@@ -100,6 +100,11 @@ class Backend:
         runs them as the user who started them, whatever it is asked, says so here."""
         return user
 
+    @property
+    def place(self) -> str:
+        """Where its replicas live, as one backend's (or one engine's) are told from another's."""
+        return self.name
+
     def engine_name(self, run_id: str) -> str:
         """What the engine calls the run (a Compose project, a stack, a Job)."""
         raise NotImplementedError

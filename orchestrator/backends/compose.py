@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from orchestrator import __version__
 from orchestrator.backends.base import Backend, Key, ReplicaState, Status, Usage
 from orchestrator.backends.template import render_template
+from orchestrator.docker import engines
 from orchestrator.docker.engine import ContainerState, Engine
 from orchestrator.errors import InvalidSpec
 from orchestrator.images import venv_volume
@@ -78,11 +79,17 @@ class ComposeBackend(Backend):
             return {key: f"localhost:{base + i}" for i, key in enumerate(keys)}
         return {(role, index): f"{role}-{index}:{port}" for role, index in keys}
 
+    @property
+    def place(self) -> str:
+        kind = getattr(self.engine, "kind", None)  # a test's engine may have none: the default one's
+        return f"{self.name} on {kind.name if kind is not None else engines.get().name}"
+
     def engine_name(self, run_id: str) -> str:
         return f"orch-{run_id}"
 
     def render(self, plan: "Plan") -> str:
         spec = plan.spec
+        joins_pid = engines.get(getattr(spec.backend_options, "engine", "docker")).private_pid_init
         services = [
             {
                 "service": r.name,
@@ -99,6 +106,9 @@ class ComposeBackend(Backend):
                 "hostname": f"{r.host_group}-host" if r.host_group else r.name,
                 "ipc": "" if not r.host_group else "shareable" if r.name == r.host_group else f"service:{r.host_group}",
                 "shm_mb": r.shm_mb if not r.host_group else 0,
+                # Podman gives an init process only to a container with a PID namespace of its own; one that joins
+                # its group's namespace has the group's first replica's init as PID 1, which reaps for it.
+                "init": not (joins_pid and r.host_group and r.name != r.host_group),
             }
             for i, r in enumerate(plan.replicas)
         ]
@@ -131,8 +141,9 @@ class ComposeBackend(Backend):
         if plan.spec.cpus is not None:  # the engine refuses more CPUs than it has, once the run is half made
             cores = self.engine.info().get("NCPU")
             if isinstance(cores, int) and cores > 0 and plan.spec.cpus > cores:
-                raise InvalidSpec(f"cpus: this Docker engine has {cores} CPUs, and Compose cannot give a container "
-                                  f"more; use --cpus {cores} or less")
+                label = engines.get(getattr(plan.spec.backend_options, "engine", "docker")).label
+                raise InvalidSpec(f"cpus: this {label} has {cores} CPUs, and Compose cannot give a container more; "
+                                  f"use --cpus {cores} or less")
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
         # An image's environment, copied once per build (images/venv_volume.py), under a lock every orch process

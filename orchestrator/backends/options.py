@@ -8,6 +8,7 @@ so the spec can load these without loading an engine's client.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, ClassVar, Literal, Optional, TypeVar
 
@@ -52,8 +53,26 @@ REGISTRY_HELP = ("Registry (HOST/PATH) the nodes pull orch's own images from, pr
                  "k8s or swarm, where images are not built on the nodes.")
 
 
+EngineName = Literal["docker", "podman"]
+
+
+def _engine_default() -> EngineName:
+    """$ORCH_ENGINE, else docker; an unknown name is left to the field's own error."""
+    return os.environ.get("ORCH_ENGINE") or "docker"  # type: ignore[return-value]
+
+
 class ComposeOptions(BackendOptions):
-    """Docker Compose on this host: no options of its own."""
+    """Compose on this host: the engine that runs the containers."""
+
+    engine: EngineName = Field(
+        default_factory=_engine_default, json_schema_extra={"default_text": "$ORCH_ENGINE, else docker"},
+        description="The container engine on this host: docker (the Docker daemon) or podman (Podman's API "
+                    "service, rootful or rootless); `orch doctor --engine podman` checks it.")
+
+    def check_job(self, spec: Job) -> None:
+        if self.engine == "podman" and spec.gpus:
+            raise ValueError("gpus: orch asks for GPUs through Docker's NVIDIA runtime, which Podman does not have "
+                             "(it uses CDI devices); use --engine docker or --gpus 0")
 
 
 class _PulledOptions(BackendOptions):

@@ -159,7 +159,7 @@ class SwarmBackend(Backend):
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine()
+            self._engine = Engine(kind="docker")  # Podman has no swarm mode
         return self._engine
 
     # -- pure ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import Verbs, format_option
+from orchestrator.cli.options import Verbs, engine_option, format_option
 from orchestrator.cli.tables import _cells
 
 TINY = ("4K", "2", 30, 5)  # --tiny: the sizes, ranks, iterations and warm-up
@@ -37,6 +37,7 @@ def parse_ints(text: str, name: str) -> list[int]:
 
 
 @click.group(cls=Verbs)
+@engine_option
 def bench() -> None:
     """Measure what bounds distributed training on this machine."""
 

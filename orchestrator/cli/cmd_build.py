@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option
+from orchestrator.cli.options import engine_option, format_option
 from orchestrator.cli.tables import images_table
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ def index_takers() -> list["Framework"]:
                    "trainer image with the data (Swarm) and orch-data:<version>-<dataset> (Kubernetes' init "
                    "container). Repeatable.")
 @format_option
+@engine_option
 @pass_env
 def build(env: Environment, base: Optional[str], build_base: Optional[str], bootstrap_base: bool, mirror: str,
           force: bool, chosen: tuple[str, ...], index: Optional[str], requirements: Optional[str],

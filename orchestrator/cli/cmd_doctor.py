@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import format_option
+from orchestrator.cli.options import engine_option, format_option
 from orchestrator.cli.tables import checks_table
 from orchestrator.errors import EXIT_USAGE
 
@@ -19,6 +19,7 @@ from orchestrator.errors import EXIT_USAGE
               help="Also check a backend's own needs. slurm: Slurm's commands and controller, and on each node that "
                    "can take a job (one short task each), its container runtimes and that it sees the runs folder.")
 @format_option
+@engine_option
 @pass_env
 @click.pass_context
 def doctor(ctx: click.Context, env: Environment, fix: bool, backend: str, fmt: str) -> None:

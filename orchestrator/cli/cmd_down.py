@@ -5,13 +5,14 @@ import click
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import complete_run_ids, format_option
+from orchestrator.cli.options import complete_run_ids, engine_option, format_option
 
 
 @click.command()
 @click.argument("runs", nargs=-1, shell_complete=complete_run_ids)
 @click.option("--all", "all_runs", is_flag=True, help="Take down every run that still has containers.")
 @format_option
+@engine_option
 @pass_env
 def down(env: Environment, runs: tuple[str, ...], all_runs: bool, fmt: str) -> None:
     """Remove the containers and network of RUNS; their results stay in runs/<run-id>/."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import complete_run_ids, format_option
+from orchestrator.cli.options import complete_run_ids, engine_option, format_option
 from orchestrator.cli.tables import runs_table
 
 
 @click.command()
 @click.argument("runs", nargs=-1, shell_complete=complete_run_ids)
 @format_option
+@engine_option
 @pass_env
 def ps(env: Environment, runs: tuple[str, ...], fmt: str) -> None:
     """List runs (or the RUNS named) with their state and results, oldest first.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import types
 import typing
@@ -287,6 +288,23 @@ def complete_experiment_files(ctx: click.Context, param: click.Parameter, incomp
             elif p.suffix in (".yaml", ".yml"):
                 out.append(CompletionItem(prefix + p.name))
     return out
+
+
+def engine_option(fn: F) -> F:
+    """--engine: the container engine of this host a command talks to. Like --runs-dir, it reaches the command and
+    every orch process it starts as $ORCH_ENGINE does; a run's own verbs (logs, stats, down RUN, collect) follow the
+    engine the run was started on, whatever this says."""
+    from orchestrator.docker.engines import ENGINES
+
+    def remember(_ctx: click.Context, _param: click.Parameter, value: Optional[str]) -> Optional[str]:
+        if value:
+            os.environ["ORCH_ENGINE"] = value
+        return value
+
+    return click.option("--engine", type=click.Choice(ENGINES), envvar="ORCH_ENGINE", show_envvar=True,
+                        expose_value=False, is_eager=True, callback=remember,
+                        help="The container engine: docker (the Docker daemon) or podman (Podman's API service). "
+                             "[default: docker]")(fn)
 
 
 def track_options(fn: F) -> F:

@@ -1,10 +1,12 @@
-"""The Docker engine as orch sees it: the lazily made SDK client, its errors in orch's terms, the time limits
-and the helpers every part of the boundary shares. The parts are mixed into ``Engine`` (``docker/engine.py``)."""
+"""The container engine as orch sees it: the lazily made SDK client of the chosen engine (Docker's daemon or
+Podman's service, ``docker/engines.py``), its errors in orch's terms, the time limits and the helpers every part of
+the boundary shares. The parts are mixed into ``Engine`` (``docker/engine.py``)."""
 from __future__ import annotations
 
-import os
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
+from orchestrator.docker import engines
+from orchestrator.docker.engines import EngineKind
 from orchestrator.errors import DockerError, EngineUnreachable, ImageMissing
 
 ENGINE_TIMEOUT = 120  # seconds for one Engine API call (streams excepted)
@@ -15,19 +17,26 @@ STACK_DEPLOY_TIMEOUT = 300  # creating a stack's services and network; the tasks
 STACK_RM_TIMEOUT = 120  # the services' removal is asked for; the tasks stop in the background
 IMAGE_RUN_TIMEOUT = 3600  # an image's install step in a container, and the commit of its layer (gigabytes)
 COPY_TIMEOUT = 1800  # `docker save` and `docker load` of a trainer image (1.4 GB) to another engine
-ENGINE_HINT = "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one"
+ENGINE_HINT = engines.DOCKER.hint
 
 
-def engine_address() -> str:
-    """The Docker engine orch talks to: DOCKER_HOST, else the local socket."""
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+def engine_address(name: Optional[str] = None) -> str:
+    """The socket of the engine called ``name`` (as ``engines.get`` chooses it): for Docker, DOCKER_HOST, else the
+    local socket."""
+    return engines.get(name).address()
 
 
 class EngineBase:
-    """The SDK client, injectable, and the calls every part shares."""
+    """The SDK client, injectable, and the calls every part shares. ``kind``: the engine's name (docker, podman);
+    None chooses as ``engines.get`` does ($ORCH_ENGINE, else Docker)."""
 
-    def __init__(self, client: Any = None) -> None:
+    def __init__(self, client: Any = None, kind: Optional[str] = None) -> None:
         self._client = client
+        self.kind: EngineKind = engines.get(kind)
+
+    def unreachable(self) -> EngineUnreachable:
+        """The error for an engine that does not answer, saying where orch looked and what to do."""
+        return EngineUnreachable(self.kind.unreachable())
 
     # -- clients -------------------------------------------------------------------------------
     @property
@@ -36,9 +45,12 @@ class EngineBase:
             import docker
 
             try:
-                self._client = docker.from_env(timeout=ENGINE_TIMEOUT)
+                if self.kind is engines.DOCKER:  # DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, as docker reads
+                    self._client = docker.from_env(timeout=ENGINE_TIMEOUT)
+                else:
+                    self._client = docker.DockerClient(base_url=self.kind.address(), timeout=ENGINE_TIMEOUT)
             except docker.errors.DockerException:
-                raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+                raise self.unreachable() from None
         return self._client
 
     def _call(self, what: str, fn: Callable[[], Any], absent_ok: bool = False) -> Any:
@@ -58,7 +70,7 @@ class EngineBase:
                 return None
             if isinstance(exc, docker.errors.APIError):
                 raise DockerError(f"{what}: {exc.explanation or first_line(exc)}") from None
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+            raise self.unreachable() from None
 
     # -- engine --------------------------------------------------------------------------------
     def ping(self) -> None:
@@ -66,7 +78,7 @@ class EngineBase:
         self._call("ping", self.client.ping)
 
     def info(self) -> dict[str, Any]:
-        """The engine's `docker info`."""
+        """The engine's `docker info` (Podman's service answers the same call)."""
         info: dict[str, Any] = self._call("info", self.client.info)
         return info
 

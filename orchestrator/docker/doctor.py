@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from orchestrator import frameworks
 from orchestrator.data import prepare as datasets
+from orchestrator.docker import engines
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import ComposeMissing, EngineUnreachable
 from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE
@@ -61,18 +64,61 @@ def link_compose_plugin() -> str:
     return str(target)
 
 
+def start_podman_service(engine: Engine, wait: float = 15.0) -> str:
+    """Start Podman's API service on the socket orch looks for (``engines.podman_socket``), as systemd's podman.socket
+    would, where it is not answering: `podman system service --time=0`, in a session of its own, its output in a
+    file beside the socket. What was done, in a line; EngineUnreachable where podman is missing or never answers."""
+    address = engine.kind.address()
+    if not address.startswith("unix://"):
+        raise EngineUnreachable(f"orch starts Podman's service only on a local socket, not {address}")
+    socket = Path(address.removeprefix("unix://"))
+    podman = shutil.which("podman")
+    if podman is None:
+        raise EngineUnreachable("podman is not installed; install it (e.g. `sudo apt-get install podman`, or "
+                                "`sudo dnf install podman`)")
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    with open(socket.parent / "orch-podman-service.log", "ab") as log:
+        subprocess.Popen([podman, "system", "service", "--time=0", address], stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=log, start_new_session=True)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            engine.ping()
+            return f"started Podman's service on {address}"
+        except EngineUnreachable:
+            if time.monotonic() > deadline:
+                raise EngineUnreachable(f"started `podman system service` on {address}, and it does not answer; "
+                                        f"its log is {socket.parent / 'orch-podman-service.log'}") from None
+            time.sleep(0.2)
+
+
+def _reachable(engine: Engine) -> str:
+    """The engine's line (name, version, rootless or not); EngineUnreachable where it does not answer."""
+    engine.ping()
+    info = engine.info()
+    rootless = any("rootless" in str(option) for option in info.get("SecurityOptions") or [])
+    return f"{engine.kind.label} {info.get('ServerVersion', '?')}{' (rootless)' if rootless else ''} answers"
+
+
 def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[Paths] = None) -> list[Check]:
-    """Run every check; with ``fix``, repair what can be repaired here first."""
+    """Run every check; with ``fix``, repair what can be repaired here first (for Podman: start its service)."""
     engine = engine or Engine()
     paths = paths or default_paths()
     checks: list[Check] = []
     try:
-        engine.ping()
-        version = engine.info().get("ServerVersion", "?")
-        checks.append(Check("engine", True, f"Docker engine {version} answers"))
+        try:
+            line = _reachable(engine)
+        except EngineUnreachable:
+            if not (fix and engine.kind is engines.PODMAN):
+                raise
+            start_podman_service(engine)
+            line = _reachable(engine)
+        checks.append(Check("engine", True, line))
         engine_ok = True
     except EngineUnreachable as exc:
-        checks.append(Check("engine", False, exc.message, "start the engine, then run `orch doctor` again"))
+        hint = "run `orch doctor --engine podman --fix`" if engine.kind is engines.PODMAN else \
+            "start the engine, then run `orch doctor` again"
+        checks.append(Check("engine", False, exc.message, hint))
         engine_ok = False
 
     if fix:

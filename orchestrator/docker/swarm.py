@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Optional
 
-from orchestrator.docker.base import ENGINE_HINT, EngineBase, engine_address, first_line, lines
-from orchestrator.errors import DockerError, EngineUnreachable
+from orchestrator.docker.base import EngineBase, first_line, lines
+from orchestrator.errors import DockerError
 
 
 class SwarmOps(EngineBase):
@@ -25,7 +25,7 @@ class SwarmOps(EngineBase):
                 return []
             raise DockerError(f"{what}: {exc.explanation or first_line(exc)}") from None
         except docker.errors.DockerException:
-            raise EngineUnreachable(f"cannot reach the Docker engine at {engine_address()}; {ENGINE_HINT}") from None
+            raise self.unreachable() from None
 
     def services(self, label: str) -> list[dict[str, Any]]:
         """The swarm services carrying ``label`` (``key`` or ``key=value``), as the Engine API describes them."""

@@ -139,6 +139,9 @@ class SpecFields(TypedDict, total=False):
     # global batch, split among the ranks, the same work per step for every N. [default: off: --batch-size is the
     # global batch]
     batch_per_worker: int
+    # The container engine on this host: docker (the Docker daemon) or podman (Podman's API service, rootful or
+    # rootless); `orch doctor --engine podman` checks it. [default: $ORCH_ENGINE, else docker]
+    engine: Literal['docker', 'podman']
     # Registry (HOST/PATH) the nodes pull orch's own images from, prefixed to their names; for --backend k8s or swarm,
     # where images are not built on the nodes. [default: None]
     registry: Optional[str]

@@ -71,7 +71,7 @@ def dry_run(p: Plan, backend: Optional[Backend] = None, paths: Optional[Paths] =
             say: Optional[Say] = None) -> Plan:
     """Check ``p`` as ``apply`` would (``preflight``) and return it, starting nothing and writing nothing: a data set
     not prepared yet, which ``apply`` would prepare, is said in a line."""
-    backend = backend or backends.get(p.backend)
+    backend = backend or backends.for_spec(p.spec)
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
     preflight(p, backend, paths, say, dry_run=True)

@@ -202,7 +202,7 @@ def apply(
     `orch attach`, `orch ps`) adopts it. `orch up` and the API start a supervisor process instead (``up``); this is
     the in-process form, for a backend object that cannot cross into another process (a test's fake) and for the
     benchmarks that time the supervision itself."""
-    backend = backend or backends.get(p.backend)
+    backend = backend or backends.for_spec(p.spec)
     paths = paths or default_paths()
     say = say or (lambda _msg: None)
     run, info = preflight.prepare(p, backend, paths, say)

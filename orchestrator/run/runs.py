@@ -25,9 +25,13 @@ STOP_WAIT = 120.0  # seconds `down` waits for a run's supervisor to finish it, b
 
 
 def _backend(backend: Optional[Backend], engine: Any, run: Optional[RunDir] = None) -> Backend:
-    """The injected backend, else the one the run was applied with (as its plan.json records)."""
-    name = (run.plan_record().get("backend") if run is not None else None) or "compose"
-    return backend or backends.get(str(name), engine)
+    """The injected backend, else the one the run was applied with, on its engine (as its plan.json records); for no
+    run, Compose on the default engine ($ORCH_ENGINE, else Docker)."""
+    if backend is not None:
+        return backend
+    if run is not None:
+        return backends.for_record(run.plan_record(), engine)
+    return backends.get("compose", engine)
 
 
 def _live_runs(backend: Backend) -> dict[str, list[ReplicaState]]:
@@ -89,7 +93,7 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
                     if live is None:
                         info.state = RunState.UNKNOWN  # its replicas may still run: only the engine could say
                     elif info.run_id not in live:
-                        info.state = RunState.LOST  # recorded as under way, yet no replica and no orch is left
+                        info.state = _unseen_state(run, _backend(given, engine, run), backend)
             runs[info.run_id] = info
     live = live or {}
     for run_id, states in live.items():
@@ -108,6 +112,18 @@ def ps(run_ids: Optional[list[str]] = None, engine: Any = None, paths: Optional[
     if run_ids:
         return [runs[r] for r in run_ids]
     return sorted(runs.values(), key=lambda r: (r.started or 0, r.run_id))
+
+
+def _unseen_state(run: RunDir, own: Backend, asked: Backend) -> RunState:
+    """A run recorded as under way, with no supervisor and no replica on the engine ``ps`` asked: lost, unless it was
+    applied elsewhere (another backend, or Podman against Docker) and its own backend still has replicas of it."""
+    if own is asked or own.place == asked.place:
+        return RunState.LOST  # recorded as under way, yet no replica and no orch is left
+    try:
+        states = own.states(run.run_id)
+    except OrchError:
+        return RunState.UNKNOWN  # its own engine does not answer: only it could say
+    return _live_state(states) if states else RunState.LOST
 
 
 def _adopted(run: RunDir, info: RunInfo, say: Optional[Callable[[str], None]]) -> RunInfo:

@@ -58,7 +58,7 @@ def up(
                             on_event=on_event, poll=poll, stats_interval=stats_interval, on_line=on_line,
                             on_state=on_state)
     say = say or _quiet
-    run_backend = backends.get(spec.backend)
+    run_backend = backends.for_spec(spec)
     since = time.time()
     run, _info = preflight.prepare(p, run_backend, paths, say)
     spawn(run, Settings(paths, p.user, cpus, stats_interval, frameworks.origin(spec.framework.name)))
@@ -109,6 +109,6 @@ def attach(run_id: Optional[str] = None, paths: Optional[Paths] = None, say: Opt
     """Follow a run (the latest, if ``run_id`` is None) from now to its end, adopting it if its supervisor is gone, and
     return or raise as ``up`` does. A run that has ended returns or raises at once."""
     run = resolve(paths or default_paths(), run_id)
-    backend = backends.get(str(run.plan_record().get("backend") or "compose"))
+    backend = backends.for_record(run.plan_record())
     return outcome(follow(run, backend, say=say or _quiet, on_event=on_event or _quiet, on_line=on_line,
                           on_state=on_state, adopt=lambda: adopt(run), poll=poll))

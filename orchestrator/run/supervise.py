@@ -180,7 +180,7 @@ def _supervise(run: RunDir, adopt: bool) -> int:
                              "changed under it)")
         return 1
     try:
-        supervise(p, backends.get(p.backend), run, info, say=Log(run), stats_interval=settings.stats_interval,
+        supervise(p, backends.for_spec(p.spec), run, info, say=Log(run), stats_interval=settings.stats_interval,
                   adopt=adopt)
     except (OrchError, KeyboardInterrupt):
         pass  # recorded in run.json, which the clients read
@@ -196,7 +196,7 @@ def _unsupervisable(run: RunDir, reason: str) -> None:
     try:
         from orchestrator import backends
 
-        backends.get(str(run.plan_record().get("backend") or "compose")).cancel(run.run_id, run.artifact(), grace=5)
+        backends.for_record(run.plan_record()).cancel(run.run_id, run.artifact(), grace=5)
         stopped = "its replicas were stopped"
     except Exception:  # noqa: BLE001 - the record matters more: `orch down` removes the rest
         stopped = "`orch down` removes its replicas"

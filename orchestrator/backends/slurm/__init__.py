@@ -131,7 +131,7 @@ class SlurmBackend(Backend):
     def engine(self) -> Engine:
         """The Docker engine orch's images are on, here: the batch job's image is made from them."""
         if self._engine is None:
-            self._engine = Engine()
+            self._engine = Engine(kind="docker")
         return self._engine
 
     # -- pure ----------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ class SlurmBackend(Backend):
     def _remove_containers(self, run_id: str) -> None:
         """The Docker runtime's containers of the run that this host's engine still has (a task killed before it could
         remove its own); nothing where there is no engine here."""
-        if self._engine is None and not os.path.exists(engine_address().removeprefix("unix://")):
+        if self._engine is None and not os.path.exists(engine_address("docker").removeprefix("unix://")):
             return
         try:
             for leftover in self.engine.containers(run_id):

@@ -1,0 +1,66 @@
+"""The container engines orch drives through one API: Docker's daemon, and Podman's Docker-compatible service.
+
+Both answer the Docker Engine API on a socket, so every part of ``Engine`` (the SDK's calls, `docker compose` and
+`docker save` through the docker CLI) serves both; what differs is where the socket is, what to tell a user whose
+engine does not answer, and the few things Podman does otherwise, each named here. Standard library only: the spec
+loads it to check a run's engine without loading an engine's client.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+ENGINES = ("docker", "podman")
+DEFAULT = "docker"
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One engine: its name, how to reach it and what to say when it does not answer."""
+
+    name: str
+    label: str  # as prose names it: "Docker engine", "Podman service"
+    hint: str
+    swarm: bool  # whether it can run Swarm services (Podman has no swarm mode)
+    private_pid_init: bool  # whether an init process may only be PID 1 of a replica's own PID namespace
+
+    def address(self) -> str:
+        """The engine's socket: DOCKER_HOST (Docker), CONTAINER_HOST (Podman), else where the engine puts it."""
+        if self.name == "docker":
+            return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        given = os.environ.get("CONTAINER_HOST")
+        if given:
+            return given
+        return f"unix://{podman_socket()}"
+
+    def unreachable(self) -> str:
+        """The one line for an engine that does not answer."""
+        return f"cannot reach the {self.label} at {self.address()}; {self.hint}"
+
+
+def podman_socket(uid: Optional[int] = None) -> str:
+    """Where Podman's API service listens by default: /run/podman for root, the user's runtime folder otherwise."""
+    uid = os.getuid() if uid is None else uid
+    if uid == 0:
+        return "/run/podman/podman.sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
+    return f"{runtime}/podman/podman.sock"
+
+
+DOCKER = EngineKind("docker", "Docker engine",
+                    "start it (e.g. `sudo systemctl start docker`) or point DOCKER_HOST at a running one",
+                    swarm=True, private_pid_init=False)
+PODMAN = EngineKind("podman", "Podman service",
+                    "start it with `orch doctor --engine podman --fix` (or `systemctl --user start podman.socket`), "
+                    "or point CONTAINER_HOST at a running one",
+                    swarm=False, private_pid_init=True)
+_KINDS = {kind.name: kind for kind in (DOCKER, PODMAN)}
+
+
+def get(name: Optional[str] = None) -> EngineKind:
+    """The engine called ``name``; where None, $ORCH_ENGINE's, else Docker. ValueError for an unknown name."""
+    chosen = name or os.environ.get("ORCH_ENGINE") or DEFAULT
+    if chosen not in _KINDS:
+        raise ValueError(f"unknown engine {chosen!r}; orch runs on {' or '.join(ENGINES)}")
+    return _KINDS[chosen]

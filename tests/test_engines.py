@@ -1,0 +1,131 @@
+"""The container engines of one host: which one a command and a run use, where each is reached, and what Compose
+renders for Podman. Pure: no engine answers here."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from orchestrator import backends
+from orchestrator.backends.compose import ComposeBackend
+from orchestrator.docker import engines
+from orchestrator.docker.engine import Engine
+from orchestrator.errors import InvalidSpec
+from orchestrator.jobspec import make_spec
+from orchestrator.paths import Paths
+from orchestrator.plan import plan
+
+
+@pytest.fixture(autouse=True)
+def _no_engine_env(monkeypatch):
+    for name in ("ORCH_ENGINE", "DOCKER_HOST", "CONTAINER_HOST", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_docker_is_the_default_and_orch_engine_or_a_name_chooses(monkeypatch):
+    assert engines.get() is engines.DOCKER
+    monkeypatch.setenv("ORCH_ENGINE", "podman")
+    assert engines.get() is engines.PODMAN and engines.get("docker") is engines.DOCKER
+    with pytest.raises(ValueError, match="unknown engine 'rkt'; orch runs on docker or podman"):
+        engines.get("rkt")
+
+
+def test_each_engine_is_reached_where_its_own_tools_look(monkeypatch):
+    assert engines.DOCKER.address() == "unix:///var/run/docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.2:2375")
+    assert engines.DOCKER.address() == "tcp://10.0.0.2:2375"
+    assert engines.podman_socket(uid=0) == "/run/podman/podman.sock"  # rootful
+    assert engines.podman_socket(uid=1000) == "/run/user/1000/podman/podman.sock"  # rootless
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/tmp/rt")
+    assert engines.podman_socket(uid=1000) == "/tmp/rt/podman/podman.sock"
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///srv/podman.sock")  # Podman's remote client's variable
+    assert engines.PODMAN.address() == "unix:///srv/podman.sock"
+    message = Engine(kind="podman").unreachable().message
+    assert message.startswith("cannot reach the Podman service at unix:///srv/podman.sock; start it with `orch "
+                              "doctor --engine podman --fix`")
+
+
+def test_a_run_is_followed_on_the_engine_it_was_started_on():
+    docker = backends.for_record({"backend": "compose", "spec": {"backend_options": {}}})
+    podman = backends.for_record({"backend": "compose", "spec": {"backend_options": {"engine": "podman"}}})
+    old = backends.for_record({"backend": "compose"})  # an orch before Podman recorded no engine
+    assert isinstance(podman, ComposeBackend) and podman.engine.kind is engines.PODMAN
+    assert docker.engine.kind is engines.DOCKER and old.engine.kind is engines.DOCKER
+    assert podman.place == "compose on podman" != docker.place == "compose on docker"
+    spec = make_spec(run_id="r", engine="podman")
+    chosen = backends.for_spec(spec)
+    assert isinstance(chosen, ComposeBackend) and chosen.engine.kind is engines.PODMAN
+
+
+def test_the_engine_defaults_to_orch_engine_and_is_recorded_in_the_spec(monkeypatch):
+    assert make_spec(run_id="r").backend_options.engine == "docker"
+    monkeypatch.setenv("ORCH_ENGINE", "podman")
+    assert make_spec(run_id="r").backend_options.engine == "podman"
+    assert make_spec(run_id="r").model_dump(mode="json")["backend_options"]["engine"] == "podman"
+
+
+def test_podman_refuses_gpus_through_dockers_runtime():
+    with pytest.raises((InvalidSpec, ValueError), match="gpus: orch asks for GPUs through Docker's NVIDIA runtime"):
+        make_spec(run_id="r", engine="podman", gpus=1)
+
+
+def _services(tmp_path, engine):
+    spec = make_spec(run_id="r", framework="mpi", workers=3, dataset="synthetic", samples=600, engine=engine)
+    p = plan(spec, Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results"))
+    return yaml.safe_load(p.artifact)["services"]
+
+
+def test_podman_gives_an_init_only_to_the_replica_that_owns_the_shared_pid_namespace(tmp_path):
+    podman = _services(tmp_path, "podman")
+    assert podman["worker-0"]["init"] is True
+    for name in ("worker-1", "worker-2"):  # they join worker-0's PID namespace: its init reaps for them
+        assert podman[name]["pid"] == "service:worker-0" and "init" not in podman[name]
+    docker = _services(tmp_path, "docker")
+    assert all(s["init"] is True for s in docker.values())  # Docker's init is PID 1 of each container's view
+    assert podman["worker-1"] == {k: v for k, v in docker["worker-1"].items() if k != "init"}  # nothing else
+    tcp = yaml.safe_load(plan(make_spec(run_id="r", workers=3, engine="podman"),
+                              Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")).artifact)
+    assert all(s["init"] is True for s in tcp["services"].values())  # no shared namespace: each has its own
+
+
+def test_only_the_compose_backend_takes_an_engine():
+    with pytest.raises((InvalidSpec, ValueError), match="engine"):
+        make_spec(run_id="r", backend="swarm", engine="podman")
+
+
+class _Backend:
+    def __init__(self, place, states=(), error=None):
+        self.place, self._states, self._error = place, list(states), error
+
+    def states(self, run_id=None):
+        if self._error is not None:
+            raise self._error
+        return self._states
+
+
+def test_ps_asks_a_runs_own_engine_before_it_calls_the_run_lost(tmp_path):
+    from orchestrator.backends import ReplicaState, Status
+    from orchestrator.errors import EngineUnreachable
+    from orchestrator.run.rundir import RunDir, RunState
+    from orchestrator.run.runs import _unseen_state
+
+    run = RunDir.of(Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results"), "r")
+    docker = _Backend("compose on docker")
+    up = ReplicaState(id="c", name="orch-r-worker-0", run="r", role="worker", index=0, status=Status.RUNNING)
+    assert _unseen_state(run, _Backend("compose on docker", [up]), docker) is RunState.LOST  # already asked
+    assert _unseen_state(run, _Backend("compose on podman", [up]), docker) is RunState.RUNNING
+    assert _unseen_state(run, _Backend("compose on podman"), docker) is RunState.LOST
+    silent = _Backend("compose on podman", error=EngineUnreachable("no"))
+    assert _unseen_state(run, silent, docker) is RunState.UNKNOWN
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([], "name the engines to copy to: --context NAME (another node's), or --to-engine podman"),
+    (["--context", "n2", "--to-engine", "podman"], "--context and --to-engine copy to different places"),
+    (["--to-engine", "podman", "--dataset", "mnist"], "--dataset and --image are for --context"),
+    (["--context", "n2", "--framework", "mpi"], "--framework is for --to-engine"),
+    (["--to-engine", "rkt"], "Invalid value for '--to-engine'"),
+])
+def test_push_says_in_one_line_what_a_bad_combination_should_be(argv, needle):
+    from tests.test_cli_inprocess import one_line_error, orch
+
+    one_line_error(orch("push", *argv), 2, needle)
