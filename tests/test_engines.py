@@ -81,7 +81,15 @@ def test_podman_gives_an_init_only_to_the_replica_that_owns_the_shared_pid_names
         assert podman[name]["pid"] == "service:worker-0" and "init" not in podman[name]
     docker = _services(tmp_path, "docker")
     assert all(s["init"] is True for s in docker.values())  # Docker's init is PID 1 of each container's view
-    assert podman["worker-1"] == {k: v for k, v in docker["worker-1"].items() if k != "init"}  # nothing else
+    import resource
+
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert podman["worker-1"]["ulimits"] == {**docker["worker-1"]["ulimits"], "nproc": engines._capped(
+        resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768), "nofile": engines._capped(nofile, 1 << 20)}
+    assert set(docker["worker-1"]["ulimits"]) == {"fsize"}  # Docker's containers keep its daemon's limits
+    same = ("init", "ulimits")
+    assert {k: v for k, v in podman["worker-1"].items() if k not in same} == \
+        {k: v for k, v in docker["worker-1"].items() if k not in same}  # nothing else differs
     tcp = yaml.safe_load(plan(make_spec(run_id="r", workers=3, engine="podman"),
                               Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")).artifact)
     assert all(s["init"] is True for s in tcp["services"].values())  # no shared namespace: each has its own

@@ -89,7 +89,8 @@ class ComposeBackend(Backend):
 
     def render(self, plan: "Plan") -> str:
         spec = plan.spec
-        joins_pid = engines.get(getattr(spec.backend_options, "engine", "docker")).private_pid_init
+        kind = engines.get(getattr(spec.backend_options, "engine", "docker"))
+        joins_pid = kind.private_pid_init
         services = [
             {
                 "service": r.name,
@@ -123,6 +124,7 @@ class ComposeBackend(Backend):
             # The kernel's own cap on any one file a replica writes (RLIMIT_FSIZE): a writer of one file stops at the
             # limit exactly, before the disk guard's next look (run/disk.py).
             "file_size_limit": spec.disk_limit_mb << 20,
+            "ulimits": kind.ulimits(),
             "cpus": spec.cpus,
             "gpus": spec.gpus,
             # --shm-size as asked; else enough for the frameworks' shared memory and for each replica's own need.
@@ -138,6 +140,14 @@ class ComposeBackend(Backend):
         self.engine.ping()
         self.engine.compose_version()
         self.engine.require_image(plan.image, plan.build_hint)
+        kind = engines.get(getattr(plan.spec.backend_options, "engine", "docker"))
+        if kind is engines.PODMAN and len(plan.replicas) > 1 and plan.spec.network not in ("shared", "host"):
+            from orchestrator.docker import podman_net
+
+            why = podman_net.blocked()  # the replicas would wait for each other until the startup timeout
+            if why:
+                raise InvalidSpec(f"engine podman: {why}; run `orch doctor --engine podman --fix` (as root), or "
+                                  "--network shared")
         if plan.spec.cpus is not None:  # the engine refuses more CPUs than it has, once the run is half made
             cores = self.engine.info().get("NCPU")
             if isinstance(cores, int) and cores > 0 and plan.spec.cpus > cores:

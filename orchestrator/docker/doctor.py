@@ -11,7 +11,7 @@ from typing import Optional
 
 from orchestrator import frameworks
 from orchestrator.data import prepare as datasets
-from orchestrator.docker import engines
+from orchestrator.docker import engines, podman_net
 from orchestrator.docker.engine import Engine
 from orchestrator.errors import ComposeMissing, EngineUnreachable
 from orchestrator.images.builder import DEFAULT_BASE, DEFAULT_BUILD_BASE
@@ -92,6 +92,19 @@ def start_podman_service(engine: Engine, wait: float = 15.0) -> str:
             time.sleep(0.2)
 
 
+def _podman_network(fix: bool) -> Check:
+    """Whether replicas on one Podman network reach each other (docker/podman_net.py); with ``fix``, make it so."""
+    why = podman_net.blocked()
+    if why and fix:
+        try:
+            return Check("podman network", True, podman_net.allow())
+        except PermissionError as exc:
+            return Check("podman network", False, f"{why}; {exc}", "run `sudo orch doctor --engine podman --fix`")
+    if why:
+        return Check("podman network", False, why, "run `orch doctor --engine podman --fix` (as root)")
+    return Check("podman network", True, "replicas on one network reach each other")
+
+
 def _reachable(engine: Engine) -> str:
     """The engine's line (name, version, rootless or not); EngineUnreachable where it does not answer."""
     engine.ping()
@@ -120,6 +133,9 @@ def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[P
             "start the engine, then run `orch doctor` again"
         checks.append(Check("engine", False, exc.message, hint))
         engine_ok = False
+
+    if engine_ok and engine.kind is engines.PODMAN:
+        checks.append(_podman_network(fix))
 
     if fix:
         try:

@@ -24,6 +24,7 @@ class EngineKind:
     hint: str
     swarm: bool  # whether it can run Swarm services (Podman has no swarm mode)
     private_pid_init: bool  # whether an init process may only be PID 1 of a replica's own PID namespace
+    podman_limits: bool = False  # whether replicas need this host's limits spelled out (``ulimits``)
 
     def address(self) -> str:
         """The engine's socket: DOCKER_HOST (Docker), CONTAINER_HOST (Podman), else where the engine puts it."""
@@ -34,9 +35,28 @@ class EngineKind:
             return given
         return f"unix://{podman_socket()}"
 
+    def ulimits(self) -> dict[str, int]:
+        """The process limits a replica is given beside orch's own (RLIMIT_FSIZE), as Compose's ``ulimits`` names
+        them. Docker's containers inherit its daemon's. Rootful Podman's would be raised to a million open files and
+        more processes, which fails ("error setting rlimits ... operation not permitted") on a host whose root may not
+        raise its limits (no CAP_SYS_RESOURCE: a CI runner in a container); so for Podman, this host's own limits,
+        with processes at Podman's own 32,768, which also no container comes near (``--pids-limit``)."""
+        if not self.podman_limits:
+            return {}
+        import resource
+
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        return {"nofile": _capped(nofile, 1 << 20), "nproc": _capped(nproc, 32768)}
+
     def unreachable(self) -> str:
         """The one line for an engine that does not answer."""
         return f"cannot reach the {self.label} at {self.address()}; {self.hint}"
+
+
+def _capped(limit: int, cap: int) -> int:
+    """``limit``, or ``cap`` where it is higher or unlimited (RLIM_INFINITY, -1)."""
+    return cap if limit < 0 or limit > cap else limit
 
 
 def podman_socket(uid: Optional[int] = None) -> str:
@@ -54,7 +74,7 @@ DOCKER = EngineKind("docker", "Docker engine",
 PODMAN = EngineKind("podman", "Podman service",
                     "start it with `orch doctor --engine podman --fix` (or `systemctl --user start podman.socket`), "
                     "or point CONTAINER_HOST at a running one",
-                    swarm=False, private_pid_init=True)
+                    swarm=False, private_pid_init=True, podman_limits=True)
 _KINDS = {kind.name: kind for kind in (DOCKER, PODMAN)}
 
 
