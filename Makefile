@@ -80,12 +80,14 @@ docs: $(TOOLS)
 bench: $(TOOLS) images
 	$(BIN)/python benchmarks/suite.py
 
-# Debian's headless Chromium, which the tests use to open the interactive HTML reports, and a Slurm cluster's
+# Debian's headless Chromium, which the tests use to open the interactive HTML reports, a Slurm cluster's
 # parts (munge, slurmctld, slurmd, the clients and Charliecloud), which the Slurm tests start on this machine
-# from a folder of their own (benchmarks/slurm_cluster.py): installing them starts no daemon.
-TEST_PACKAGES := chromium slurm-wlm munge charliecloud
+# from a folder of their own (benchmarks/slurm_cluster.py), and Podman with its network stack, whose API service
+# the Podman tests start and stop (`orch doctor --engine podman --fix`): installing them starts no daemon.
+TEST_PACKAGES := chromium slurm-wlm munge charliecloud podman catatonit netavark aardvark-dns uidmap
 test-deps:
 	@command -v chromium >/dev/null && command -v slurmctld >/dev/null && command -v ch-run >/dev/null \
+	  && command -v podman >/dev/null && [ -x /usr/lib/podman/netavark ] \
 	  || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(TEST_PACKAGES); }
 
 # The fast tier, before each commit: every test that needs no engine, no image and no network (marked neither

@@ -14,10 +14,7 @@ Writes benchmarks/results/slurm.json and slurm.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,23 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from slurm_cluster import Cluster  # noqa: E402
+from wall_train import summary, up, write  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 SETUPS = {  # name -> the flags of `orch up` beyond the job's
     "compose": ["--backend", "compose"],
     "slurm, 2 nodes": ["--backend", "slurm", "--slurm-nodes", "2"],
     "slurm, 1 node": ["--backend", "slurm", "--slurm-partition", "head"],
 }
-
-
-def up(env: dict[str, str], run_id: str, flags: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "up", "--run-id", run_id, "--format", "json", *flags],
-                          env=env, capture_output=True, text=True, timeout=1800, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"{run_id} failed: {proc.stderr[-2000:]}")
-    info = json.loads(proc.stdout)
-    return {"wall_seconds": info["wall_seconds"], "train_seconds": max(w["train_seconds"] for w in info["workers"]),
-            "test_accuracy": [w["test_accuracy"] for w in info["workers"]]}
 
 
 def unpack_seconds(cache: Path) -> float:
@@ -97,17 +84,8 @@ def main() -> int:
               "repeats": args.repeats, "stage_seconds": stage, "cores": os.cpu_count(),
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": runs, "setups": {}}
     for name, rows in runs.items():
-        overhead = [r["wall_seconds"] - r["train_seconds"] for r in rows]
-        report["setups"][name] = {
-            "wall_p50": statistics.median(r["wall_seconds"] for r in rows),
-            "train_p50": statistics.median(r["train_seconds"] for r in rows),
-            "overhead_p50": statistics.median(overhead), "overhead_min": min(overhead), "overhead_max": max(overhead),
-            "accuracy": statistics.median(statistics.mean(r["test_accuracy"]) for r in rows)}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "slurm.json").write_text(json.dumps(report, indent=2) + "\n")
-    text = markdown(report)
-    (RESULTS / "slurm.md").write_text(text)
-    print(text)
+        report["setups"][name] = summary(rows)
+    write("slurm", report, markdown(report))
     return 0
 
 

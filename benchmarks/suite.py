@@ -124,6 +124,10 @@ SUITE: tuple[Bench, ...] = (
           "two-node Slurm cluster and on one of its nodes, in turn.",
           (*PY, "benchmarks/slurm_vs_compose.py"), ("benchmarks/results/slurm.json", "benchmarks/results/slurm.md"),
           5, root=True),
+    Bench("podman", "Does a run cost more on Podman than on Docker? The same job on 1 and 3 workers on each engine, in "
+          "turn: wall − train, train time and T(3)/T(1), with the copy of the images to Podman timed once.",
+          (*PY, "benchmarks/podman_vs_docker.py"), ("benchmarks/results/podman.json", "benchmarks/results/podman.md"),
+          4, root=True),
     Bench("mutation", "Can the tests of orch's pure core fail? mutmut's mutants of each module against the tests that "
           "exercise it: how many are killed, and why each survivor makes no difference.",
           (*PY, "benchmarks/mutation.py"), ("benchmarks/results/mutation.json",), 30),

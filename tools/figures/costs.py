@@ -70,6 +70,23 @@ def slurm_table() -> None:
          f"build, in {d['stage_seconds']:.0f} s here.")
 
 
+def podman_table() -> None:
+    """The same job on 1 and 3 workers on Docker and on Podman, in turn (benchmarks/podman_vs_docker.py)."""
+    d = data("benchmarks/results/podman.json")
+    w = d["workload"]
+    rows = [[r["engine"], str(r["workers"]), num(r["wall_p50"], ".1f"), num(r["train_p50"], ".1f"),
+             f"**{r['overhead_p50']:.1f}** ({r['overhead_min']:.1f}–{r['overhead_max']:.1f})", num(r["accuracy"], ".4f")]
+            for r in d["setups"].values()]
+    emit(table(["engine", "workers", "wall s", "train s", "wall − train s (range)", "test accuracy"], rows,
+               right=(1, 2, 3, 4, 5)))
+    emit("")
+    ratios = ", ".join(f"{engine} {ratio:.2f}" for engine, ratio in d["ratios"].items())
+    emit(f"Medians of {d['repeats']} repeats of {w['samples']:,} MNIST images, {w['epochs']} epoch(s), at the same "
+         f"global batch, on {d['cores']} cores. T(3)/T(1) of the train time: {ratios}. Copying {len(d['pushed'])} "
+         f"images (the bases and TensorFlow's two) from Docker to Podman (`orch push --to-engine podman`) took "
+         f"{d['push_seconds']:.0f} s, once per build.")
+
+
 # -- what `make demo` prints (benchmarks/demo.py) ------------------------------------------------------------
 DEMO = "benchmarks/results/demo.json"
 

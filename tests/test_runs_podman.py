@@ -1,0 +1,115 @@
+"""Podman for real: its rootful API service, started as a user would (`orch doctor --engine podman --fix`), with
+orch's images copied from Docker (`orch push --to-engine podman`). The runs are the small shared ones: a run on
+Podman must give exactly the accuracy of the same run on Docker. Whatever happens, the module stops the service if it
+started it, takes away the firewall rule if it added it, and leaves no container of its runs on Podman (the images
+stay, as Docker's do between sessions)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.docker import engines, podman_net
+from tests.conftest import SMALL, made, run_orch, start_orch
+
+pytestmark = pytest.mark.docker
+
+
+def _podman(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
+
+
+def _leftovers(run_id: str) -> list[str]:
+    return _podman("ps", "-aq", "--filter", f"label=orch.run={run_id}").stdout.split()
+
+
+def _service_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "podman system service"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+@pytest.fixture(scope="module")
+def podman_env(images, tmp_path_factory):
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (`make test-deps` installs it)")
+    if os.getuid() != 0:
+        pytest.skip("the live Podman tests run its rootful service, as root")
+    root = tmp_path_factory.mktemp("podman")
+    env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), ORCH_RESULTS_DIR=str(root / "results"),
+               ORCH_ENGINE="podman", COLUMNS="200")
+    env.pop("CONTAINER_HOST", None)
+    before, ruled = _service_pids(), podman_net.blocked() is None
+    try:
+        yield env
+    finally:
+        for run_id in ("podman-w3", "podman-mpi", "podman-kill"):
+            ids = _leftovers(run_id)
+            if ids:
+                _podman("rm", "-f", *ids)
+        with contextlib.suppress(OSError):
+            for pid in _service_pids() - before:
+                os.kill(pid, signal.SIGTERM)
+        if not ruled:
+            podman_net.remove()
+
+
+def test_doctor_push_and_a_run_on_podman_give_dockers_result(podman_env, small_runs):
+    """doctor --fix starts the service and opens the network; push copies the images by id; the 3-worker run of the
+    shared small job gives the Docker run's accuracy on every worker; ps, logs and down see it on its engine."""
+    doctor = run_orch(["doctor", "--fix"], podman_env, timeout=300)
+    assert "Podman service" in doctor.stdout and "podman network" in doctor.stdout, doctor.stdout
+    assert podman_net.blocked() is None
+    pushed = run_orch(["push", "--to-engine", "podman", "--framework", "tensorflow", "--format", "json"],
+                      {**podman_env, "ORCH_ENGINE": "docker"}, timeout=1200)
+    assert pushed.returncode == 0, pushed.stderr
+    assert {p["image"] for p in json.loads(pushed.stdout)} >= {"orch-trainer:0.1.0-multi", "orch-base:bookworm"}
+    docker_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", "orch-trainer:0.1.0-multi"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    assert _podman("image", "inspect", "-f", "{{.Id}}", "orch-trainer:0.1.0-multi").stdout.strip() in docker_id
+
+    expected = {w["test_accuracy"] for w in made(small_runs, "live-w3")["info"]["workers"]}
+    proc = run_orch(["up", "--workers", "3", *SMALL, "--run-id", "podman-w3", "--format", "json"], podman_env)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert {w["test_accuracy"] for w in info["workers"]} == expected and len(expected) == 1, (info, expected)
+    assert info["spec"]["backend_options"]["engine"] == "podman"
+    assert _leftovers("podman-w3") == []
+    # A run's verbs follow its engine, whatever the default is now.
+    docker_default = {**podman_env, "ORCH_ENGINE": "docker"}
+    ps = run_orch(["ps", "--format", "json"], docker_default)
+    assert [r["state"] for r in json.loads(ps.stdout) if r["run_id"] == "podman-w3"] == ["succeeded"], ps.stdout
+    logs = run_orch(["logs", "podman-w3", "--worker", "1"], docker_default)
+    assert logs.returncode == 0 and "worker 1 done" in logs.stdout, logs.stderr
+
+
+def test_mpi_ranks_share_memory_and_a_killed_worker_fails_the_run_on_podman(podman_env):
+    """MPI's ranks in one IPC and PID namespace (only the first has an init on Podman) train to the end; a worker
+    killed mid-run fails the run, named, and nothing of it is left."""
+    proc = run_orch(["up", "--framework", "mpi", "--workers", "3", "--dataset", "synthetic", "--samples", "3000",
+                     "--epochs", "1", "--run-id", "podman-mpi", "--format", "json"], podman_env)
+    assert proc.returncode == 0, proc.stderr
+    accuracies = {w["test_accuracy"] for w in json.loads(proc.stdout)["workers"]}
+    assert len(accuracies) == 1 and _leftovers("podman-mpi") == []
+
+    up = start_orch(["up", "--workers", "2", "--dataset", "synthetic", "--samples", "3000", "--epochs", "200",
+                     "--steps-per-execution", "1", "--run-id", "podman-kill"], podman_env)
+    try:
+        events = Path(podman_env["ORCH_RUNS_DIR"]) / "podman-kill" / "worker-1" / "events.jsonl"
+        deadline = time.monotonic() + 180
+        while not (events.exists() and '"event": "epoch"' in events.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        victim = _podman("ps", "-q", "--filter", "label=orch.run=podman-kill", "--filter", "label=orch.index=1")
+        assert victim.stdout.split(), "worker-1 never trained an epoch"
+        _podman("kill", *victim.stdout.split())
+        _, stderr = up.communicate(timeout=120)
+    finally:
+        up.kill()
+    assert up.returncode == 1 and "worker-1 was killed by signal 9 (exit 137)" in stderr, stderr
+    assert _leftovers("podman-kill") == [] and engines.get("podman").name == "podman"
