@@ -137,19 +137,21 @@ class CliOps(EngineBase):
         through Python, and the load's error output is not captured."""
         self._copy(image, f"context {context}", {"context": context}, scratch)
 
-    def copy_image_to(self, image: str, target: EngineBase, scratch: Path) -> None:
-        """The image, all its layers, to the engine ``target`` of this host (Docker's images to Podman, or back), as
-        ``copy_image`` copies one to a context's engine."""
-        self._copy(image, f"the {target.kind.label}", {"host": target.kind.address()}, scratch)
+    def copy_images_to(self, images: list[str], target: EngineBase, scratch: Path) -> None:
+        """The images, all their layers, to the engine ``target`` of this host (Docker's images to Podman, or back),
+        as ``copy_image`` copies one to a context's engine: in one archive, so that the layers they share (a
+        framework's images share their runtime's) are saved and loaded once."""
+        self._copy(images, f"the {target.kind.label}", {"host": target.kind.address()}, scratch)
 
-    def _copy(self, image: str, where: str, config: dict[str, Any], scratch: Path) -> None:
+    def _copy(self, images: "str | list[str]", where: str, config: dict[str, Any], scratch: Path) -> None:
+        image = images if isinstance(images, str) else " ".join(images)
         late = f"copying {image} to {where} did not finish within {COPY_TIMEOUT} s"
         deadline = time.monotonic() + COPY_TIMEOUT
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="orch-push-", dir=scratch) as folder:
             tar = Path(folder) / "image.tar"
             try:
-                self._run(f"docker save {image}", COPY_TIMEOUT, lambda d: d.image.save(image, output=tar), late=late)
+                self._run(f"docker save {image}", COPY_TIMEOUT, lambda d: d.image.save(images, output=tar), late=late)
             except _Failed as exc:
                 raise DockerError(f"docker save {image} failed: {last_line(exc.text)}", details=exc.text) from None
             left = deadline - time.monotonic()

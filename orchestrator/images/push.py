@@ -82,23 +82,25 @@ def push_to_engine(target: str, framework_names: Optional[list[str]] = None, eng
     named = framework_names is not None
     chosen = [frameworks.get(n) for n in (framework_names or frameworks.names())]
     wanted = [DEFAULT_BASE, DEFAULT_BUILD_BASE, *(ref for f in chosen for ref in f.image_refs())]
-    out = []
+    out, ids = [], {}
     for ref in dict.fromkeys(wanted):
         if source.image_labels(ref) is None:
             framework = next((f for f in chosen if ref in f.image_refs()), None)
             if named and framework is not None:
                 raise ImageMissing(f"{ref} is not on the {source.kind.label}; run `{framework.build_command()}` first")
             continue
-        local = source.image_id(ref)
-        if destination.image_labels(ref) is not None and destination.image_id(ref) == local:
+        ids[ref] = source.image_id(ref)
+        if destination.image_labels(ref) is not None and destination.image_id(ref) == ids[ref]:
             say(f"{ref} is on the {destination.kind.label} already")
             out.append(Pushed(ref, target, False))
-            continue
-        say(f"copying {ref} to the {destination.kind.label} (docker save, then docker load)")
-        source.copy_image_to(ref, destination, paths.cache)
-        if destination.image_id(ref) != local:
-            raise ImageMissing(f"{ref} did not arrive on the {destination.kind.label} as the same image")
-        out.append(Pushed(ref, target, True))
+            del ids[ref]
+    if ids:  # one archive: the layers the images share travel once
+        say(f"copying {', '.join(ids)} to the {destination.kind.label} (docker save, then docker load)")
+        source.copy_images_to(list(ids), destination, paths.cache)
+        for ref, local in ids.items():
+            if destination.image_id(ref) != local:
+                raise ImageMissing(f"{ref} did not arrive on the {destination.kind.label} as the same image")
+            out.append(Pushed(ref, target, True))
     if not out:
         raise ImageMissing(f"none of orch's images is on the {source.kind.label}; run `orch build` first")
     return out
