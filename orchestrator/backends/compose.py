@@ -54,6 +54,11 @@ def _volumes(plan: "Plan") -> list[str]:
     return sorted({m.source for r in plan.replicas for m in r.mounts if m.volume})
 
 
+def _engine_kind(spec: "JobSpec") -> engines.EngineKind:
+    """The engine a spec's run goes to (its ``--engine``; Docker for options that name none)."""
+    return engines.get(getattr(spec.backend_options, "engine", "docker"))
+
+
 class ComposeBackend(Backend):
     """The `docker compose` v2 CLI for up and down, and the Engine API for state, logs and stats."""
 
@@ -89,7 +94,7 @@ class ComposeBackend(Backend):
 
     def render(self, plan: "Plan") -> str:
         spec = plan.spec
-        kind = engines.get(getattr(spec.backend_options, "engine", "docker"))
+        kind = _engine_kind(spec)
         joins_pid = kind.private_pid_init
         services = [
             {
@@ -140,7 +145,7 @@ class ComposeBackend(Backend):
         self.engine.ping()
         self.engine.compose_version()
         self.engine.require_image(plan.image, plan.build_hint)
-        kind = engines.get(getattr(plan.spec.backend_options, "engine", "docker"))
+        kind = _engine_kind(plan.spec)
         if kind is engines.PODMAN and len(plan.replicas) > 1 and plan.spec.network not in ("shared", "host"):
             from orchestrator.docker import podman_net
 
@@ -151,8 +156,7 @@ class ComposeBackend(Backend):
         if plan.spec.cpus is not None:  # the engine refuses more CPUs than it has, once the run is half made
             cores = self.engine.info().get("NCPU")
             if isinstance(cores, int) and cores > 0 and plan.spec.cpus > cores:
-                label = engines.get(getattr(plan.spec.backend_options, "engine", "docker")).label
-                raise InvalidSpec(f"cpus: this {label} has {cores} CPUs, and Compose cannot give a container more; "
+                raise InvalidSpec(f"cpus: this {kind.label} has {cores} CPUs, and Compose cannot give a container more; "
                                   f"use --cpus {cores} or less")
 
     def stage(self, plan: "Plan", say: Callable[[str], None]) -> None:
