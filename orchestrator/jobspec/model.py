@@ -325,8 +325,11 @@ def spec_from(fields: Mapping[str, Any], given: Optional[Iterable[str]] = None) 
     fields = dict(fields)
     aliases = flag_aliases(JobSpec)
     flat = {aliases.get(k, k) if isinstance(k, str) else k: v for k, v in fields.items()}
-    names = ([aliases.get(n, n) for n in given] if given is not None else
-             [k for k, v in flat.items() if v is not None and k in flat_field_names()])
+    if given is not None:
+        names = [aliases.get(n, n) for n in given]
+    else:
+        known = set(flat_field_names())
+        names = [k for k, v in flat.items() if v is not None and k in known]
     nested = _nest(fields, JobSpec)
     problems = unused(JobSpec, flat, names)
     if problems:
