@@ -6,6 +6,7 @@ one short line of InvalidSpec, in bounded time (tests/bounds.py; the times are i
 """
 import json
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -39,7 +40,17 @@ VALUES = st.recursive(
 )
 SPEC_FIELDS = st.dictionaries(st.one_of(st.sampled_from(FIELDS), NASTY_TEXT), VALUES, max_size=6)
 PATHS = Paths(runs=Path("/srv/runs"), cache=Path("/srv/cache"))
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# `make test` (and so CI) fuzzes in full, ORCH_FUZZ=thorough from tools/test.sh, where the fast tier runs beside the
+# images' build and costs no time; `make test-fast`, before each commit, tries a quarter of the examples.
+THOROUGH = os.environ.get("ORCH_FUZZ") == "thorough"
+
+
+def examples(n: int) -> int:
+    """How many examples a fuzz test tries: ``n`` in full, a quarter before a commit."""
+    return n if THOROUGH else max(n // 4, 50)
+
+
+FUZZ = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check_plan(spec: JobSpec) -> None:
@@ -96,7 +107,7 @@ def test_any_experiment_document_gives_cells_or_an_orch_error(doc):
         _check_plan(make_spec(**cell.fields, run_id=cell_run_id(experiment.name, cell.key, cell.repeat, "ffff")))
 
 
-@settings(FUZZ, max_examples=1000)
+@settings(FUZZ, max_examples=examples(1000))
 @given(st.text(max_size=300))
 def test_any_text_as_experiment_file(text):
     _cells_or_one_line(text)
@@ -178,7 +189,7 @@ TEXTS = st.builds(
 
 
 @pytest.mark.early
-@settings(FUZZ, max_examples=400)
+@settings(FUZZ, max_examples=examples(400))
 @given(TEXTS)
 def test_any_experiment_text_gives_cells_or_one_short_line_fast(text):
     _cells_or_one_line(text)
@@ -192,7 +203,7 @@ NUMBER_GRIDS = st.dictionaries(
 )
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=examples(200))
 @given(NUMBER_GRIDS, st.integers(min_value=1, max_value=3))
 def test_float_and_negative_grid_values_give_distinct_keys_or_one_line(grid, repeats):
     text = (f"name: fuzz\nrepeats: {repeats}\nbase: {{dataset: synthetic, samples: 3000, global_batch: 12}}\n"
@@ -202,7 +213,7 @@ def test_float_and_negative_grid_values_give_distinct_keys_or_one_line(grid, rep
         assert len(expand(experiment)) == repeats * math.prod(len(v) for v in grid.values())
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=examples(200))
 @given(NODES)
 def test_any_yaml_node_as_an_experiment_file(text):
     _cells_or_one_line(text)

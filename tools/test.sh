@@ -4,7 +4,8 @@
 # The fast tier (`make test-fast`) needs no engine, no image and no network; the live tier (tests marked `docker`)
 # starts real containers on the images, which the session's fixtures find up to date. Building first and testing
 # after would put the whole build before the first test; side by side, the fast tier and the manual's strict build
-# take the build's waits for the network and the engine.
+# take the build's waits for the network and the engine; so the fast tier fuzzes the spec in full here
+# (ORCH_FUZZ=thorough), four times the examples `make test-fast` tries.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -15,12 +16,15 @@ build=$!
 trap 'kill "$build" 2>/dev/null' INT TERM
 status=0
 started=$(date +%s)
-DOCKER_HOST=unix:///nonexistent "$BIN/pytest" -m "not docker and not network" -n "$PROCESSES" || status=1
+DOCKER_HOST=unix:///nonexistent ORCH_FUZZ=thorough "$BIN/pytest" -m "not docker and not network" -n "$PROCESSES" \
+    || status=1
 echo "test.sh: the fast tier took $(( $(date +%s) - started )) s"
 NO_MKDOCS_2_WARNING=1 "$BIN/mkdocs" build --strict || status=1
 if ! wait "$build"; then
     echo "test.sh: building the images failed; its last lines:" >&2
     tail -n 30 "$log" >&2
+    docker info >/dev/null 2>&1 \
+        || echo "test.sh: the Docker engine does not answer now; dockerd: $(pgrep -a dockerd || echo 'not running')" >&2
     exit 1
 fi
 echo "test.sh: the images were ready $(( $(date +%s) - started )) s in"
