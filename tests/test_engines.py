@@ -63,6 +63,16 @@ def test_the_engine_defaults_to_orch_engine_and_is_recorded_in_the_spec(monkeypa
     assert make_spec(run_id="r").model_dump(mode="json")["backend_options"]["engine"] == "podman"
 
 
+def test_a_missing_image_is_built_or_copied_on_the_runs_own_engine(tmp_path):
+    assert engines.DOCKER.build_fix("orch build --framework torch") == "run `orch build --framework torch`"
+    assert engines.PODMAN.build_fix("orch build --bootstrap-base") == \
+        "run `orch build --engine podman --bootstrap-base` (or copy Docker's: `orch push --to-engine podman`)"
+    paths = Paths(tmp_path / "runs", tmp_path / "cache", tmp_path / "results")
+    assert plan(make_spec(run_id="r"), paths).build_hint == "run `orch build` first"
+    assert plan(make_spec(run_id="r", engine="podman"), paths).build_hint.startswith(
+        "run `orch build --engine podman` (or copy")
+
+
 def test_podman_refuses_gpus_through_dockers_runtime():
     with pytest.raises((InvalidSpec, ValueError), match="gpus: orch asks for GPUs through Docker's NVIDIA runtime"):
         make_spec(run_id="r", engine="podman", gpus=1)
@@ -137,3 +147,51 @@ def test_push_says_in_one_line_what_a_bad_combination_should_be(argv, needle):
     from tests.test_cli_inprocess import one_line_error, orch
 
     one_line_error(orch("push", *argv), 2, needle)
+
+
+def test_a_line_written_in_parts_reads_as_written_with_its_first_time():
+    from orchestrator.docker.base import stamped_lines
+
+    frames = [b"2026-12-03T11:58:44Z hello\n", b"2026-12-03T11:58:44Z aaa", b"2026-12-03T11:58:45Z b\n",
+              b"2026-12-03T11:58:46.5Z two\nlines in one\n", b"2026-12-03T11:58:47Z ", b"not-a-time rest", b"end"]
+    assert list(stamped_lines(iter(frames))) == [
+        "2026-12-03T11:58:44Z hello", "2026-12-03T11:58:44Z aaab", "2026-12-03T11:58:46.5Z two", "lines in one",
+        "2026-12-03T11:58:47Z not-a-time restend"]
+
+
+def test_a_follow_ended_by_the_read_timeout_follows_again_from_its_last_line():
+    import requests
+
+    calls = []
+
+    class Api:
+        def logs(self, container_id, **kwargs):
+            calls.append(kwargs.get("since"))
+            if len(calls) == 1:
+                yield b"2026-12-03T11:58:44Z one\n"
+                yield b"2026-12-03T11:58:45Z two\n"
+                raise requests.exceptions.ConnectionError("Read timed out.")
+            yield b"2026-12-03T11:58:45Z two\n"  # the engine's since is inclusive: the last time's lines again
+            yield b"2026-12-03T11:58:45Z three\n"
+            yield b"2026-12-03T11:58:50Z four\n"
+
+        def ping(self):
+            return True
+
+    engine = Engine(client=type("Client", (), {"api": Api()})(), kind="podman")
+    lines = [line.split(" ", 1)[1] for line in engine.log_lines("c", "stdout", follow=True, since=1.0)]
+    assert lines == ["one", "two", "three", "four"]
+    assert calls[0] == 1.0 and calls[1] == pytest.approx(1796299125.0)
+
+    Api.ping = lambda self: (_ for _ in ()).throw(requests.exceptions.ConnectionError("refused"))
+    calls.clear()
+    assert [line[-3:] for line in engine.log_lines("c", "stdout", follow=True)] == ["one", "two"]  # engine gone
+
+
+def test_rootless_podmans_replicas_keep_their_users_id(tmp_path, monkeypatch):
+    """Rootless Podman maps uid 1000 of a replica to a subordinate uid that owns none of the run's folders; with
+    keep-id the replicas run as the user who started orch, as themselves. Root's engines need no mapping."""
+    assert all("userns_mode" not in s for s in _services(tmp_path, "podman").values())
+    monkeypatch.setattr("os.getuid", lambda: 1001)
+    assert {s["userns_mode"] for s in _services(tmp_path, "podman").values()} == {"keep-id"}
+    assert all("userns_mode" not in s for s in _services(tmp_path, "docker").values())

@@ -54,11 +54,6 @@ def _volumes(plan: "Plan") -> list[str]:
     return sorted({m.source for r in plan.replicas for m in r.mounts if m.volume})
 
 
-def _engine_kind(spec: "JobSpec") -> engines.EngineKind:
-    """The engine a spec's run goes to (its ``--engine``; Docker for options that name none)."""
-    return engines.get(getattr(spec.backend_options, "engine", "docker"))
-
-
 class ComposeBackend(Backend):
     """The `docker compose` v2 CLI for up and down, and the Engine API for state, logs and stats."""
 
@@ -94,7 +89,7 @@ class ComposeBackend(Backend):
 
     def render(self, plan: "Plan") -> str:
         spec = plan.spec
-        kind = _engine_kind(spec)
+        kind = engines.of_options(spec.backend_options)
         joins_pid = kind.private_pid_init
         services = [
             {
@@ -124,6 +119,7 @@ class ComposeBackend(Backend):
             "project": self.engine_name(spec.run_id),
             "workers": services,
             "user": plan.user,
+            "userns": kind.userns(),
             "memory_mb": spec.memory_mb,
             "pids_limit": spec.pids_limit,
             # The kernel's own cap on any one file a replica writes (RLIMIT_FSIZE): a writer of one file stops at the
@@ -145,7 +141,7 @@ class ComposeBackend(Backend):
         self.engine.ping()
         self.engine.compose_version()
         self.engine.require_image(plan.image, plan.build_hint)
-        kind = _engine_kind(plan.spec)
+        kind = engines.of_options(plan.spec.backend_options)
         if kind is engines.PODMAN and len(plan.replicas) > 1 and plan.spec.network not in ("shared", "host"):
             from orchestrator.docker import podman_net
 

@@ -89,16 +89,43 @@ class EngineBase:
                    lambda: self.client.api.remove_container(container_id, force=True), absent_ok=True)
 
 
-def lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    """The lines of a stream of byte chunks, decoded; a last line without its newline too."""
+def lines(chunks: Iterator[bytes], continued: Optional[Callable[[bytes], bytes]] = None) -> Iterator[str]:
+    """The lines of a stream of byte chunks, decoded; a last line without its newline too. ``continued`` takes a
+    chunk that goes on with a line begun before it, and gives what of it belongs to the line."""
     buffered = b""
     for chunk in chunks:
+        if buffered and continued is not None:
+            chunk = continued(chunk)
         buffered += chunk
         *lines, buffered = buffered.split(b"\n")
         for line in lines:
             yield line.decode("utf-8", "replace")
     if buffered:
         yield buffered.decode("utf-8", "replace")
+
+
+def stamped_lines(frames: Iterator[bytes]) -> Iterator[str]:
+    """The lines of a log stream read with the engine's timestamps, each line with its first record's timestamp.
+    Every record begins with its time; a line written in parts (a print's text, flushed, then its newline) is
+    several records where the engine stores each write apart, as Podman does: the later parts lose their timestamp,
+    so that the line reads as it was written."""
+    return lines(frames, _unstamped)
+
+
+def _unstamped(frame: bytes) -> bytes:
+    """A record without its leading timestamp, if it has one."""
+    stamp, sep, rest = frame.partition(b" ")
+    return rest if sep and _is_stamp(stamp) else frame
+
+
+def _is_stamp(word: bytes) -> bool:
+    from orchestrator.timestamps import parse_timestamp
+
+    try:
+        parse_timestamp(word.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
 
 
 def first_line(exc: BaseException) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from orchestrator.docker.base import EngineBase, lines
+from orchestrator.docker.base import EngineBase, stamped_lines
 from orchestrator.docker.stats import usage_of
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
+from orchestrator.timestamps import parse_timestamp
 from orchestrator.usage import Usage
 
 
@@ -79,17 +80,44 @@ class ContainerOps(EngineBase):
 
     def log_lines(self, container_id: str, stream: str, follow: bool = False,
                   since: Optional[float] = None) -> Iterator[str]:
-        """Lines of one output stream of a container, each prefixed with the engine's timestamp."""
+        """Lines of one output stream of a container, each prefixed with the engine's timestamp. A follow that
+        the client's read timeout ends (a replica silent for two minutes) follows again from its last line's time,
+        without the lines of that time it gave already."""
         import docker
+        import requests
 
         kwargs: dict[str, Any] = {"stdout": stream == "stdout", "stderr": stream == "stderr", "timestamps": True,
                                   "stream": True, "follow": follow}
-        if since:  # the SDK rejects 0 rather than treating it as "from the start"
-            kwargs["since"] = since
+        last, seen = "", 0  # the last line's timestamp, and how many lines of that time were given
+        while True:
+            if since:  # the SDK rejects 0 rather than treating it as "from the start"
+                kwargs["since"] = since
+            skip = seen
+            try:
+                for line in stamped_lines(self.client.api.logs(container_id, **kwargs)):
+                    stamp = line.partition(" ")[0]
+                    if stamp == last and skip:
+                        skip -= 1
+                        continue
+                    last, seen = (stamp, seen + 1) if stamp == last else (stamp, 1)
+                    yield line
+                return
+            except docker.errors.DockerException:
+                return  # the container went away: its stream simply ends
+            except requests.exceptions.RequestException:
+                if not follow or not self._answers():
+                    return  # the engine went away: the run's own watch says so
+                try:
+                    since = parse_timestamp(last) if last else since
+                except ValueError:
+                    return
+
+    def _answers(self) -> bool:
+        """Whether the engine answers a ping now."""
         try:
-            yield from lines(self.client.api.logs(container_id, **kwargs))
-        except docker.errors.DockerException:
-            return  # the container went away: its stream simply ends
+            return bool(self.client.api.ping())
+        except Exception:  # noqa: BLE001 - any failure to answer is a no
+            return False
 
     def stats_stream(self, container_id: str) -> Iterator[Usage]:
         """A container's use, from the Engine's stats records (one a second), until it stops or goes away."""

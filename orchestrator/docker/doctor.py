@@ -163,7 +163,8 @@ def doctor(fix: bool = False, engine: Optional[Engine] = None, paths: Optional[P
                 wanted.update({ref: framework.build_command() for ref in framework.image_refs()})
         for ref, command in wanted.items():
             present = engine.image_labels(ref) is not None
-            checks.append(Check(f"image {ref}", present, "present" if present else "missing", f"run `{command}`"))
+            checks.append(Check(f"image {ref}", present, "present" if present else "missing",
+                                engine.kind.build_fix(command)))
 
     for status in datasets.status(paths.data):
         if fix and not status.ready:

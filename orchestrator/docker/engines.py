@@ -49,6 +49,20 @@ class EngineKind:
         nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         return {"nofile": _capped(nofile, 1 << 20), "nproc": _capped(nproc, 32768)}
 
+    def userns(self) -> str:
+        """The user namespace a replica gets, as Compose's ``userns_mode`` names it ("" for the engine's default).
+        Rootless Podman maps its user to root inside a container and uid 1000 to one of the user's subordinate
+        uids, which owns no folder of the run: "keep-id" maps the user to itself, whose uid the replicas run as
+        (``runner.container_user``). Rootful engines hand a uid's folders over to it instead (``RunDir``)."""
+        return "keep-id" if self.name == "podman" and os.getuid() != 0 else ""
+
+    def build_fix(self, command: str) -> str:
+        """What to do about a missing image of orch's that ``command`` (an `orch build`) makes, on this engine."""
+        if self.name == DEFAULT:
+            return f"run `{command}`"
+        here = command.replace("orch build", f"orch build --engine {self.name}", 1)
+        return f"run `{here}` (or copy Docker's: `orch push --to-engine {self.name}`)"
+
     def unreachable(self) -> str:
         """The one line for an engine that does not answer."""
         return f"cannot reach the {self.label} at {self.address()}; {self.hint}"
@@ -76,6 +90,11 @@ PODMAN = EngineKind("podman", "Podman service",
                     "or point CONTAINER_HOST at a running one",
                     swarm=False, private_pid_init=True, podman_limits=True)
 _KINDS = {kind.name: kind for kind in (DOCKER, PODMAN)}
+
+
+def of_options(options: object) -> EngineKind:
+    """The engine a run's backend options name (Compose's ``engine``); Docker for options that name none."""
+    return get(getattr(options, "engine", None) or DEFAULT)
 
 
 def get(name: Optional[str] = None) -> EngineKind:

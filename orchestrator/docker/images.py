@@ -1,6 +1,7 @@
 """Images on the engine: inspect, import, build, and the one-layer and run-then-commit images orch makes."""
 from __future__ import annotations
 
+import re
 from typing import IO, Any, Callable, Iterator, Optional
 
 from orchestrator.docker.base import IMAGE_RUN_TIMEOUT, EngineBase, lines
@@ -61,11 +62,13 @@ class ImageOps(EngineBase):
             raise DockerError(f"pushing {remote} failed: {errors[-1][:300]}")
 
     def import_image(self, stream: IO[bytes], repository: str, tag: str) -> None:
-        """Create an image from a root filesystem tar stream (`docker import`)."""
-        self._call(
-            "import image",
-            lambda: self.client.api.import_image_from_stream(stream, repository=repository, tag=tag),
-        )
+        """Create an image from a root filesystem tar stream (`docker import`), then tag it by the id in the
+        engine's answer: Podman's service (4.3) would tag it ``repository:latest``, whatever tag it was given."""
+        answer = self._call("import image", lambda: self.client.api.import_image_from_stream(stream))
+        made = re.findall(r"sha256:[0-9a-f]{64}", str(answer))
+        if not made:
+            raise DockerError(f"importing {repository}:{tag} gave no image id: {str(answer)[:300]}")
+        self._call("tag image", lambda: self.client.api.tag(made[-1], repository, tag))
 
     def build(self, context: IO[bytes], tag: str, target: str, buildargs: dict[str, str],
               labels: dict[str, str]) -> Iterator[dict[str, Any]]:

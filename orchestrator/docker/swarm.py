@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Optional
 
-from orchestrator.docker.base import EngineBase, first_line, lines
+from orchestrator.docker.base import EngineBase, first_line, stamped_lines
 from orchestrator.errors import DockerError
 
 
@@ -68,7 +68,7 @@ class SwarmOps(EngineBase):
         import docker
 
         try:
-            yield from lines(self.client.api.service_logs(
+            yield from stamped_lines(self.client.api.service_logs(
                 service_id, stdout=stream == "stdout", stderr=stream == "stderr", timestamps=True, follow=follow,
                 since=since or 0, is_tty=False))
         except docker.errors.DockerException:

@@ -14,6 +14,7 @@ from typing import Optional
 from orchestrator import __version__, backends, contract, frameworks, macros
 from orchestrator.data import loaders
 from orchestrator.data.prepare import LOADERS, dataset_dir
+from orchestrator.docker import engines
 from orchestrator.images import data as data_images
 from orchestrator.images import script as script_images
 from orchestrator.images import venv_volume
@@ -133,11 +134,11 @@ def plan(spec: JobSpec, paths: Paths, user: str = "1000:1000", host_cpus: Option
                                 rendezvous=framework.describe(spec, key, addresses), command=command,
                                 working_dir=working_dir, host_group=host_group, port=framework.port,
                                 shm_mb=spec.shm_size_mb or framework.shm_mb))
+    build_fix = engines.of_options(spec.backend_options).build_fix(framework.build_command())
     draft = Plan(spec=spec, backend=backend.name, engine_name=backend.engine_name(spec.run_id), run_dir=run_dir,
                  data_dir=data_dir, cache_dir=paths.cache, image=image, user=user, replicas=tuple(replicas),
                  artifact_name=backend.artifact_name, artifact="", base_image=base_image,
                  rendezvous_kind=framework.rendezvous_kind, loaders_dir=loaders_dir, loaders_on=loaders_on,
                  script_on=script_on,
-                 build_hint=(f"run `{framework.build_command()}` first" if spec.image is None
-                             else "pull or build it first"))
+                 build_hint=(f"{build_fix} first" if spec.image is None else "pull or build it first"))
     return dataclasses.replace(draft, artifact=backend.render(draft))
