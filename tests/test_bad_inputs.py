@@ -49,6 +49,10 @@ CASES = [
     (["render", "--registry", "r.example/ml"], "--registry is an option of --backend swarm or k8s"),
     (["render", "--backend", "k8s", "--overlay-mtu", "1400"], "--overlay-mtu is an option of --backend swarm"),
     (["render", "--framework", "torch", "--replicas", "2"], "--replicas is an option of --framework tensorflow"),
+    # engines
+    (["up", "--engine", "lxc"], "'--engine'"),
+    (["render", "--engine", "podman", "--backend", "swarm"], "--engine is an option of --backend compose"),
+    (["render", "--engine", "podman", "--gpus", "1"], "--gpus: orch asks for GPUs through Docker's NVIDIA runtime"),
     # up
     (["up", "--workers", "3", "--strategy", "single"], "--strategy: single runs in one container"),
     (["up", "--time-limit", "-1"], "--time-limit:"),
@@ -115,14 +119,22 @@ def test_there_are_at_least_40_cases_covering_every_verb():
     assert set(cli.commands) <= verbs, set(cli.commands) - verbs
 
 
+@pytest.fixture(params=["docker", "podman"])
+def engine(request, monkeypatch):
+    """Each engine, as $ORCH_ENGINE chooses it, at an address where nothing answers: nothing here may need one."""
+    monkeypatch.setenv("ORCH_ENGINE", request.param)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///nonexistent/podman.sock")
+    return request.param
+
+
 @pytest.mark.parametrize("args, needle", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
-def test_bad_input_is_one_line_naming_what_was_typed_and_exits_2(args, needle, tmp_path, monkeypatch):
+def test_bad_input_is_one_line_naming_what_was_typed_and_exits_2(args, needle, engine, tmp_path, monkeypatch):
     for name, data in FILES.items():
         (tmp_path / name).write_bytes(data)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ORCH_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("ORCH_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # nothing here may need an engine
     one_line_error(orch(*(a.replace("{tmp}", str(tmp_path)) for a in args)), 2, needle)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # nothing was started
 
@@ -170,9 +182,11 @@ def silent_engine(tmp_path):
 
 @pytest.mark.parametrize("verb", [["down", "--all"], ["doctor"],
                                   ["up", "--dataset", "synthetic", "--samples", "600", "--epochs", "1"]])
-def test_ctrl_c_while_the_engine_is_slow_exits_130(verb, silent_engine, tmp_path):
+@pytest.mark.parametrize("engine_name", ["docker", "podman"])
+def test_ctrl_c_while_the_engine_is_slow_exits_130(verb, engine_name, silent_engine, tmp_path):
     address, asked = silent_engine
-    env = {**os.environ, "DOCKER_HOST": address, "ORCH_RUNS_DIR": str(tmp_path / "runs")}
+    env = {**os.environ, "DOCKER_HOST": address, "CONTAINER_HOST": address, "ORCH_ENGINE": engine_name,
+           "ORCH_RUNS_DIR": str(tmp_path / "runs")}
     proc = start_orch(verb, env, cwd=tmp_path)
     assert asked.wait(30), "orch never asked the engine"
     time.sleep(0.2)  # into the engine call, which would wait minutes

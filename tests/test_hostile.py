@@ -73,11 +73,12 @@ def _snapshot(root: Path, skip: Path) -> dict[str, str]:
 
 
 class _Watcher(threading.Thread):
-    """Inspects the run's containers and orch's memory while the run goes on."""
+    """Inspects the run's containers and orch's memory while the run goes on: with the engine's own CLI, whose
+    inspect says what a replica was given (Podman's API answers in Docker's shape, but not with all of it)."""
 
-    def __init__(self, run_id: str, pid: int) -> None:
+    def __init__(self, run_id: str, pid: int, engine: str = "docker") -> None:
         super().__init__(daemon=True)
-        self.run_id, self.pid = run_id, pid
+        self.run_id, self.pid, self.engine = run_id, pid, engine
         self.seen: dict[str, dict] = {}
         self.max_rss = 0
         self.stop = threading.Event()
@@ -91,19 +92,26 @@ class _Watcher(threading.Thread):
                 pass
             ids = [i for i in orch_containers(self.run_id) if i not in self.seen]
             if ids:
-                got = subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True)
+                got = subprocess.run([self.engine, "inspect", *ids], capture_output=True, text=True)
                 for attrs in json.loads(got.stdout or "[]"):
                     self.seen[attrs["Id"]] = attrs
             time.sleep(0.2)
 
 
-def _assert_locked_down(attrs: dict) -> None:
+def _assert_locked_down(attrs: dict, engine: str = "docker") -> None:
     host = attrs["HostConfig"]
     index = attrs["Config"]["Labels"]["orch.index"]
-    assert host["Privileged"] is False and host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
-    assert host["ReadonlyRootfs"] is True and "no-new-privileges:true" in host["SecurityOpt"]
+    assert host["Privileged"] is False and not host.get("CapAdd") and host["ReadonlyRootfs"] is True
+    if engine == "podman":
+        # Podman's inspect names the capabilities the replica has (none: the field is left out) and the ones it
+        # dropped (its whole default set); its log file is bounded by size alone (it keeps no rotated files).
+        assert not attrs.get("EffectiveCaps") and not attrs.get("BoundingCaps"), attrs.get("EffectiveCaps")
+        assert "no-new-privileges" in host["SecurityOpt"]
+        assert host["LogConfig"]["Type"] == "json-file" and host["LogConfig"]["Size"] == "10MB"
+    else:
+        assert host["CapDrop"] == ["ALL"] and "no-new-privileges:true" in host["SecurityOpt"]
+        assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-file": "3", "max-size": "10m"}}
     assert host["Memory"] == 2048 * 2**20 and host["PidsLimit"] == 1024
-    assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-file": "3", "max-size": "10m"}}
     assert attrs["Config"]["User"] and attrs["Config"]["User"].split(":")[0] not in ("0", "root")
     mounts = {m["Destination"]: m["RW"] for m in attrs["Mounts"]}
     assert mounts == {"/orch/data": False, "/orch/run/shared": True, f"/orch/run/worker-{index}": True}
@@ -120,7 +128,8 @@ def test_hostile_workers_change_nothing_outside_their_own_folders(hostile_image,
     started = time.monotonic()
     proc = start_orch(["up", *flags, "--max-restarts", "1", "--startup-timeout", "40", "--stall-timeout", "10"],
                       orch_env)
-    watcher = _Watcher(run_id, proc.pid)
+    engine = orch_env.get("ORCH_ENGINE", "docker")
+    watcher = _Watcher(run_id, proc.pid, engine)
     watcher.start()
     try:
         _, stderr = proc.communicate(timeout=240)
@@ -155,7 +164,7 @@ def test_hostile_workers_change_nothing_outside_their_own_folders(hostile_image,
     # Every container of both attempts ran exactly as rendered; orch held no line of 96 MiB in memory.
     assert len(watcher.seen) == 6, sorted(a["Name"] for a in watcher.seen.values())
     for attrs in watcher.seen.values():
-        _assert_locked_down(attrs)
+        _assert_locked_down(attrs, engine)
     assert watcher.max_rss < 300 * 2**20, watcher.max_rss
     assert orch_containers(run_id) == [] and orch_networks(run_id) == []
 
@@ -235,6 +244,7 @@ def leftovers(backend, request):
 
 
 def _gone(backend: str, run_id: str) -> bool:
+    """Nothing of the run left: on Podman, the docker CLI of these checks talks to its service (DOCKER_HOST)."""
     if backend == "swarm":
         return _swarm_gone(run_id)
     return orch_containers(run_id) == [] and orch_networks(run_id) == []
@@ -256,7 +266,8 @@ def _orch(args: list[str], env: dict[str, str], timeout: float = BOUND) -> tuple
 
 def _up(backend: str, run_id: str, env: dict[str, str], *flags: str) -> tuple[int, str, str, float]:
     small = SMALL if "--script" not in flags else SMALL[:2]  # a script reads no --samples, and orch refuses it
-    code, out, err, took = _orch(["up", "--backend", backend, "--image", HOSTILE, *small, "--run-id", run_id,
+    on = "compose" if backend == "podman" else backend  # Podman runs Compose's files (tests/test_runs_podman.py)
+    code, out, err, took = _orch(["up", "--backend", on, "--image", HOSTILE, *small, "--run-id", run_id,
                                   "--startup-timeout", "60", *flags], env)
     _assert_no_internal_error(err)
     return code, out, err, took

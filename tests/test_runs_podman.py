@@ -1,8 +1,9 @@
 """Podman for real: its rootful API service, started as a user would (`orch doctor --engine podman --fix`), with
 orch's images copied from Docker (`orch push --to-engine podman`). The runs are the small shared ones: a run on
-Podman must give exactly the accuracy of the same run on Docker. Whatever happens, the module stops the service if it
-started it, takes away the firewall rule if it added it, and leaves no container of its runs on Podman (the images
-stay, as Docker's do between sessions)."""
+Podman must give exactly the accuracy of the same run on Docker. A killed worker, a user's script and the hostile
+image's attacks on what the engine guards run here too, the same tests as on Docker. Whatever happens, the module
+stops the service if it started it, takes away the firewall rule if it added it, and leaves no container of its runs
+on Podman (the images stay, as Docker's do between sessions)."""
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.docker import engines, podman_net
-from tests.conftest import SMALL, made, run_orch, start_orch
+from tests.conftest import SMALL, made, orch_environment, run_orch, start_orch
+from tests.test_hostile import hostile_image  # noqa: F401 - the fixture: the image, built on Docker
+from tests.test_hostile import (  # noqa: F401 - the hostile subset, run here on Podman (see below)
+    test_a_worker_that_fills_the_disk_is_stopped, test_fifos_planted_as_events_and_heartbeat_block_nothing,
+    test_hostile_workers_change_nothing_outside_their_own_folders, test_terminal_escapes_reach_no_terminal)
+from tests.test_runs_scripts import (  # noqa: F401 - a user's script, run here on Podman
+    test_a_script_in_a_private_folder_runs_from_its_copy_and_sees_nothing_beside_it)
 
 pytestmark = pytest.mark.docker
 
@@ -36,23 +43,27 @@ def _service_pids() -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def podman_env(images, tmp_path_factory):
+def podman(images, tmp_path_factory):
+    """Podman's service started and its network opened as a user would (`orch doctor --fix`), orch's TensorFlow
+    images copied from Docker (`orch push --to-engine podman`): {"env", "doctor", "pushed"}, the last two the
+    commands' CompletedProcess for the first test to check."""
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed (`make test-deps` installs it)")
     if os.getuid() != 0:
         pytest.skip("the live Podman tests run its rootful service, as root")
     root = tmp_path_factory.mktemp("podman")
-    env = dict(os.environ, ORCH_RUNS_DIR=str(root / "runs"), ORCH_RESULTS_DIR=str(root / "results"),
-               ORCH_ENGINE="podman", COLUMNS="200")
+    env = dict(orch_environment(root), ORCH_ENGINE="podman")
     env.pop("CONTAINER_HOST", None)
     before, ruled = _service_pids(), podman_net.blocked() is None
     try:
-        yield env
+        doctor = run_orch(["doctor", "--fix"], env, timeout=300)
+        pushed = run_orch(["push", "--to-engine", "podman", "--framework", "tensorflow", "--format", "json"],
+                          {**env, "ORCH_ENGINE": "docker"}, timeout=1200)
+        yield {"env": env, "doctor": doctor, "pushed": pushed}
     finally:
-        for run_id in ("podman-w3", "podman-mpi", "podman-kill"):
-            ids = _leftovers(run_id)
-            if ids:
-                _podman("rm", "-f", *ids)
+        ids = _podman("ps", "-aq", "--filter", "label=orch.run").stdout.split()
+        if ids:  # this module's runs' (it and the hostile subset start the only ones on this Podman)
+            _podman("rm", "-f", *ids)
         with contextlib.suppress(OSError):
             for pid in _service_pids() - before:
                 os.kill(pid, signal.SIGTERM)
@@ -60,14 +71,17 @@ def podman_env(images, tmp_path_factory):
             podman_net.remove()
 
 
-def test_doctor_push_and_a_run_on_podman_give_dockers_result(podman_env, small_runs):
+@pytest.fixture
+def podman_env(podman):
+    return podman["env"]
+
+
+def test_doctor_push_and_a_run_on_podman_give_dockers_result(podman, podman_env, small_runs):
     """doctor --fix starts the service and opens the network; push copies the images by id; the 3-worker run of the
     shared small job gives the Docker run's accuracy on every worker; ps, logs and down see it on its engine."""
-    doctor = run_orch(["doctor", "--fix"], podman_env, timeout=300)
+    doctor, pushed = podman["doctor"], podman["pushed"]
     assert "Podman service" in doctor.stdout and "podman network" in doctor.stdout, doctor.stdout
     assert podman_net.blocked() is None
-    pushed = run_orch(["push", "--to-engine", "podman", "--framework", "tensorflow", "--format", "json"],
-                      {**podman_env, "ORCH_ENGINE": "docker"}, timeout=1200)
     assert pushed.returncode == 0, pushed.stderr
     assert {p["image"] for p in json.loads(pushed.stdout)} >= {"orch-trainer:0.1.0-multi", "orch-base:bookworm"}
     docker_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", "orch-trainer:0.1.0-multi"],
@@ -113,3 +127,38 @@ def test_mpi_ranks_share_memory_and_a_killed_worker_fails_the_run_on_podman(podm
         up.kill()
     assert up.returncode == 1 and "worker-1 was killed by signal 9 (exit 137)" in stderr, stderr
     assert _leftovers("podman-kill") == [] and engines.get("podman").name == "podman"
+
+
+# -- the hostile subset, and a user's script ------------------------------------------------------------------------
+# tests/test_hostile.py's attacks whose defence lies with the engine, run here on Podman: the locked-down replicas of
+# both attempts and the trust boundary of the run folder (the first attack), the logs the engine stores and gives
+# back (terminal escapes), the limit on a replica's files (a filled disk) and the host's folders it writes into
+# (FIFOs planted as the files orch reads). The rest (flooded events, numbers out of range, a heartbeat from the
+# future, a deep tree) are orch's reading of what the replicas wrote, the same whatever engine started them. A user's
+# script from a private folder: its copy mounted into the replica, and nothing beside it.
+
+@pytest.fixture(scope="module")
+def podman_hostile(hostile_image, podman):  # noqa: F811 - the fixture imported above
+    """The hostile image, copied from Docker to Podman."""
+    save = subprocess.Popen(["docker", "save", hostile_image], stdout=subprocess.PIPE)
+    load = subprocess.run(["podman", "load", "-q"], stdin=save.stdout, capture_output=True, text=True, timeout=300)
+    save.wait(timeout=60)
+    assert save.returncode == 0 and load.returncode == 0, load.stderr
+    return hostile_image
+
+
+@pytest.fixture
+def backend(podman, monkeypatch):
+    """Compose on Podman; the docker CLI of the hostile tests' checks and clean-up talks to Podman's service."""
+    monkeypatch.setenv("DOCKER_HOST", engines.PODMAN.address())
+    return "podman"
+
+
+@pytest.fixture
+def orch_env(podman_hostile, backend, tmp_path):
+    return dict(orch_environment(tmp_path), ORCH_ENGINE="podman")
+
+
+@pytest.fixture
+def leftovers(backend, cleanup):
+    return cleanup
