@@ -9,16 +9,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
+import sys
+import sysconfig
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from orchestrator.docker import engines, podman_net
-from tests.conftest import SMALL, made, orch_environment, run_orch, start_orch
+from tests.conftest import ROOT, SMALL, made, orch_environment, run_orch, start_orch
 from tests.test_hostile import hostile_image  # noqa: F401 - the fixture: the image, built on Docker
 from tests.test_hostile import (  # noqa: F401 - the hostile subset, run here on Podman (see below)
     test_a_worker_that_fills_the_disk_is_stopped, test_fifos_planted_as_events_and_heartbeat_block_nothing,
@@ -162,3 +166,88 @@ def orch_env(podman_hostile, backend, tmp_path):
 @pytest.fixture
 def leftovers(backend, cleanup):
     return cleanup
+
+
+# -- rootless Podman ------------------------------------------------------------------------------------------------
+# A user with subordinate uids, made for the test and removed after with everything it owns, runs this checkout's
+# orch against its own Podman service: the module's images loaded into its store, the shared small job on 3 workers.
+
+ROOTLESS = "orch-rootless"
+
+
+def _python_for_everyone() -> str:
+    """An interpreter of this one's version that any user may run (the venv's may live in root's home)."""
+    for folder in ("/usr/bin", "/usr/local/bin"):
+        path = Path(folder) / f"python3.{sys.version_info.minor}"
+        if path.exists() and os.stat(path).st_mode & 0o001:
+            return str(path)
+    pytest.skip(f"no python3.{sys.version_info.minor} that other users may run")
+
+
+@dataclass
+class RootlessUser:
+    """A user who runs Podman rootless, and how to run orch and podman as it."""
+
+    uid: int
+    home: Path
+    prefix: list[str]  # runuser and the user's environment
+    python: str
+
+    def orch(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.prefix, self.python, "-m", "orchestrator", *args], cwd=self.home,
+                              capture_output=True, text=True, timeout=600)
+
+    def podman(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.prefix, "podman", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def rootless(podman):
+    """A rootless Podman user, made for the module: orch and podman run as it, with the environment such a user has
+    ($XDG_RUNTIME_DIR), the multi-worker trainer image in its own store."""
+    for device in ("/dev/fuse", "/dev/net/tun"):
+        if not os.path.exists(device) or os.stat(device).st_mode & 0o006 != 0o006:
+            pytest.skip(f"{device} is root's alone here, so rootless Podman cannot run (docs/backends/podman.md)")
+    python = _python_for_everyone()
+    subprocess.run(["userdel", "-r", ROOTLESS], capture_output=True)  # a run cut short left it
+    subprocess.run(["useradd", "-m", "-s", "/bin/sh", ROOTLESS], check=True, capture_output=True)
+    user = pwd.getpwnam(ROOTLESS)
+    runtime = Path(f"/run/user/{user.pw_uid}")
+    try:
+        if ROOTLESS not in Path("/etc/subuid").read_text():
+            subprocess.run(["usermod", "--add-subuids", "300000-365535", "--add-subgids", "300000-365535",
+                            ROOTLESS], check=True, capture_output=True)
+        runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chown(runtime, user.pw_uid, user.pw_gid)
+        env = {"HOME": user.pw_dir, "XDG_RUNTIME_DIR": str(runtime), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+               "COLUMNS": "200", "PYTHONPATH": f"{sysconfig.get_paths()['purelib']}:{ROOT}",
+               "ORCH_RUNS_DIR": f"{user.pw_dir}/runs"}
+        as_user = ["runuser", "-u", ROOTLESS, "--", "env", *(f"{k}={v}" for k, v in env.items())]
+        save = subprocess.Popen(["podman", "save", "orch-trainer:0.1.0-multi"], stdout=subprocess.PIPE)
+        load = subprocess.run([*as_user, "podman", "load", "-q"], stdin=save.stdout, capture_output=True, text=True,
+                              timeout=300)
+        save.wait(timeout=60)
+        assert save.returncode == 0 and load.returncode == 0, load.stderr
+
+        yield RootlessUser(user.pw_uid, Path(user.pw_dir), as_user, python)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", ROOTLESS], capture_output=True)  # its service, its conmons
+        time.sleep(1)
+        subprocess.run(["userdel", "-r", ROOTLESS], capture_output=True)
+        shutil.rmtree(user.pw_dir, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_rootless_podman_runs_the_job_as_its_user_with_dockers_result(rootless, small_runs):
+    """doctor --fix starts the user's own service at $XDG_RUNTIME_DIR; the replicas run under keep-id as the user,
+    so every file of the run is the user's; every worker's accuracy is the Docker run's; nothing is left."""
+    doctor = rootless.orch("doctor", "--engine", "podman", "--fix")
+    assert "Podman service" in doctor.stdout and "answers" in doctor.stdout, doctor.stdout + doctor.stderr
+    proc = rootless.orch("up", "--engine", "podman", "--workers", "3", *SMALL, "--run-id", "rootless-w3", "--format",
+                         "json")
+    assert proc.returncode == 0, proc.stderr
+    expected = {w["test_accuracy"] for w in made(small_runs, "live-w3")["info"]["workers"]}
+    assert {w["test_accuracy"] for w in json.loads(proc.stdout)["workers"]} == expected
+    run = rootless.home / "runs" / "rootless-w3"
+    assert {p.stat().st_uid for p in run.rglob("*")} == {rootless.uid}
+    assert rootless.podman("ps", "-aq", "--filter", "label=orch.run=rootless-w3").stdout.split() == []
