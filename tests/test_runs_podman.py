@@ -16,6 +16,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,6 +201,12 @@ class RootlessUser:
     def podman(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*self.prefix, "podman", *args], capture_output=True, text=True, timeout=120)
 
+    def service_log(self) -> str:
+        """The end of the log of the service orch started for the user (beside its socket), for a failure's message."""
+        log = Path(f"/run/user/{self.uid}/podman/orch-podman-service.log")
+        return "\nthe service's log ends:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]) \
+            if log.exists() else "\nno service log"
+
 
 @pytest.fixture(scope="module")
 def rootless(podman):
@@ -243,11 +250,22 @@ def test_rootless_podman_runs_the_job_as_its_user_with_dockers_result(rootless, 
     so every file of the run is the user's; every worker's accuracy is the Docker run's; nothing is left."""
     doctor = rootless.orch("doctor", "--engine", "podman", "--fix")
     assert "Podman service" in doctor.stdout and "answers" in doctor.stdout, doctor.stdout + doctor.stderr
-    proc = rootless.orch("up", "--engine", "podman", "--workers", "3", *SMALL, "--run-id", "rootless-w3", "--format",
-                         "json")
-    assert proc.returncode == 0, proc.stderr
+    up = ["up", "--engine", "podman", "--workers", "3", *SMALL, "--format", "json"]
+    run_id = "rootless-w3"
+    proc = rootless.orch(*up, "--run-id", run_id)
+    if proc.returncode != 0 and "error during connect" in proc.stderr and ": EOF" in proc.stderr:
+        # Podman 4.3's rootless service once closed its connection in the middle of Compose's container creation
+        # (once in a whole live tier, never in this test alone): said as a warning, and the run tried once more after
+        # doctor --fix, which starts the service again where it died. Twice fails the test.
+        warnings.warn("rootless Podman's service closed its connection mid-run; once more: "
+                      + proc.stderr.strip().splitlines()[-1][:200] + rootless.service_log())
+        assert rootless.podman("ps", "-aq", "--filter", f"label=orch.run={run_id}").stdout.split() == []
+        rootless.orch("doctor", "--engine", "podman", "--fix")
+        run_id = "rootless-w3-again"
+        proc = rootless.orch(*up, "--run-id", run_id)
+    assert proc.returncode == 0, proc.stderr + rootless.service_log()
     expected = {w["test_accuracy"] for w in made(small_runs, "live-w3")["info"]["workers"]}
     assert {w["test_accuracy"] for w in json.loads(proc.stdout)["workers"]} == expected
-    run = rootless.home / "runs" / "rootless-w3"
+    run = rootless.home / "runs" / run_id
     assert {p.stat().st_uid for p in run.rglob("*")} == {rootless.uid}
-    assert rootless.podman("ps", "-aq", "--filter", "label=orch.run=rootless-w3").stdout.split() == []
+    assert rootless.podman("ps", "-aq", "--filter", f"label=orch.run={run_id}").stdout.split() == []
