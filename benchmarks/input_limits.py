@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.errors import InvalidSpec  # noqa: E402
-from orchestrator.experiments import file as experiment_file  # noqa: E402
-from orchestrator.experiments.file import expand, parse  # noqa: E402
+from orchestrator.experiments import model as experiment_model  # noqa: E402
+from orchestrator.experiments.cells import expand  # noqa: E402
+from orchestrator.experiments.file import parse  # noqa: E402
 
 
 def _laughs(depth: int, width: int) -> str:
@@ -39,9 +40,9 @@ def _many_cells(setups: int, values: int, repeats: int) -> str:
 
 CASES = {
     "a dense flow list at the size limit (64 KiB)":
-        ("name: t\nbase: {samples: [" + ",".join(["1"] * (experiment_file.MAX_BYTES // 2)))[:experiment_file.MAX_BYTES],
-    "a comment at the size limit": "name: t\n" + "#" * (experiment_file.MAX_BYTES - 9),
-    "one byte over the size limit": "name: t\n" + "#" * experiment_file.MAX_BYTES,
+        ("name: t\nbase: {samples: [" + ",".join(["1"] * (experiment_model.MAX_BYTES // 2)))[:experiment_model.MAX_BYTES],
+    "a comment at the size limit": "name: t\n" + "#" * (experiment_model.MAX_BYTES - 9),
+    "one byte over the size limit": "name: t\n" + "#" * experiment_model.MAX_BYTES,
     "billion laughs, 30 levels of 2": _laughs(30, 2),
     "nesting 10,000 deep": "name: t\nbase: {workers: " + "[" * 10_000 + "]" * 10_000 + "}\n",
     "500,000 cells in 2 KB": _many_cells(50, 50, 20),

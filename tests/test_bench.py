@@ -107,6 +107,15 @@ def test_every_rank_count_the_flag_accepts_makes_a_valid_job_for_every_transport
             assert spec.workers == ranks and spec.script is not None
 
 
+def test_a_transports_job_runs_on_the_engine_asked_for(monkeypatch):
+    from orchestrator.bench import job_spec
+
+    monkeypatch.delenv("ORCH_ENGINE", raising=False)
+    transport = next(t for t in known_transports() if t.name == "mpi-shm")
+    assert job_spec(transport, 2, [4096], 10, 1).backend_options.engine == "docker"
+    assert job_spec(transport, 2, [4096], 10, 1, engine="podman").backend_options.engine == "podman"
+
+
 def test_a_transport_whose_image_is_absent_is_skipped_in_one_line(monkeypatch):
     from orchestrator import bench
 

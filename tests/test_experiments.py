@@ -9,10 +9,12 @@ import yaml
 
 from orchestrator.analysis import report
 from orchestrator.errors import InvalidSpec, WorkerFailed
-from orchestrator.experiments import file as experiment_file
 from orchestrator.experiments import sweep as experiments
-from orchestrator.experiments.file import NAMES as NAMES_OF_FILES
-from orchestrator.experiments.file import Cell, cell_run_id, expand, load, parse
+from orchestrator.experiments import model as experiment_model
+from orchestrator.experiments.cells import Cell, expand
+from orchestrator.experiments.file import load, parse
+from orchestrator.experiments.keys import cell_run_id
+from orchestrator.experiments.model import NAMES as NAMES_OF_FILES
 from orchestrator.experiments.sweep import DONE, ELSEWHERE, TO_RUN, load_cells, results_dir, status
 from orchestrator.jobspec import RUN_ID_PATTERN
 from orchestrator.paths import Paths
@@ -104,6 +106,26 @@ def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
     assert status({"state": "failed", "fields": {"workers": 1, "epochs": 2}}, cell, "m1") == TO_RUN
 
 
+def test_a_cell_names_the_engine_it_runs_on_where_it_is_not_docker(monkeypatch):
+    monkeypatch.delenv("ORCH_ENGINE", raising=False)
+    exp = parse("name: t\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3]}\n")
+    assert all("engine" not in c.fields for c in expand(exp))  # Docker's cells: as every sweep recorded them
+    assert all(c.fields["engine"] == "podman" for c in expand(exp, engine="podman"))
+    monkeypatch.setenv("ORCH_ENGINE", "podman")  # `orch experiment run --engine podman`
+    on_podman = expand(exp)
+    assert all(c.fields["engine"] == "podman" for c in on_podman)
+    # A cell done on Docker is run again on Podman, not skipped as done (and the other way round).
+    done = {"state": "succeeded", "fields": {"dataset": "synthetic", "workers": 1}, "machine": {"id": "m"}}
+    assert status(done, on_podman[0], "m") == TO_RUN
+    assert status({**done, "fields": on_podman[0].fields}, on_podman[0], "m") == DONE
+    # The file's own engine stands; a backend without an engine gets none.
+    named = parse("name: t\nbase: {dataset: synthetic, engine: docker}\ngrid: {workers: [1]}\n")
+    assert expand(named, engine="podman")[0].fields["engine"] == "docker"
+    swarm = parse("name: t\nbase: {dataset: synthetic, backend: swarm}\ngrid: {workers: [2]}\n")
+    monkeypatch.delenv("ORCH_ENGINE")
+    assert "engine" not in expand(swarm, engine="podman")[0].fields
+
+
 def test_the_estimate_counts_the_cells_left_and_says_nothing_once_they_are_done():
     progress = experiments.Progress(total=3)
     assert progress.eta_seconds is None  # no cell has run: nothing to go by
@@ -166,7 +188,7 @@ def test_a_report_names_the_machine_its_cells_were_measured_on():
 def test_experiment_files_name_fields_exactly_as_the_flags_do():
     """What `orch up --help` lists is what a file may set, by the same names; the spec-only names are refused."""
     from orchestrator.cli.options import spec_flags
-    from orchestrator.experiments.file import NAMES
+    from orchestrator.experiments.model import NAMES
 
     flags = {f.flag.removeprefix("--").replace("-", "_") for f in spec_flags()} - {"run_id"}  # a cell's own
     assert flags <= set(NAMES)
@@ -287,7 +309,7 @@ def test_load_refuses_what_is_not_a_small_text_file_at_once(tmp_path, kind, need
     elif kind == "folder":
         path.mkdir()
     elif kind == "large":
-        path.write_text("name: t\n" + "#" * experiment_file.MAX_BYTES)
+        path.write_text("name: t\n" + "#" * experiment_model.MAX_BYTES)
     elif kind == "binary":
         path.write_bytes(b"name: \xff\xfe\n")
     started = time.monotonic()
@@ -509,13 +531,13 @@ def test_the_cells_of_a_file_are_bounded_before_any_work_in_one_line(setups, val
         parse(text, "big.yaml")
     total = setups * values * 10 * repeats
     message = info.value.message
-    assert f"{total:,} cells" in message and f"at most {experiment_file.MAX_TOTAL_CELLS:,}" in message, message
+    assert f"{total:,} cells" in message and f"at most {experiment_model.MAX_TOTAL_CELLS:,}" in message, message
     assert message.startswith("big.yaml: ") and "\n" not in message and time.monotonic() - started < HANG_S
 
 
 def test_the_bound_holds_in_quick_mode_too_and_a_file_at_the_bound_is_valid():
     at_bound = _many_cells(10, 10, 1)  # 10 × 100 = 1,000 cells
-    assert len(expand(parse(at_bound))) == experiment_file.MAX_TOTAL_CELLS
+    assert len(expand(parse(at_bound))) == experiment_model.MAX_TOTAL_CELLS
     with pytest.raises(InvalidSpec, match="quick: .*2,000 cells"):
         parse(at_bound.replace("repeats: 1", "repeats: 1\nquick: {repeats: 2}"))
 

@@ -146,7 +146,7 @@ def test_one_transport_measurement_per_transport_ranks_and_size_fills_every_floo
                _record(4, 9.0, {"none": "a script"})]
     asked = []
 
-    def measure(sizes, ranks, transports, iterations, warmup, host=True, paths=None, say=None):
+    def measure(sizes, ranks, transports, iterations, warmup, host=True, paths=None, say=None, engine=None):
         asked.append((sizes, ranks, transports, host))
         return [bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=100.0)]
 
@@ -157,6 +157,23 @@ def test_one_transport_measurement_per_transport_ranks_and_size_fills_every_floo
         assert r["floor"]["transport_floor"] == pytest.approx(0.2) and r["floor"]["floor"] == pytest.approx(2.2)
     assert records[3]["floor"]["floor"] == pytest.approx(1.2 + 40e-6 * 2000)
     assert "floor" not in records[4]["floor"]
+
+
+def test_the_all_reduce_is_measured_on_the_engine_each_cell_ran_on():
+    part = {"compute_floor": 2.0, "transport": "mpi-shm", "gradient_bytes": 80_700, "allreduce_p50_us": None}
+    docker, podman = _record(3, 3.0, dict(part)), _record(3, 3.0, dict(part), repeat=1)
+    podman["fields"]["engine"] = "podman"
+    asked = []
+
+    def measure(sizes, ranks, transports, *_args, engine=None, **_kwargs):
+        asked.append(engine)
+        return [bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=100.0 if engine else 50.0)]
+
+    said = []
+    floor.transport_floors([docker, podman], _paths(), said.append, measure=measure)
+    assert sorted(asked, key=str) == [None, "podman"]  # once per engine, never one engine's figure for the other
+    assert docker["floor"]["allreduce_p50_us"] == 50.0 and podman["floor"]["allreduce_p50_us"] == 100.0
+    assert any(line.endswith("on podman") for line in said)
 
 
 def test_a_transport_that_cannot_be_measured_leaves_its_floors_with_the_reason():
@@ -275,7 +292,7 @@ def test_the_sweep_runs_a_solo_rank_beside_each_cell_and_the_transports_once(mon
         return [_record(spec.workers, 1.0 * spec.workers)["summary"] | {"run_id": spec.run_id, "failed": False,
                                                                          "spec": spec.model_dump(mode="json")}]
 
-    def measure(sizes, ranks, transports, iterations, warmup, host=True, paths=None, say=None):
+    def measure(sizes, ranks, transports, iterations, warmup, host=True, paths=None, say=None, engine=None):
         asked.append((ranks[0], transports[0]))
         return [bench.Row(transports[0], "containers", ranks[0], sizes[0], p50_us=50.0)]
 

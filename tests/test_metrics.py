@@ -165,7 +165,7 @@ def _scaling_cell(setup, workers, train, repeat=0):
 
 def test_a_scaling_report_has_its_table_the_split_and_four_plots(tmp_path):
     from orchestrator.analysis import report
-    from orchestrator.experiments.file import Experiment
+    from orchestrator.experiments.model import Experiment
 
     cells = {f"{s}-{n}-{r}": _scaling_cell(s, n, t + r, r) for s in ("global_batch", "batch_per_worker")
              for n, t in ((1, 10.0), (2, 8.0), (4, 20.0)) for r in range(2)}

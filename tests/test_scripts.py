@@ -269,7 +269,8 @@ def test_arguments_without_a_script_are_refused():
 
 
 def test_an_experiment_names_its_script_relative_to_its_own_folder(tmp_path):
-    from orchestrator.experiments.file import expand, load
+    from orchestrator.experiments.cells import expand
+    from orchestrator.experiments.file import load
 
     (tmp_path / "exp").mkdir()
     path = tmp_path / "exp" / "scripts.yaml"

@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 
 from orchestrator import backends, frameworks
 from orchestrator.errors import InvalidSpec, OrchError
-from orchestrator.experiments import file as experiment_file
-from orchestrator.experiments.file import cell_run_id, expand, parse
+from orchestrator.experiments import cells as experiment_cells
+from orchestrator.experiments import model as experiment_model
+from orchestrator.experiments.cells import expand
+from orchestrator.experiments.file import parse
+from orchestrator.experiments.keys import cell_run_id
 from orchestrator.images.venv_volume import volume_name
 from orchestrator.jobspec import RUN_ID_PATTERN, JobSpec, flat_field_names, make_spec
 from orchestrator.paths import Paths
@@ -124,7 +127,7 @@ def _cells_or_one_line(text: str) -> tuple:
     except InvalidSpec as exc:
         assert time.process_time() - started < HANG_S
         assert exc.exit_code == 2 and "\n" not in exc.message and "\r" not in exc.message
-        assert exc.message.startswith("fuzz.yaml") and len(exc.message) <= experiment_file.MAX_MESSAGE
+        assert exc.message.startswith("fuzz.yaml") and len(exc.message) <= experiment_model.MAX_MESSAGE
         return None, []
     assert time.process_time() - started < HANG_S
     for group in (cells[:len(expand(experiment))], cells[len(expand(experiment)):]):
@@ -231,7 +234,7 @@ def test_billion_laughs_is_refused_fast(depth, width):
 @pytest.mark.parametrize("text, needle", [
     ("name: t\nbase: &b {workers: 2}\n", "anchors and aliases"),
     ("name: t\nbase: {dataset: synthetic}\nquick: {<<: *x}\n", "anchors and aliases"),
-    ("name: t\nbase: {workers: " + "[" * 10_000 + "]" * 10_000 + "}\n", f"deeper than {experiment_file.MAX_DEPTH}"),
+    ("name: t\nbase: {workers: " + "[" * 10_000 + "]" * 10_000 + "}\n", f"deeper than {experiment_model.MAX_DEPTH}"),
     ("name: t\ndescription: " + "x" * (64 << 10) + "\n", "larger than 64 KiB"),
     ("name: t\nbase: {samples: " + "1" * 5000 + "}\n", "not valid YAML"),
     ("name: t\ndescription: 2021-02-30\n", "not valid YAML"),
@@ -249,13 +252,13 @@ def test_hostile_yaml_is_one_short_line_fast(text, needle):
         parse(text, "fuzz.yaml")
     assert time.process_time() - started < HANG_S
     message = info.value.message
-    assert needle in message and "\n" not in message and len(message) <= experiment_file.MAX_MESSAGE, message
+    assert needle in message and "\n" not in message and len(message) <= experiment_model.MAX_MESSAGE, message
 
 
 def test_a_document_at_the_size_limit_is_read_to_the_end_in_bounded_time():
     """Pure-Python YAML is linear but slow; the size limit keeps the worst (a dense flow list) short. Its time is
     measured in benchmarks/input_limits.py."""
-    text = ("name: t\nbase: {samples: [" + ",".join(["1"] * (experiment_file.MAX_BYTES // 2)))[:experiment_file.MAX_BYTES]
+    text = ("name: t\nbase: {samples: [" + ",".join(["1"] * (experiment_model.MAX_BYTES // 2)))[:experiment_model.MAX_BYTES]
     started = time.process_time()
     with pytest.raises(InvalidSpec):
         parse(text, "fuzz.yaml")
@@ -308,7 +311,7 @@ def test_the_same_value_twice_on_an_axis_is_refused(values, shown):
 
 def test_expand_validates_the_run_id_the_sweep_will_use(monkeypatch):
     exp = parse("name: t\nbase: {dataset: synthetic}\ngrid: {workers: [1, 2]}\n")
-    monkeypatch.setattr(experiment_file, "cell_run_id", lambda name, key, repeat, token: f"{name}-{key}.{token}")
+    monkeypatch.setattr(experiment_cells, "cell_run_id", lambda name, key, repeat, token: f"{name}-{key}.{token}")
     with pytest.raises(InvalidSpec) as info:
         expand(exp)
     assert "cell workers1-r0: run_id" in info.value.message

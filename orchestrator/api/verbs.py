@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Sequence, Union
 
 from orchestrator import frameworks
 from orchestrator.errors import InvalidSpec
@@ -234,16 +234,19 @@ def submit(fn: Callable[..., Any], *, args: Sequence[Any] = (), kwargs: Optional
 
 def experiment(file: Union[str, Path], *, quick: bool = False, force: bool = False,
                out: Union[str, Path, None] = None, paths: Optional[Paths] = None, say: Optional[Say] = None,
-               on_progress: Optional[Callable[[Any], None]] = None) -> ExperimentRun:
+               on_progress: Optional[Callable[[Any], None]] = None,
+               engine: Optional[Literal["docker", "podman"]] = None) -> ExperimentRun:
     """Run every cell of the experiment in ``file`` not already done on this machine (all of them with
-    ``force``) and write its report; ``quick`` is the file's small form."""
+    ``force``) and write its report; ``quick`` is the file's small form. ``engine`` runs the Compose cells whose
+    file names no engine on Docker or Podman (default: $ORCH_ENGINE, else Docker); a cell measured on the other
+    engine is run again."""
     from orchestrator.experiments import file as experiment_file
     from orchestrator.experiments import sweep
 
     paths = paths or default_paths()
     folder, cells = sweep.run(experiment_file.load(Path(file)), quick=quick, force=force,
                               root=Path(out) if out else paths.results, on_progress=on_progress, say=say,
-                              paths=paths)
+                              paths=paths, engine=engine)
     return ExperimentRun(folder, folder / "report.md", cells)
 
 

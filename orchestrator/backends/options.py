@@ -54,11 +54,12 @@ REGISTRY_HELP = ("Registry (HOST/PATH) the nodes pull orch's own images from, pr
 
 
 EngineName = Literal["docker", "podman"]
+DEFAULT_ENGINE: EngineName = "docker"
 
 
 def _engine_default() -> EngineName:
     """$ORCH_ENGINE, else docker; an unknown name is left to the field's own error."""
-    return os.environ.get("ORCH_ENGINE") or "docker"  # type: ignore[return-value]
+    return os.environ.get("ORCH_ENGINE") or DEFAULT_ENGINE  # type: ignore[return-value]
 
 
 class ComposeOptions(BackendOptions):

@@ -129,23 +129,25 @@ def probe_script(framework: str, paths: Paths) -> Path:
 
 
 def job_spec(transport: Transport, ranks: int, sizes: list[int], iterations: int, warmup: int,
-             script: Optional[Path] = None) -> JobSpec:
+             script: Optional[Path] = None, engine: Optional[str] = None) -> JobSpec:
     """The orch job that measures ``transport`` with ``ranks`` replicas (validated: InvalidSpec if it cannot run);
-    ``script`` is the staged harness (``probe_script``)."""
+    ``script`` is the staged harness (``probe_script``); ``engine`` the container engine (None: $ORCH_ENGINE, else
+    Docker)."""
     from orchestrator.jobspec import make_spec
 
     run_id = f"bench-{transport.name}-{ranks}-{int(time.time() * 1000) % 10**9}"
-    return make_spec(**transport.fields, workers=ranks, dataset="synthetic",
+    fields = {**transport.fields, **({"engine": engine} if engine else {})}
+    return make_spec(**fields, workers=ranks, dataset="synthetic",
                      run_id=run_id, script=str(script or HARNESS),
                      script_args=tuple(script_args(sizes, iterations, warmup)), time_limit=HOST_TIMEOUT)
 
 
 def in_containers(transport: Transport, ranks: int, sizes: list[int], iterations: int, warmup: int,
-                  paths: Paths, say: Say) -> dict[int, list[float]]:
-    """Run the all-reduce as an orch job of ``ranks`` replicas; rank 0's samples per size."""
+                  paths: Paths, say: Say, engine: Optional[str] = None) -> dict[int, list[float]]:
+    """Run the all-reduce as an orch job of ``ranks`` replicas on ``engine``; rank 0's samples per size."""
     from orchestrator.run.start import up
 
-    spec = job_spec(transport, ranks, sizes, iterations, warmup, probe_script(transport.framework, paths))
+    spec = job_spec(transport, ranks, sizes, iterations, warmup, probe_script(transport.framework, paths), engine)
     run_id = spec.run_id
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as runs:
         scratch = Paths(runs=Path(runs), cache=paths.cache, results=paths.results)
@@ -238,10 +240,11 @@ def on_host(framework: str, ranks: int, sizes: list[int], iterations: int, warmu
 
 def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: int, warmup: int,
         host: bool = True, paths: Optional[Paths] = None, say: Optional[Say] = None,
-        present: Optional[Callable[[str], bool]] = None) -> list[Row]:
-    """Measure every transport (and the host reference of each API) for every rank count and size. A transport
-    whose framework's image is not on the engine is skipped, in one line that says how to add it; nothing is
-    built. ``present`` tells whether an image is on the engine (default: ask the engine)."""
+        present: Optional[Callable[[str], bool]] = None, engine: Optional[str] = None) -> list[Row]:
+    """Measure every transport (and the host reference of each API) for every rank count and size, the containers
+    on ``engine`` (None: $ORCH_ENGINE, else Docker). A transport whose framework's image is not on that engine is
+    skipped, in one line that says how to add it; nothing is built. ``present`` tells whether an image is on the
+    engine (default: ask the engine)."""
     paths = paths or default_paths()
     say = say or (lambda _line: None)
     every = known_transports()
@@ -257,8 +260,8 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
     for n in ranks:  # every job's spec first: a shape that cannot run is refused before anything is measured
         for t in chosen:
             if not t.unavailable:
-                job_spec(t, n, sizes, iterations, warmup)
-    chosen = _skip_absent_images(chosen, present or _engine_has, say)
+                job_spec(t, n, sizes, iterations, warmup, engine=engine)
+    chosen = _skip_absent_images(chosen, present or functools.partial(_engine_has, engine=engine), say)
     rows: list[Row] = []
     jobs: list[tuple[str, str, int, Callable[[], dict[int, list[float]]]]] = []
     for n in ranks:
@@ -267,7 +270,7 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
                 rows += [Row(t.name, "containers", n, s, note=t.unavailable) for s in sizes]
                 continue
             jobs.append((t.name, "containers", n,
-                         functools.partial(in_containers, t, n, sizes, iterations, warmup, paths, say)))
+                         functools.partial(in_containers, t, n, sizes, iterations, warmup, paths, say, engine)))
         if host:
             for framework, api in sorted({(t.framework, t.api) for t in chosen if not t.unavailable}):
                 jobs.append((f"{api}-host", "host", n, functools.partial(
@@ -286,10 +289,10 @@ def run(sizes: list[int], ranks: list[int], transports: list[str], iterations: i
     return rows
 
 
-def _engine_has(ref: str) -> bool:
+def _engine_has(ref: str, engine: Optional[str] = None) -> bool:
     from orchestrator.docker.engine import Engine
 
-    return Engine().image_labels(ref) is not None
+    return Engine(kind=engine).image_labels(ref) is not None
 
 
 def _skip_absent_images(chosen: list[Transport], present: Callable[[str], bool], say: Say) -> list[Transport]:

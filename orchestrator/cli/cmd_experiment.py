@@ -9,7 +9,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from orchestrator.cli.env import Environment, pass_env
-from orchestrator.cli.options import (Verbs, complete_experiment_files, format_option, track_options,
+from orchestrator.cli.options import (Verbs, complete_experiment_files, engine_option, format_option, track_options,
                                       tracked_targets)
 from orchestrator.cli.tables import cells_table, experiments_table, past_cells_table
 from orchestrator.errors import EXIT_FAILED
@@ -27,6 +27,7 @@ def experiment() -> None:
 @click.option("--dry-run", is_flag=True, help="List the cells and their specs; run nothing.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder that receives <experiment>/. [default: $ORCH_RESULTS_DIR, else results]")
+@engine_option
 @track_options
 @format_option
 @pass_env
@@ -44,6 +45,8 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     """
     from orchestrator import api
     from orchestrator.experiments import file as experiment_file
+    from orchestrator.experiments.cells import expand
+    from orchestrator.experiments.model import SPEC_ONLY
     from orchestrator.experiments import sweep as experiments
     from orchestrator.paths import default_paths
 
@@ -51,13 +54,13 @@ def experiment_run(env: Environment, file: str, quick: bool, force: bool, dry_ru
     targets = tracked_targets(track)
     exp = experiment_file.load(Path(file))
     if dry_run:
-        cells = experiment_file.expand(exp, quick)
+        cells = expand(exp, quick)
         recorded = {} if force else experiments.load_cells(experiments.results_dir(exp, quick, root))
         known: dict[str, Any] = {}
         status = {c.key: experiments.status(recorded.get(c.key), c, experiments.machine_of(c, known)["id"])
                   for c in cells}
         if fmt == "json":
-            names = experiment_file.SPEC_ONLY
+            names = SPEC_ONLY
             env.json([{"cell": c.key, "status": status[c.key], "repeat": c.repeat,
                                   "fields": {names.get(k, k): v for k, v in c.fields.items()}} for c in cells])
         else:

@@ -148,7 +148,7 @@ def past_cells_table(past: Any) -> Table:
 
 def cells_table(name: str, cells: list[Any], status: dict[str, str], title: Optional[str] = None) -> Table:
     """`orch experiment run --dry-run`: each cell, whether it would run (``status``), and its spec fields."""
-    from orchestrator.experiments.file import SPEC_ONLY
+    from orchestrator.experiments.model import SPEC_ONLY
 
     keys = sorted({k for c in cells for k in c.fields}, key=lambda k: SPEC_ONLY.get(k, k))
     table = Table("cell", "status", *(SPEC_ONLY.get(k, k) for k in keys),  # named as the file names them

@@ -125,7 +125,8 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
         from orchestrator import bench
 
         measure = bench.run
-    wanted: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    # The all-reduce is measured on the engine the cells ran on (a cell's field, else the default one, as the cell had).
+    wanted: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
     for record in records:
         floor = record.get("floor")
         if not isinstance(floor, dict) or "compute_floor" not in floor:
@@ -135,14 +136,16 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
             continue
         if floor.get("transport") and floor.get("allreduce_p50_us") is None:
             workers = int(record["fields"].get("workers", 1))
-            wanted.setdefault((floor["transport"], workers, int(floor["gradient_bytes"])), []).append(floor)
+            engine = str(record["fields"].get("engine") or "")
+            wanted.setdefault((engine, floor["transport"], workers, int(floor["gradient_bytes"])), []).append(floor)
         else:
             _complete(floor, record)
-    for (transport, workers, size), floors in sorted(wanted.items()):
-        say(f"the transport floor: {transport}'s all-reduce of {size:,} bytes on {workers} ranks")
+    for (engine, transport, workers, size), floors in sorted(wanted.items()):
+        say(f"the transport floor: {transport}'s all-reduce of {size:,} bytes on {workers} ranks"
+            + (f", on {engine}" if engine else ""))
         try:
             rows = [r for r in measure([size], [workers], [transport], ITERATIONS, WARMUP, host=False, paths=paths,
-                                       say=say) if r.placement == "containers"]
+                                       say=say, engine=engine or None) if r.placement == "containers"]
             p50 = rows[0].p50_us if rows else None
             if p50 is None:
                 raise RuntimeError(rows[0].note if rows else "not measured")

@@ -16,7 +16,8 @@ from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
 from orchestrator.experiments import floor
-from orchestrator.experiments.file import TOKEN_HEX, Cell, Experiment, expand
+from orchestrator.experiments.cells import TOKEN_HEX, Cell, expand
+from orchestrator.experiments.model import Experiment
 from orchestrator.experiments.keys import cell_run_id
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
@@ -46,10 +47,12 @@ def machine_of(cell: Cell, known: Optional[dict[str, dict[str, Any]]] = None) ->
     """The machine ``cell``'s containers run on (``machine.where_cells_run``), looked up once per backend in
     ``known``."""
     backend = str(cell.fields.get("backend", "compose"))
+    engine = cell.fields.get("engine")
+    where = f"{backend}/{engine or ''}"
     known = {} if known is None else known
-    if backend not in known:
-        known[backend] = machine.where_cells_run(backend, engine_address())
-    return known[backend]
+    if where not in known:
+        known[where] = machine.where_cells_run(backend, engine_address(str(engine) if engine else None))
+    return known[where]
 
 
 DONE, TO_RUN, ELSEWHERE = "done, skipped", "to run", "to run: done on another machine"
@@ -95,8 +98,10 @@ def run(
     on_progress: Optional[Callable[[Progress], None]] = None,
     say: Optional[Callable[[str], None]] = None,
     paths: Optional[Paths] = None,
+    engine: Optional[str] = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Run every cell not already done; record each (failed ones too); write the report. Returns (dir, cells).
+    ``engine``: the container engine of the Compose cells whose file names none (None: $ORCH_ENGINE, else Docker).
 
     Runs go under ``paths.runs``; the experiment's folder under ``root`` (None: ``paths.results``). The folder
     is locked for the whole sweep (a second sweep of it fails at once with FolderBusy, changing nothing), and
@@ -104,7 +109,7 @@ def run(
     locks on its own.
     """
     paths = paths or default_paths()
-    cells = expand(experiment, quick)
+    cells = expand(experiment, quick, engine)
     out = results_dir(experiment, quick, paths.results if root is None else root)
     with locked(out, "a sweep"):
         write_json(out / "experiment.json", experiment.model_dump())

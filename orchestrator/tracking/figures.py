@@ -67,7 +67,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 def _flat_params(spec: dict[str, Any]) -> dict[str, str]:
     """The spec as flat parameters, named as the flags are (batch_size, memory)."""
-    from orchestrator.experiments.file import SPEC_ONLY
+    from orchestrator.experiments.model import SPEC_ONLY
     from orchestrator.jobspec import load_spec
 
     flat = load_spec(spec).flat()
