@@ -41,6 +41,57 @@ def test_record_of_a_stopped_container_is_skipped():
     assert usage_of(stopped) is None
 
 
+def _record(cpu_ns: int, system_ns: int) -> dict:
+    """A one-off record as Podman's service gives it: this sample's counters, none of the sample before."""
+    raw = json.loads(json.dumps(STREAM[2]))
+    raw["cpu_stats"]["cpu_usage"]["total_usage"], raw["cpu_stats"]["system_cpu_usage"] = cpu_ns, system_ns
+    raw["cpu_stats"]["online_cpus"] = 2
+    raw["precpu_stats"] = {"cpu_usage": {"total_usage": 0}}
+    return raw
+
+
+class _OneOffRecords:
+    """An engine client whose stats call gives one-off records, then fails as for a container that stopped."""
+
+    def __init__(self, records):
+        self.records, self.asked = list(records), []
+        self.api = self
+
+    def stats(self, container_id, stream=True, decode=False):
+        self.asked.append(stream)
+        if not self.records:
+            raise ValueError("Expecting value: line 1 column 1 (char 0)")  # Podman, for a stopped container
+        return self.records.pop(0)
+
+
+# A container busy on one of 2 cores: 1 s of its CPU time in each 2 s of the host's (both cores' time).
+BUSY = [_record(1_000_000_000 * i, 2_000_000_000 * i) for i in range(1, 5)]
+
+
+def test_a_one_off_record_without_the_sample_before_is_measured_against_the_next(monkeypatch):
+    from orchestrator.docker import containers
+    from orchestrator.docker.engine import Engine
+
+    monkeypatch.setattr(containers, "POLL_SECONDS", 0.0)
+    client = _OneOffRecords(BUSY[:2])
+    usage = Engine(client=client, kind="podman").stats_once("w0")
+    assert usage.cpu_percent == pytest.approx(100.0) and client.asked == [False, False]  # not 0: one core busy
+
+
+def test_an_engine_whose_stream_is_slow_is_read_a_record_a_second_each_against_the_one_before(monkeypatch):
+    from orchestrator.docker import containers
+    from orchestrator.docker.engine import Engine
+
+    monkeypatch.setattr(containers, "POLL_SECONDS", 0.0)
+    client = _OneOffRecords(BUSY)
+    usages = list(Engine(client=client, kind="podman").stats_stream("w0"))
+    assert [u.cpu_percent for u in usages] == [pytest.approx(100.0)] * 3  # the first record only starts the count
+    assert client.asked == [False] * 5  # then the container stopped, and the stream ended
+    docker = _OneOffRecords([])
+    docker.stats = lambda container_id, stream=True, decode=False: iter(STREAM) if stream else None
+    assert len(list(Engine(client=docker, kind="docker").stats_stream("w0"))) == len(STREAM)  # Docker's own stream
+
+
 @pytest.mark.docker
 def test_three_workers_are_sampled_and_talk(observed_runs):
     run_dir = observed_runs["w3"]

@@ -1,6 +1,7 @@
 """Containers on the engine: orch's, by run label, with their logs, stats and removal."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
@@ -9,6 +10,9 @@ from orchestrator.docker.stats import usage_of
 from orchestrator.labels import LABEL_INDEX, LABEL_ROLE, LABEL_RUN
 from orchestrator.timestamps import parse_timestamp
 from orchestrator.usage import Usage
+
+STATS_SECONDS = 1.0  # how often a running container's use is read
+POLL_SECONDS = STATS_SECONDS  # the wait between records read one at a time, where the engine's stream is slower
 
 
 @dataclass(frozen=True)
@@ -120,9 +124,13 @@ class ContainerOps(EngineBase):
             return False
 
     def stats_stream(self, container_id: str) -> Iterator[Usage]:
-        """A container's use, from the Engine's stats records (one a second), until it stops or goes away."""
+        """A container's use, one record a second, until it stops or goes away: the engine's own stream where it
+        sends one a second (Docker), else one-off records a second apart, each measured against the one before."""
         import docker
 
+        if self.kind.stats_period > STATS_SECONDS:
+            yield from self._stats_polled(container_id)
+            return
         try:
             for raw in self.client.api.stats(container_id, decode=True, stream=True):
                 usage = usage_of(raw)
@@ -131,14 +139,41 @@ class ContainerOps(EngineBase):
         except (docker.errors.DockerException, ValueError, OSError):
             return
 
+    def _stats_polled(self, container_id: str) -> Iterator[Usage]:
+        previous = self._stats_record(container_id)
+        while previous is not None:
+            time.sleep(POLL_SECONDS)
+            raw = self._stats_record(container_id, previous)
+            usage = usage_of(raw) if raw is not None else None
+            if usage is None:
+                return  # stopped, or gone
+            yield usage
+            previous = raw
+
     def stats_once(self, container_id: str) -> Optional[Usage]:
-        """A running container's use now, or None if it has none to give."""
+        """A running container's use now, its CPU over about the last second, or None if it has none to give.
+        Docker's one-off record carries the sample a second before it; a record that carries none (Podman's) is
+        measured against a second one, a second later."""
+        raw = self._stats_record(container_id)
+        if raw is not None and (raw.get("precpu_stats") or {}).get("system_cpu_usage") is None:
+            time.sleep(POLL_SECONDS)
+            raw = self._stats_record(container_id, raw)
+        return usage_of(raw) if raw is not None else None
+
+    def _stats_record(self, container_id: str, previous: Optional[dict[str, Any]] = None) -> Optional[dict[str, Any]]:
+        """One stats record of the engine's, or None for a container that stopped or went away; with ``previous``,
+        its CPU is measured from that record's."""
         import docker
 
         try:
-            return usage_of(self.client.api.stats(container_id, stream=False))
+            raw = self.client.api.stats(container_id, stream=False)
         except (docker.errors.DockerException, ValueError, OSError):
             return None
+        if not isinstance(raw, dict):
+            return None
+        if previous is not None:
+            raw["precpu_stats"] = previous.get("cpu_stats") or {}
+        return raw
 
     def host_pids(self, run: str) -> dict[str, int]:
         """The host PID of each running container of ``run``, by container id: what the disk guard signals to stop a

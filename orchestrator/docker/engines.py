@@ -25,6 +25,9 @@ class EngineKind:
     swarm: bool  # whether it can run Swarm services (Podman has no swarm mode)
     private_pid_init: bool  # whether an init process may only be PID 1 of a replica's own PID namespace
     podman_limits: bool = False  # whether replicas need this host's limits spelled out (``ulimits``)
+    # Seconds between the records of the engine's stats stream: Docker's daemon sends one a second; Podman's
+    # Docker-compatible endpoint one each 5 s, and its one-off record has no earlier sample to measure CPU against.
+    stats_period: float = 1.0
 
     def address(self) -> str:
         """The engine's socket: DOCKER_HOST (Docker), CONTAINER_HOST (Podman), else where the engine puts it."""
@@ -88,7 +91,7 @@ DOCKER = EngineKind("docker", "Docker engine",
 PODMAN = EngineKind("podman", "Podman service",
                     "start it with `orch doctor --engine podman --fix` (or `systemctl --user start podman.socket`), "
                     "or point CONTAINER_HOST at a running one",
-                    swarm=False, private_pid_init=True, podman_limits=True)
+                    swarm=False, private_pid_init=True, podman_limits=True, stats_period=5.0)
 _KINDS = {kind.name: kind for kind in (DOCKER, PODMAN)}
 
 
