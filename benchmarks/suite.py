@@ -128,6 +128,11 @@ SUITE: tuple[Bench, ...] = (
           "turn: wall − train, train time and T(3)/T(1), with the copy of the images to Podman timed once.",
           (*PY, "benchmarks/podman_vs_docker.py"), ("benchmarks/results/podman.json", "benchmarks/results/podman.md"),
           4, root=True),
+    Bench("podman-alone", "Does the main job run where only Podman answers? With Docker's daemon stopped: doctor, "
+          "the images built on Podman itself, 1 and 3 workers and collect, timed; then each worker's accuracy against "
+          "the same jobs on Docker, with the images copied there.",
+          (*PY, "benchmarks/podman_alone.py"),
+          ("benchmarks/results/podman_alone.json", "benchmarks/results/podman_alone.md"), 6, root=True),
     Bench("mutation", "Can the tests of orch's pure core fail? mutmut's mutants of each module against the tests that "
           "exercise it: how many are killed, and why each survivor makes no difference.",
           (*PY, "benchmarks/mutation.py"), ("benchmarks/results/mutation.json",), 30),

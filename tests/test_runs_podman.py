@@ -124,6 +124,12 @@ def test_mpi_ranks_share_memory_and_a_killed_worker_fails_the_run_on_podman(podm
         deadline = time.monotonic() + 180
         while not (events.exists() and '"event": "epoch"' in events.read_text()) and time.monotonic() < deadline:
             time.sleep(0.2)
+        # While it trains: `orch stats` gives each replica's CPU over the last second (Podman's one-off records
+        # carry no earlier sample to measure against: orch reads a second one).
+        stats = run_orch(["stats", "podman-kill", "--format", "json"], podman_env)
+        assert stats.returncode == 0, stats.stderr
+        busy = {row["worker"]: row["cpu_percent"] for row in json.loads(stats.stdout)}
+        assert sorted(busy) == [0, 1] and min(busy.values()) > 5, busy
         victim = _podman("ps", "-q", "--filter", "label=orch.run=podman-kill", "--filter", "label=orch.index=1")
         assert victim.stdout.split(), "worker-1 never trained an epoch"
         _podman("kill", *victim.stdout.split())

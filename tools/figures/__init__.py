@@ -30,7 +30,7 @@ from figures.floor import (  # noqa: F401
 from figures.experiments import experiment_source, experiment_table  # noqa: F401
 from figures.costs import (  # noqa: F401
     DEMO, build_table, collect_bounds_table, demo_source, demo_table, disk_limit_table, input_limits_table,
-    naive_table, podman_table, sampler_table, slurm_table, swarm_nodes_table,
+    naive_table, podman_alone_table, podman_table, sampler_table, slurm_table, swarm_nodes_table,
 )
 from figures.testing import CI, live_tier_floor, mutation_table, slowest_tests_table, test_times_table  # noqa: F401
 from figures.peers import (  # noqa: F401

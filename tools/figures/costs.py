@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from figures.core import data, emit, num, table, machines
+from figures.core import FigureError, data, emit, num, table, machines
 
 
 # -- images ----------------------------------------------------------------------------------------------
@@ -85,6 +85,35 @@ def podman_table() -> None:
          f"global batch, on {d['cores']} cores. T(3)/T(1) of the train time: {ratios}. Copying {len(d['pushed'])} "
          f"images (the bases and TensorFlow's two) from Docker to Podman (`orch push --to-engine podman`) took "
          f"{d['push_seconds']:.0f} s, once per build.")
+
+
+def podman_alone_table() -> None:
+    """The main job on a host where only Podman answers (benchmarks/podman_alone.py): each step's time with Docker's
+    daemon stopped, and each worker's accuracy beside the same job's on Docker."""
+    d = data("benchmarks/results/podman_alone.json")
+    if d["docker_answered_while_stopped"] or d["left_on_podman"]:
+        raise FigureError("podman_alone.json: Docker answered while stopped, or the runs left containers on Podman")
+    steps = [s for s in d["steps"] if not s["command"].startswith("orch push")]
+    emit(table(["with Docker's daemon stopped", "exit", "seconds"],
+               [[f"`{s['command']}`", s["exit"], num(s["seconds"], ".0f")] for s in steps], right=(1, 2)))
+    emit("")
+    runs = d["runs"]
+    workers = sorted({int(key.rsplit("-", 1)[1]) for key in runs})
+    emit(table(["workers", "test accuracy on Podman, each worker", "on Docker, each worker"],
+               [[n, ", ".join(f"{a:.4f}" for a in runs[f"podman-{n}"]["test_accuracy"]),
+                 ", ".join(f"{a:.4f}" for a in runs[f"docker-{n}"]["test_accuracy"])] for n in workers], right=(0,)))
+    emit("")
+    push = next(s for s in d["steps"] if s["command"].startswith("orch push"))
+    w = d["workload"]
+    images = ("none of orch's images" if not d["images_before_build"] else
+              f"{len(d['images_before_build'])} of orch's images already")
+    wheels = "its wheels already in orch's cache" if d["wheels_cached_before_build"] else "its wheels downloaded first"
+    emit(f"{w['samples']:,} MNIST images, {w['epochs']} epochs, the main job's global batch, on {d['cores']} cores; the build "
+         f"started with {images} on Podman, {wheels}. Then, "
+         f"with Docker's daemon started again, `{push['command']}` copied the images built on Podman to Docker in "
+         f"{push['seconds']:.0f} s, and the same two jobs ran on Docker. "
+         + ("Every worker's accuracy is the same on both engines." if d["same_accuracy"] else
+            "The accuracies differ between the engines."))
 
 
 # -- what `make demo` prints (benchmarks/demo.py) ------------------------------------------------------------
