@@ -42,6 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # floor_split beside it, also where a test loads this file by its path
 
 from orchestrator import backends, bench, frameworks  # noqa: E402
 from orchestrator.docker.engine import Engine  # noqa: E402

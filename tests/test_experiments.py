@@ -108,9 +108,10 @@ def test_resume_skips_only_succeeded_cells_with_the_same_spec_on_this_machine():
 
 def test_a_cell_names_the_engine_it_runs_on_where_it_is_not_docker(monkeypatch):
     monkeypatch.delenv("ORCH_ENGINE", raising=False)
-    exp = parse("name: t\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3]}\n")
+    exp = parse("name: t\nbase: {dataset: synthetic}\ngrid: {workers: [1, 3]}\nrepeats: 2\n")
     assert all("engine" not in c.fields for c in expand(exp))  # Docker's cells: as every sweep recorded them
-    assert all(c.fields["engine"] == "podman" for c in expand(exp, engine="podman"))
+    assert all("engine" not in c.fields for c in expand(exp, engine="docker"))
+    assert [c.fields["engine"] for c in expand(exp, engine="podman")] == ["podman"] * 4
     monkeypatch.setenv("ORCH_ENGINE", "podman")  # `orch experiment run --engine podman`
     on_podman = expand(exp)
     assert all(c.fields["engine"] == "podman" for c in on_podman)
@@ -121,9 +122,9 @@ def test_a_cell_names_the_engine_it_runs_on_where_it_is_not_docker(monkeypatch):
     # The file's own engine stands; a backend without an engine gets none.
     named = parse("name: t\nbase: {dataset: synthetic, engine: docker}\ngrid: {workers: [1]}\n")
     assert expand(named, engine="podman")[0].fields["engine"] == "docker"
+    assert expand(exp, engine="docker")[0].fields["engine"] == "docker"  # not $ORCH_ENGINE's, when the sweep runs it
     swarm = parse("name: t\nbase: {dataset: synthetic, backend: swarm}\ngrid: {workers: [2]}\n")
-    monkeypatch.delenv("ORCH_ENGINE")
-    assert "engine" not in expand(swarm, engine="podman")[0].fields
+    assert "engine" not in expand(swarm, engine="podman")[0].fields and "engine" not in expand(swarm)[0].fields
 
 
 def test_the_estimate_counts_the_cells_left_and_says_nothing_once_they_are_done():

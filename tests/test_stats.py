@@ -61,7 +61,10 @@ class _OneOffRecords:
         self.asked.append(stream)
         if not self.records:
             raise ValueError("Expecting value: line 1 column 1 (char 0)")  # Podman, for a stopped container
-        return self.records.pop(0)
+        record = self.records.pop(0)
+        if isinstance(record, Exception):
+            raise record
+        return record
 
 
 # A container busy on one of 2 cores: 1 s of its CPU time in each 2 s of the host's (both cores' time).
@@ -76,6 +79,8 @@ def test_a_one_off_record_without_the_sample_before_is_measured_against_the_next
     client = _OneOffRecords(BUSY[:2])
     usage = Engine(client=client, kind="podman").stats_once("w0")
     assert usage.cpu_percent == pytest.approx(100.0) and client.asked == [False, False]  # not 0: one core busy
+    stopped = Engine(client=_OneOffRecords(BUSY[:1]), kind="podman").stats_once("w0")
+    assert stopped.mem_used_bytes > 0 and stopped.cpu_percent == 0.0  # the first record, where no second came
 
 
 def test_an_engine_whose_stream_is_slow_is_read_a_record_a_second_each_against_the_one_before(monkeypatch):
@@ -83,10 +88,14 @@ def test_an_engine_whose_stream_is_slow_is_read_a_record_a_second_each_against_t
     from orchestrator.docker.engine import Engine
 
     monkeypatch.setattr(containers, "POLL_SECONDS", 0.0)
-    client = _OneOffRecords(BUSY)
+    client = _OneOffRecords([BUSY[0], BUSY[1], OSError("read timed out"), BUSY[2], BUSY[3]])
     usages = list(Engine(client=client, kind="podman").stats_stream("w0"))
-    assert [u.cpu_percent for u in usages] == [pytest.approx(100.0)] * 3  # the first record only starts the count
-    assert client.asked == [False] * 5  # then the container stopped, and the stream ended
+    # The first record only starts the count; a passing failure skips a second; then the container stopped.
+    assert [u.cpu_percent for u in usages] == [pytest.approx(100.0)] * 3 and client.asked == [False] * 6
+    import docker
+
+    gone = _OneOffRecords([BUSY[0], docker.errors.NotFound("no such container")])
+    assert list(Engine(client=gone, kind="podman").stats_stream("w0")) == [] and len(gone.asked) == 2
     docker = _OneOffRecords([])
     docker.stats = lambda container_id, stream=True, decode=False: iter(STREAM) if stream else None
     assert len(list(Engine(client=docker, kind="docker").stats_stream("w0"))) == len(STREAM)  # Docker's own stream

@@ -57,7 +57,7 @@ EngineName = Literal["docker", "podman"]
 DEFAULT_ENGINE: EngineName = "docker"
 
 
-def _engine_default() -> EngineName:
+def default_engine() -> EngineName:
     """$ORCH_ENGINE, else docker; an unknown name is left to the field's own error."""
     return os.environ.get("ORCH_ENGINE") or DEFAULT_ENGINE  # type: ignore[return-value]
 
@@ -66,7 +66,7 @@ class ComposeOptions(BackendOptions):
     """Compose on this host: the engine that runs the containers."""
 
     engine: EngineName = Field(
-        default_factory=_engine_default, json_schema_extra={"default_text": "$ORCH_ENGINE, else docker"},
+        default_factory=default_engine, json_schema_extra={"default_text": "$ORCH_ENGINE, else docker"},
         description="The container engine on this host: docker (the Docker daemon) or podman (Podman's API "
                     "service, rootful or rootless); `orch doctor --engine podman` checks it.")
 

@@ -13,6 +13,7 @@ from orchestrator.usage import Usage
 
 STATS_SECONDS = 1.0  # how often a running container's use is read
 POLL_SECONDS = STATS_SECONDS  # the wait between records read one at a time, where the engine's stream is slower
+POLL_FAILURES = 30  # records in a row that fail or hold no figures before such a read gives up (an engine gone)
 
 
 @dataclass(frozen=True)
@@ -140,40 +141,52 @@ class ContainerOps(EngineBase):
             return
 
     def _stats_polled(self, container_id: str) -> Iterator[Usage]:
-        previous = self._stats_record(container_id)
-        while previous is not None:
+        previous: Optional[dict[str, Any]] = None
+        failures = 0
+        while failures < POLL_FAILURES:
+            raw, gone = self._stats_record(container_id)
+            if gone:
+                return
+            usage = usage_of(self._since(raw, previous)) if raw is not None and previous is not None else None
+            if raw is None or (previous is not None and usage is None):
+                failures += 1  # a passing failure, or a record with no figures yet: the next one counts
+            else:
+                previous, failures = raw, 0
+                if usage is not None:
+                    yield usage
             time.sleep(POLL_SECONDS)
-            raw = self._stats_record(container_id, previous)
-            usage = usage_of(raw) if raw is not None else None
-            if usage is None:
-                return  # stopped, or gone
-            yield usage
-            previous = raw
 
     def stats_once(self, container_id: str) -> Optional[Usage]:
         """A running container's use now, its CPU over about the last second, or None if it has none to give.
         Docker's one-off record carries the sample a second before it; a record that carries none (Podman's) is
-        measured against a second one, a second later."""
-        raw = self._stats_record(container_id)
-        if raw is not None and (raw.get("precpu_stats") or {}).get("system_cpu_usage") is None:
+        measured against a second one, a second later (or, where that fails, given as it is)."""
+        first, _ = self._stats_record(container_id)
+        if first is None:
+            return None
+        if (first.get("precpu_stats") or {}).get("system_cpu_usage") is None:
             time.sleep(POLL_SECONDS)
-            raw = self._stats_record(container_id, raw)
-        return usage_of(raw) if raw is not None else None
+            second, _ = self._stats_record(container_id)
+            if second is not None:
+                return usage_of(self._since(second, first)) or usage_of(first)
+        return usage_of(first)
 
-    def _stats_record(self, container_id: str, previous: Optional[dict[str, Any]] = None) -> Optional[dict[str, Any]]:
-        """One stats record of the engine's, or None for a container that stopped or went away; with ``previous``,
-        its CPU is measured from that record's."""
+    def _stats_record(self, container_id: str) -> tuple[Optional[dict[str, Any]], bool]:
+        """One stats record of the engine's (None where it gave none), and whether the container is gone or
+        stopped: removed (not found), or Podman's answer for a stopped container, which is no JSON."""
         import docker
 
         try:
             raw = self.client.api.stats(container_id, stream=False)
-        except (docker.errors.DockerException, ValueError, OSError):
-            return None
-        if not isinstance(raw, dict):
-            return None
-        if previous is not None:
-            raw["precpu_stats"] = previous.get("cpu_stats") or {}
-        return raw
+        except (docker.errors.NotFound, ValueError):
+            return None, True
+        except (docker.errors.DockerException, OSError):
+            return None, False
+        return (raw, False) if isinstance(raw, dict) else (None, False)
+
+    @staticmethod
+    def _since(raw: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+        """``raw`` with its CPU counted from ``previous``'s (what Docker's stream gives as precpu_stats)."""
+        return {**raw, "precpu_stats": previous.get("cpu_stats") or {}}
 
     def host_pids(self, run: str) -> dict[str, int]:
         """The host PID of each running container of ``run``, by container id: what the disk guard signals to stop a

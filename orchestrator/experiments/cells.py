@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from orchestrator.backends.options import DEFAULT_ENGINE
+from orchestrator.backends.options import DEFAULT_ENGINE, default_engine
 from orchestrator.errors import InvalidSpec
 from orchestrator.experiments.keys import _axis_parts, cell_run_id, setup_key
 from orchestrator.experiments.model import Experiment, check_grid, message_line
@@ -77,19 +77,19 @@ def expand(experiment: Experiment, quick: bool = False, engine: Optional[str] = 
                                           itertools.product(*(range(len(grid[a])) for a in axes))):
         params = {**setup, **{a: grid[a][i] for a, i in zip(axes, point)}}
         fields = {**base, **params}
-        if engine and "engine" not in fields and fields.get("backend", "compose") == "compose":
-            fields["engine"] = engine
+        named = "engine" in fields or fields.get("backend", "compose") != "compose"
+        asked: dict[str, Any] = {"engine": engine} if engine and not named else {}
         for repeat in range(repeats):
             key = "-".join([*([setup_key(setup)] if setup else []), *(parts[j][i] for j, i in enumerate(point)),
                             f"r{repeat}"])
             try:
-                spec = make_spec(**fields, run_id=cell_run_id(experiment.name, key, repeat, "0" * TOKEN_HEX))
+                spec = make_spec(**fields, **asked, run_id=cell_run_id(experiment.name, key, repeat, "0" * TOKEN_HEX))
             except InvalidSpec as exc:
                 raise InvalidSpec(message_line(f"cell {key}: {exc.message}")) from None
             ran_on = getattr(spec.backend_options, "engine", DEFAULT_ENGINE)
-            if ran_on != DEFAULT_ENGINE and "engine" not in fields:  # $ORCH_ENGINE's, or --engine's
-                fields = {**fields, "engine": ran_on}
-            cells.append(Cell(key=key, params=params, repeat=repeat, fields=fields))
+            # Named where it is not Docker, or where the fields alone ($ORCH_ENGINE's) would not give it.
+            on = {"engine": ran_on} if not named and (ran_on != DEFAULT_ENGINE or ran_on != default_engine()) else {}
+            cells.append(Cell(key=key, params=params, repeat=repeat, fields={**fields, **on}))
     return rotated(cells, repeats) if experiment.order == "rotated" else cells
 
 

@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 
 from orchestrator import frameworks
 from orchestrator.analysis.metrics import is_seconds
+from orchestrator.backends.options import DEFAULT_ENGINE
 from orchestrator.data.prepare import DATASETS, dataset_dir
 from orchestrator.jobspec import JobSpec, make_spec
 from orchestrator.paths import Paths
@@ -125,7 +126,7 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
         from orchestrator import bench
 
         measure = bench.run
-    # The all-reduce is measured on the engine the cells ran on (a cell's field, else the default one, as the cell had).
+    # The all-reduce is measured on the engine the cells ran on: a cell's field, else Docker (``cells.expand``).
     wanted: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
     for record in records:
         floor = record.get("floor")
@@ -136,16 +137,16 @@ def transport_floors(records: list[dict[str, Any]], paths: Paths, say: Callable[
             continue
         if floor.get("transport") and floor.get("allreduce_p50_us") is None:
             workers = int(record["fields"].get("workers", 1))
-            engine = str(record["fields"].get("engine") or "")
+            engine = str(record["fields"].get("engine") or DEFAULT_ENGINE)
             wanted.setdefault((engine, floor["transport"], workers, int(floor["gradient_bytes"])), []).append(floor)
         else:
             _complete(floor, record)
     for (engine, transport, workers, size), floors in sorted(wanted.items()):
         say(f"the transport floor: {transport}'s all-reduce of {size:,} bytes on {workers} ranks"
-            + (f", on {engine}" if engine else ""))
+            + (f", on {engine}" if engine != DEFAULT_ENGINE else ""))
         try:
             rows = [r for r in measure([size], [workers], [transport], ITERATIONS, WARMUP, host=False, paths=paths,
-                                       say=say, engine=engine or None) if r.placement == "containers"]
+                                       say=say, engine=engine) if r.placement == "containers"]
             p50 = rows[0].p50_us if rows else None
             if p50 is None:
                 raise RuntimeError(rows[0].note if rows else "not measured")

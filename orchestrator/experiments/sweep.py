@@ -16,6 +16,7 @@ from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
 from orchestrator.experiments import floor
+from orchestrator.backends.options import DEFAULT_ENGINE
 from orchestrator.experiments.cells import TOKEN_HEX, Cell, expand
 from orchestrator.experiments.model import Experiment
 from orchestrator.experiments.keys import cell_run_id
@@ -51,7 +52,8 @@ def machine_of(cell: Cell, known: Optional[dict[str, dict[str, Any]]] = None) ->
     where = f"{backend}/{engine or ''}"
     known = {} if known is None else known
     if where not in known:
-        known[where] = machine.where_cells_run(backend, engine_address(str(engine) if engine else None))
+        # A cell whose fields name no engine runs on Docker (``expand`` names any other; Swarm's is Docker's).
+        known[where] = machine.where_cells_run(backend, engine_address(str(engine or DEFAULT_ENGINE)))
     return known[where]
 
 
