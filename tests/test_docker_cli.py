@@ -43,6 +43,19 @@ def test_compose_up_is_called_detached_with_the_project_under_a_time_limit(docke
     assert capfd.readouterr() == ("", "")  # the CLI's output is captured, never orch's own
 
 
+@pytest.mark.parametrize("uid, at_once", [(0, True), (1000, False)])
+def test_rootless_podman_creates_a_runs_replicas_one_at_a_time(docker, tmp_path, monkeypatch, uid, at_once):
+    # Its service looks up the user's subordinate ids for each keep-id container through libsubid, which fails or
+    # crashes the service when Compose creates several at once.
+    from orchestrator.docker import engines
+
+    monkeypatch.setattr(engines.os, "getuid", lambda: uid)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    Engine(client=object(), kind="podman").compose_up(tmp_path / "compose.yml", "orch-r1")
+    limit = ["env", "COMPOSE_PARALLEL_LIMIT=1"]
+    assert under_timeout(docker.parents[0])[3:] == (["docker"] if at_once else [*limit, "docker"])
+
+
 def test_compose_down_waits_the_grace_and_no_longer_than_its_limit(docker, tmp_path):
     engine().compose_down(tmp_path / "c.yml", "p", timeout=5)
     assert docker.calls == [["compose", "--file", str(tmp_path / "c.yml"), "--project-name", "p", "down",

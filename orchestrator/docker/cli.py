@@ -43,11 +43,11 @@ class CliOps(EngineBase):
     """The CLI operations of ``Engine``."""
 
     def _run(self, what: str, seconds: float, call: Callable[[Any], Any], missing: type[OrchError] = DockerError,
-             late: Optional[str] = None, **config: Any) -> Any:
+             late: Optional[str] = None, env: tuple[str, ...] = (), **config: Any) -> Any:
         """``call(client)`` with a python-on-whales ``DockerClient`` (``config``: its context, Compose files and
-        project) whose every CLI call ends within ``seconds``; what ``call`` returns. A CLI that fails raises
-        ``_Failed``; one that runs out of time DockerError (``late``, else a message of its own); ``missing`` is
-        raised when there is no docker CLI at all."""
+        project) whose every CLI call ends within ``seconds``, with ``env`` (NAME=VALUE) set for it; what ``call``
+        returns. A CLI that fails raises ``_Failed``; one that runs out of time DockerError (``late``, else a
+        message of its own); ``missing`` is raised when there is no docker CLI at all."""
         from python_on_whales import DockerClient
         from python_on_whales.client_config import ClientNotFoundError
         from python_on_whales.exceptions import DockerException
@@ -65,7 +65,7 @@ class CliOps(EngineBase):
         if self.kind is not engines.DOCKER and "context" not in config and "host" not in config:
             config["host"] = self.kind.address()
         client = DockerClient(client_call=["timeout", "--foreground", f"--kill-after={KILL_AFTER}", str(limit),
-                                           "docker"], **config)
+                                           *(["env", *env] if env else []), "docker"], **config)
         try:
             return call(client)
         except DockerException as exc:
@@ -82,10 +82,11 @@ class CliOps(EngineBase):
         except OSError as exc:
             raise DockerError(f"{what}: cannot run the docker CLI ({exc.strerror or exc})") from None
 
-    def _compose(self, what: str, seconds: float, call: Callable[[Any], Any], **config: Any) -> Any:
+    def _compose(self, what: str, seconds: float, call: Callable[[Any], Any], env: tuple[str, ...] = (),
+                 **config: Any) -> Any:
         """A `docker compose` call through ``_run``; what it returns, or a translated error."""
         try:
-            return self._run(what, seconds, call, missing=ComposeMissing, **config)
+            return self._run(what, seconds, call, missing=ComposeMissing, env=env, **config)
         except _Failed as exc:
             text = exc.text
         if "is not a docker command" in text or "unknown command" in text or "unknown flag" in text \
@@ -105,9 +106,11 @@ class CliOps(EngineBase):
         return found[1] if found else text.strip()
 
     def compose_up(self, compose_file: Path, project: str) -> None:
-        """Create and start a rendered project, detached; never pulls. The CLI's output is captured (quiet)."""
+        """Create and start a rendered project, detached; never pulls. The CLI's output is captured (quiet). Its
+        containers are created one at a time where the engine cannot create them at once (``creates_at_once``)."""
+        one_at_a_time = () if self.kind.creates_at_once() else ("COMPOSE_PARALLEL_LIMIT=1",)
         self._compose("compose up", COMPOSE_UP_TIMEOUT,
-                      lambda d: d.compose.up(detach=True, pull="never", quiet=True),
+                      lambda d: d.compose.up(detach=True, pull="never", quiet=True), env=one_at_a_time,
                       compose_files=[compose_file], compose_project_name=project)
 
     def compose_down(self, compose_file: Path, project: str, timeout: int = 10) -> None:

@@ -59,6 +59,12 @@ class EngineKind:
         (``runner.container_user``). Rootful engines hand a uid's folders over to it instead (``RunDir``)."""
         return "keep-id" if self.name == "podman" and os.getuid() != 0 else ""
 
+    def creates_at_once(self) -> bool:
+        """Whether Compose may create a run's replicas at once. Not on rootless Podman: under keep-id its service
+        (Podman 4.3) looks up the user's subordinate ids through libsubid for each container it creates, and calls
+        made at once fail ("cannot read subids") or crash the service, whose connection then closes mid-run."""
+        return self.userns() != "keep-id"
+
     def build_fix(self, command: str) -> str:
         """What to do about a missing image of orch's that ``command`` (an `orch build`) makes, on this engine."""
         if self.name == DEFAULT:
