@@ -4,7 +4,8 @@ what its engine can run.
 
 Flags and experiment files use the flat names (``--overlay-mtu``, ``k8s_kind``); ``spec._nest`` moves them
 under ``backend_options`` and refuses one that belongs to another backend. Standard library and pydantic only,
-so the spec can load these without loading an engine's client.
+so the spec can load these without loading an engine's client (docker/engines.py, the engines' names, is
+standard library too).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Literal, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator import imageref
+from orchestrator.docker import engines
 from orchestrator.frameworks.base import Job
 
 REGISTRY_PATTERN = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
@@ -54,12 +56,11 @@ REGISTRY_HELP = ("Registry (HOST/PATH) the nodes pull orch's own images from, pr
 
 
 EngineName = Literal["docker", "podman"]
-DEFAULT_ENGINE: EngineName = "docker"
 
 
 def default_engine() -> EngineName:
     """$ORCH_ENGINE, else docker; an unknown name is left to the field's own error."""
-    return os.environ.get("ORCH_ENGINE") or DEFAULT_ENGINE  # type: ignore[return-value]
+    return os.environ.get("ORCH_ENGINE") or engines.DEFAULT  # type: ignore[return-value]
 
 
 class ComposeOptions(BackendOptions):

@@ -6,7 +6,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from orchestrator.backends.options import DEFAULT_ENGINE, default_engine
+from orchestrator.backends.options import default_engine
+from orchestrator.docker.engines import DEFAULT as DEFAULT_ENGINE
 from orchestrator.errors import InvalidSpec
 from orchestrator.experiments.keys import _axis_parts, cell_run_id, setup_key
 from orchestrator.experiments.model import Experiment, check_grid, message_line

@@ -26,8 +26,8 @@ from typing import Any, Callable, Optional
 
 from orchestrator import frameworks
 from orchestrator.analysis.metrics import is_seconds
-from orchestrator.backends.options import DEFAULT_ENGINE
 from orchestrator.data.prepare import DATASETS, dataset_dir
+from orchestrator.docker.engines import DEFAULT as DEFAULT_ENGINE
 from orchestrator.jobspec import JobSpec, make_spec
 from orchestrator.paths import Paths
 from orchestrator.plan import rank_cores

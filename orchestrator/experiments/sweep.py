@@ -14,12 +14,12 @@ from typing import Any, Callable, Optional
 from orchestrator.analysis import machine, metrics, report
 from orchestrator.analysis.collect import collect
 from orchestrator.docker.engine import engine_address
+from orchestrator.docker.engines import DEFAULT as DEFAULT_ENGINE
 from orchestrator.errors import ComposeMissing, DataError, EngineUnreachable, ImageMissing, InvalidSpec, OrchError
 from orchestrator.experiments import floor
-from orchestrator.backends.options import DEFAULT_ENGINE
 from orchestrator.experiments.cells import TOKEN_HEX, Cell, expand
-from orchestrator.experiments.model import Experiment
 from orchestrator.experiments.keys import cell_run_id
+from orchestrator.experiments.model import Experiment
 from orchestrator.jobspec import make_spec
 from orchestrator.paths import Paths, default_paths
 from orchestrator.run import start
